@@ -1,0 +1,43 @@
+"""The ``pyard`` command line.
+
+Each sub-command lives in its own module exposing ``register(subparsers)``; this file only wires
+them together and turns user errors into one line and exit status 2 (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from rtl.config import ConfigError
+
+# Modules that contribute sub-commands, in the order `pyard --help` lists them.
+COMMAND_MODULES = ("sim.verilog_cmd", "sim.fptt_cli")
+
+
+class UsageError(Exception):
+    """A user mistake that is not a config field (missing file, bad combination of options)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyard", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, UsageError) as err:
+        print(f"pyard: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
