@@ -1,0 +1,160 @@
+"""Floating-point units of the BF16 processing element, checked bit for bit against ``rtl/fp_model.py``.
+
+Both units are combinational; the PE decides where the pipeline registers go.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["Bf16Mul", "FpAdd"]
+
+EXP_MAX = 255
+BIAS = 127
+
+
+def _fields(m: Module, value, mant_bits: int, prefix: str):
+    """Split an IEEE value into (sign, exponent, fraction, is_zero, is_inf, is_nan); subnormals read as 0."""
+    sign, exp, frac = value[-1], value[mant_bits:-1], value[:mant_bits]
+    is_zero = Signal(name=f"{prefix}_zero")
+    is_inf = Signal(name=f"{prefix}_inf")
+    is_nan = Signal(name=f"{prefix}_nan")
+    m.d.comb += [
+        is_zero.eq(exp == 0),
+        is_inf.eq((exp == EXP_MAX) & (frac == 0)),
+        is_nan.eq((exp == EXP_MAX) & (frac != 0)),
+    ]
+    return sign, exp, frac, is_zero, is_inf, is_nan
+
+
+class Bf16Mul(wiring.Component):
+    """bf16 × bf16 → fp32. The 8 × 8-bit significand product is exact in fp32, so nothing is rounded:
+    the unit only normalizes, overflows to ±Inf and flushes results below 2^-126 to ±0."""
+
+    a: In(16)
+    b: In(16)
+    p: Out(32)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
+        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
+        sign = sa ^ sb
+        nan = na | nb | (ia & zb) | (ib & za)
+        inf = ia | ib
+        zero = za | zb
+
+        prod = Signal(16)
+        exp = Signal(signed(11))
+        frac = Signal(23)
+        m.d.comb += [
+            prod.eq(Cat(fa, 1) * Cat(fb, 1)),
+            exp.eq(ea + eb - BIAS + prod[15]),
+            # The product lies in [1, 4): its leading one is bit 15 or bit 14.
+            frac.eq(Mux(prod[15], Cat(Const(0, 8), prod[:15]), Cat(Const(0, 9), prod[:14]))),
+        ]
+        with m.If(nan):
+            m.d.comb += self.p.eq(0x7FC00000)
+        with m.Elif(inf | (exp >= EXP_MAX)):
+            m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
+        with m.Elif(zero | (exp <= 0)):
+            m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
+        with m.Else():
+            m.d.comb += self.p.eq(Cat(frac, exp[:8], sign))
+        return m
+
+
+class FpAdd(wiring.Component):
+    """``acc + x`` rounded once to nearest even at the accumulator's precision.
+
+    ``acc`` and ``o`` are fp32 (``acc_mant_bits`` = 23) or bf16 (7); ``x`` is always fp32. The
+    datapath aligns the smaller operand with guard, round and sticky bits, which is enough for a
+    correctly rounded sum: a shift of more than one place loses bits only when the result needs at
+    most one place of renormalization.
+    """
+
+    def __init__(self, acc_mant_bits: int = 23) -> None:
+        assert acc_mant_bits in (7, 23)
+        self.acc_mant_bits = acc_mant_bits
+        width = acc_mant_bits + 9
+        super().__init__({"acc": In(width), "x": In(32), "o": Out(width)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        a32 = Cat(Const(0, 23 - self.acc_mant_bits), self.acc)
+        sa, ea, fa, za, ia, na = _fields(m, a32, 23, "a")
+        sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
+
+        # Order the operands by magnitude so the difference below is never negative.
+        mag_a = Mux(za, 0, a32[:31])
+        mag_x = Mux(zx, 0, self.x[:31])
+        swap = mag_x > mag_a
+        s_big, e_big = Mux(swap, sx, sa), Mux(swap, ex, ea)
+        sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
+        sig_x = Mux(zx, 0, Cat(fx, 1))
+        sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
+        e_small = Mux(swap, ea, ex)
+
+        aligned, sum_ = Signal(27), Signal(28)
+        m.d.comb += aligned.eq(self._align(m, Cat(Const(0, 3), sig_small), e_big - e_small))
+        subtract = sa ^ sx
+        big = Cat(Const(0, 3), sig_big)
+        m.d.comb += sum_.eq(Mux(subtract, big - aligned, big + aligned))
+
+        norm, exp = self._normalize(m, sum_, e_big)
+        frac, exp_r = self._round(m, norm, exp)
+
+        mant = self.acc_mant_bits
+        nan_out = Cat(Const(0, mant - 1), Const(1, 1), Const(EXP_MAX, 8), Const(0, 1))
+        with m.If(na | nx | (ia & ix & subtract)):
+            m.d.comb += self.o.eq(nan_out)
+        with m.Elif(ia | ix):
+            m.d.comb += self.o.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), Mux(ia, sa, sx)))
+        with m.Elif(sum_ == 0):
+            # An exact zero is +0 under round-to-nearest unless both addends are negative.
+            m.d.comb += self.o.eq(Cat(Const(0, mant + 8), sa & sx))
+        with m.Elif(exp_r >= EXP_MAX):
+            m.d.comb += self.o.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), s_big))
+        with m.Elif(exp_r <= 0):
+            m.d.comb += self.o.eq(Cat(Const(0, mant + 8), s_big))
+        with m.Else():
+            m.d.comb += self.o.eq(Cat(frac, exp_r[:8], s_big))
+        return m
+
+    @staticmethod
+    def _align(m: Module, ext, shift):
+        """Shift ``ext`` (27 bits) right by ``shift``, OR-ing every lost bit into bit 0 (sticky)."""
+        dist = Signal(5)
+        m.d.comb += dist.eq(Mux(shift > 27, 27, shift))
+        shifted = Signal(27)
+        m.d.comb += shifted.eq(ext >> dist)
+        lost = (shifted << dist)[:27] != ext
+        return shifted | lost
+
+    @staticmethod
+    def _normalize(m: Module, sum_, e_big):
+        """Bring the leading one of ``sum_`` to bit 26; return (27-bit significand, exponent)."""
+        norm = Signal(27)
+        exp = Signal(signed(11))
+        lz = Signal(5)
+        for i in range(27):  # the highest set bit is assigned last and wins
+            with m.If(sum_[i]):
+                m.d.comb += lz.eq(26 - i)
+        with m.If(sum_[27]):
+            m.d.comb += [norm.eq(sum_[1:] | sum_[0]), exp.eq(e_big + 1)]
+        with m.Else():
+            m.d.comb += [norm.eq(sum_[:27] << lz), exp.eq(e_big - lz)]
+        return norm, exp
+
+    def _round(self, m: Module, norm, exp):
+        """Round the normalized significand to the output precision; return (fraction, exponent)."""
+        precision = self.acc_mant_bits + 1
+        keep = norm[27 - precision :]
+        guard = norm[26 - precision]
+        sticky = norm[: 26 - precision] != 0
+        rounded = Signal(precision + 1)
+        m.d.comb += rounded.eq(keep + (guard & (sticky | keep[0])))
+        exp_r = Signal(signed(11))
+        m.d.comb += exp_r.eq(exp + rounded[precision])
+        # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
+        return rounded[: precision - 1], exp_r

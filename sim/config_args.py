@@ -1,0 +1,37 @@
+"""Command-line options shared by every command that takes an accelerator config."""
+
+from __future__ import annotations
+
+import argparse
+
+from rtl.config import AccelConfig, load_config
+
+# option → config field; every field can be overridden on top of --config.
+OVERRIDES = {
+    "rows": int,
+    "cols": int,
+    "dtype": str,
+    "acc_dtype": str,
+    "pe_stages": int,
+    "sp_kib": int,
+    "sp_banks": int,
+    "acc_kib": int,
+    "acc_banks": int,
+    "dma_bits": int,
+}
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a config name ({rows}x{cols}-{int8|bf16}, thesis-4x4, thesis-8x8) or a config.json",
+    )
+    for name, kind in OVERRIDES.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None)
+
+
+def config_from_args(args: argparse.Namespace) -> AccelConfig:
+    cfg = load_config(args.config) if args.config else AccelConfig()
+    changes = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    return cfg.replace(**changes) if changes else cfg

@@ -1,0 +1,34 @@
+"""Evaluate a combinational Amaranth component over arrays of inputs in one simulator run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+
+def evaluate(
+    dut: wiring.Component, inputs: Mapping[str, npt.ArrayLike], outputs: tuple[str, ...]
+) -> dict[str, npt.NDArray[np.uint64]]:
+    """Drive each input port with the given values, one vector per step; return the output values."""
+    arrays = {name: np.asarray(v).astype(np.uint64).ravel() for name, v in inputs.items()}
+    count = len(next(iter(arrays.values())))
+    results = {name: np.zeros(count, dtype=np.uint64) for name in outputs}
+    columns = {name: [int(x) for x in arr] for name, arr in arrays.items()}
+
+    async def bench(ctx) -> None:
+        in_ports = {name: getattr(dut, name) for name in columns}
+        out_ports = {name: getattr(dut, name) for name in outputs}
+        for i in range(count):
+            for name, port in in_ports.items():
+                ctx.set(port, columns[name][i])
+            for name, port in out_ports.items():
+                results[name][i] = ctx.get(port)
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    return results

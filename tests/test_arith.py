@@ -1,0 +1,175 @@
+"""Arithmetic units: hardware (Amaranth simulator) against the bit-exact models, and the models
+against independent references (NumPy float32, float64, Python integers) within documented bounds."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtl.config import AccelConfig
+from rtl.fp import Bf16Mul, FpAdd
+from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
+from rtl.mac import IntAdd, IntMul
+from rtl.mac_model import accumulate, multiply
+from rtl.mesh_model import mesh_tile
+from tb.comb_eval import evaluate
+from tb.stimulus import accumulators, inputs
+
+INT8 = AccelConfig(dtype="int8")
+
+# ±0, ±Inf, NaNs, smallest/largest subnormal, smallest/largest normal, 1, values whose products
+# overflow or underflow, and neighbours that create rounding ties and cancellations.
+BF16_EDGES = [
+    0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFFF, 0x7F81, 0x0001, 0x807F, 0x0080, 0x8080,
+    0x7F7F, 0xFF7F, 0x3F80, 0xBF80, 0x3F81, 0x3FFF, 0x4000, 0x0100, 0x1F80, 0x6000, 0x3F01,
+]  # fmt: skip
+F32_EDGES = [
+    0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x00000001,
+    0x807FFFFF, 0x00800000, 0x80800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000, 0xBF800000,
+    0x3F800001, 0xBF7FFFFF, 0x4B800000, 0x33800000, 0x33800001, 0x00800001, 0x01000000,
+    0x3F808000, 0x3F818000, 0xBF808000,
+]  # fmt: skip
+
+bf16_bits = st.one_of(st.sampled_from(BF16_EDGES), st.integers(0, 0xFFFF))
+f32_bits = st.one_of(st.sampled_from(F32_EDGES), st.integers(0, 0xFFFFFFFF), st.integers(0x3F000000, 0x40800000))
+BATCH = 48
+
+
+def _pairs(edges: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    a, b = zip(*itertools.product(edges, edges), strict=True)
+    return np.array(a, dtype=np.uint64), np.array(b, dtype=np.uint64)
+
+
+# -- hardware against model ---------------------------------------------------------------------
+
+
+def check_mul(a, b) -> None:
+    got = evaluate(Bf16Mul(), {"a": a, "b": b}, ("p",))["p"]
+    np.testing.assert_array_equal(got, bf16_mul(a, b).astype(np.uint64))
+
+
+def check_add(acc, x, mant: int) -> None:
+    got = evaluate(FpAdd(mant), {"acc": acc, "x": x}, ("o",))["o"]
+    np.testing.assert_array_equal(got, fp_add(np.asarray(acc, np.uint32), np.asarray(x, np.uint32), mant))
+
+
+def test_bf16_mul_all_edge_pairs() -> None:
+    check_mul(*_pairs(BF16_EDGES))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(bf16_bits, bf16_bits), min_size=BATCH, max_size=BATCH))
+def test_bf16_mul_matches_model(pairs) -> None:
+    a, b = np.array(pairs, dtype=np.uint64).T
+    check_mul(a, b)
+
+
+@pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
+def test_fp_add_all_edge_pairs(mant: int) -> None:
+    acc, x = _pairs(F32_EDGES)
+    if mant == 7:
+        acc = acc >> np.uint64(16)
+    check_add(acc, x, mant)
+
+
+@pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
+@settings(max_examples=25, deadline=None)
+@given(pairs=st.lists(st.tuples(f32_bits, f32_bits, st.integers(0, 2**20)), min_size=BATCH, max_size=BATCH))
+def test_fp_add_matches_model(mant: int, pairs) -> None:
+    acc, x, flip = (np.array(col, dtype=np.uint64) for col in zip(*pairs, strict=True))
+    # Half the pairs are near-cancellations: x is -acc with low bits disturbed.
+    acc[::2] = x[::2] ^ flip[::2] ^ np.uint64(0x80000000)
+    if mant == 7:
+        acc = acc >> np.uint64(16)
+    check_add(acc, x, mant)
+
+
+def test_int8_mul_exhaustive() -> None:
+    a, b = (g.ravel().astype(np.uint64) for g in np.meshgrid(np.arange(256), np.arange(256)))
+    got = evaluate(IntMul(), {"a": a, "b": b}, ("p",))["p"]
+    np.testing.assert_array_equal(got, multiply(INT8, a, b))
+    # -128 × -128 = 16384 is the one product that needs all 16 bits
+    assert int(multiply(INT8, [0x80], [0x80])[0]) == 16384
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**15), 2**15 - 1)), min_size=32))
+def test_int_add_matches_model(pairs) -> None:
+    acc, x = (np.array(c, dtype=np.int64) for c in zip(*pairs, strict=True))
+    acc_bits, x_bits = acc.astype(np.uint32), x.astype(np.uint16)
+    got = evaluate(IntAdd(), {"acc": acc_bits, "x": x_bits}, ("o",))["o"]
+    np.testing.assert_array_equal(got, accumulate(INT8, acc_bits, x_bits))
+
+
+# -- models against independent references ------------------------------------------------------
+
+
+def test_int_model_against_python_integers() -> None:
+    rng = np.random.default_rng(3)
+    acc = rng.integers(-(2**31), 2**31, 1000)
+    a, b = rng.integers(-128, 128, 1000), rng.integers(-128, 128, 1000)
+    p = multiply(INT8, a.astype(np.uint8), b.astype(np.uint8))
+    got = accumulate(INT8, acc.astype(np.uint32), p).view(np.int32)
+    want = [((int(x) + int(y) * int(z) + 2**31) % 2**32) - 2**31 for x, y, z in zip(acc, a, b, strict=True)]
+    assert got.tolist() == want
+
+
+def test_fp32_add_model_against_numpy_float32() -> None:
+    """IEEE float32 addition in NumPy is correctly rounded to nearest even: with subnormal inputs
+    and outputs flushed, and NaN made canonical, it must equal the model bit for bit."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    b = a ^ rng.integers(0, 2**22, a.size, dtype=np.uint64).astype(np.uint32) ^ np.uint32(0x80000000)
+    b[::2] = rng.integers(0, 2**32, a.size // 2, dtype=np.uint64).astype(np.uint32)
+    with np.errstate(all="ignore"):
+        s = ftz32(a).view(np.float32) + ftz32(b).view(np.float32)
+    want = np.where(np.isnan(s), np.uint32(F32_NAN), ftz32(s.view(np.uint32)))
+    np.testing.assert_array_equal(fp_add(a, b), want)
+
+
+def test_bf16_mul_model_is_exact_in_range() -> None:
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 2**16, 100_000).astype(np.uint16)
+    b = rng.integers(0, 2**16, 100_000).astype(np.uint16)
+    exact = bf16_bits_to_f64(a) * bf16_bits_to_f64(b)
+    got = f32_bits_to_f64(bf16_mul(a, b))
+    normal = np.isfinite(exact) & (np.abs(exact) >= 2.0**-126) & (np.abs(exact) < 2.0**128)
+    np.testing.assert_array_equal(got[normal], exact[normal])
+    tiny = np.abs(exact) < 2.0**-126
+    assert np.all(got[tiny] == 0) and np.all(np.signbit(got[tiny]) == np.signbit(exact[tiny]))
+    big = np.isfinite(exact) & (np.abs(exact) >= 2.0**128)
+    assert np.all(np.isinf(got[big]))
+
+
+@pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
+def test_fp_add_model_error_bound(mant: int) -> None:
+    """A normal result is within half an ulp: |r - (a+b)| <= 2^-(p) |a+b| for precision p."""
+    rng = np.random.default_rng(6)
+    a = (rng.standard_normal(200_000) * 2.0 ** rng.integers(-30, 30, 200_000)).astype(np.float32)
+    b = (rng.standard_normal(200_000) * 2.0 ** rng.integers(-30, 30, 200_000)).astype(np.float32)
+    acc = a.view(np.uint32) >> np.uint32(16) if mant == 7 else a.view(np.uint32)
+    acc_value = bf16_bits_to_f64(acc) if mant == 7 else a.astype(np.float64)
+    out = fp_add(acc, b.view(np.uint32), mant)
+    got = bf16_bits_to_f64(out) if mant == 7 else f32_bits_to_f64(out)
+    exact = acc_value + b.astype(np.float64)  # two fp32 values 2^60 apart at most: exact in float64
+    assert np.all(np.abs(got - exact) <= 2.0 ** -(mant + 1) * np.abs(exact))
+
+
+@pytest.mark.parametrize("acc_dtype", ["fp32", "bf16"])
+def test_mesh_model_dot_product_bound(acc_dtype: str) -> None:
+    """Sequential accumulation of K exact products: |c - exact| <= γ_K (|d| + Σ|a·w|), γ_K = K·u/(1-K·u)."""
+    cfg = AccelConfig(rows=16, cols=8, dtype="bf16", acc_dtype=acc_dtype)
+    rng = np.random.default_rng(7)
+    a = inputs(cfg, rng, (64, cfg.rows), special=0.0)
+    w = inputs(cfg, rng, (cfg.rows, cfg.cols), special=0.0)
+    d = accumulators(cfg, rng, (64, cfg.cols))
+    c = mesh_tile(cfg, a, w, d)
+    to64 = bf16_bits_to_f64 if acc_dtype == "bf16" else f32_bits_to_f64
+    af, wf, df = bf16_bits_to_f64(a), bf16_bits_to_f64(w), to64(d)
+    exact = df + af @ wf
+    u = 2.0 ** -(8 if acc_dtype == "bf16" else 24)
+    k = cfg.rows
+    gamma = k * u / (1 - k * u)
+    assert np.all(np.abs(to64(c) - exact) <= gamma * (np.abs(df) + np.abs(af) @ np.abs(wf)))
