@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rtl.config import AccelConfig
 from sim import verilator
-from sim.generate import REPO, source_hash, write_outputs
+from sim.generate import REPO, source_hash, to_verilog
 
 BUILD_ROOT = Path(os.environ.get("PYARD_BUILD_DIR", REPO / "build"))
 
@@ -35,7 +35,9 @@ class Build:
     cfg: AccelConfig
     directory: Path
     waves: bool
-    seconds: float  # time spent building now; 0.0 when the cache answered
+    cached: bool  # True when an identical earlier build was reused
+    generate_seconds: float  # Verilog generation time of the build (now or when it was made)
+    verilate_seconds: float  # Verilator + C++ compile time of the build
 
     @property
     def verilog(self) -> Path:
@@ -53,38 +55,66 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def build_key(top: str, cfg: AccelConfig, waves: bool) -> str:
+def _digest(*parts: str) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps({"top": top, "config": cfg.to_dict(), "waves": waves}, sort_keys=True).encode())
-    h.update(source_hash().encode())
-    h.update(str(verilator.verilator_root()).encode())
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def build(top: str, cfg: AccelConfig, *, waves: bool | None = None) -> Build:
-    """Generate and Verilate ``top`` for ``cfg`` unless an identical build exists."""
+def build(top: str, cfg: AccelConfig, *, waves: bool | None = None, root: Path | None = None) -> Build:
+    """Generate and Verilate ``top`` for ``cfg`` unless an identical build exists.
+
+    Two cache levels: (config, generator sources) → hash of the generated Verilog, so unchanged
+    sources skip generation; and (Verilog, Verilator, waves) → the compiled model, so a source
+    change that leaves the Verilog of this top unchanged never recompiles it.
+    """
     waves = waves_requested() if waves is None else waves
-    directory = BUILD_ROOT / "sim" / f"{top}-{cfg.name}-{build_key(top, cfg, waves)}"
-    done = directory / "built.ok"
+    sim_root = (root or BUILD_ROOT) / "sim"
+    memo = sim_root / "memo" / f"{_digest(top, cfg.to_json(), source_hash(), str(waves))}.json"
+    if memo.exists():
+        directory = sim_root / json.loads(memo.read_text())["directory"]
+        if (directory / "built.ok").exists():
+            return _result(top, cfg, directory, waves, cached=True)
+    start = time.monotonic()
+    verilog = to_verilog(top, cfg)
+    generate_seconds = time.monotonic() - start
+    name = f"{top}-{cfg.name}-{_digest(verilog, str(verilator.verilator_root()), str(waves))}"
+    directory = sim_root / name
     with _locked(directory.with_suffix(".lock")):
-        if done.exists():
-            return Build(top, cfg, directory, waves, 0.0)
-        start = time.monotonic()
-        verilator.activate()
-        paths = write_outputs(top, cfg, directory)
-        runner = _runner()
-        runner.build(
-            sources=[paths["verilog"]],
-            hdl_toplevel=top,
-            build_dir=directory,
-            build_args=["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint"]
-            + (["--trace-fst", "--trace-structs"] if waves else []),
-            waves=waves,
-            log_file=directory / "build.log",
-        )
-        seconds = time.monotonic() - start
-        done.write_text(json.dumps({"seconds": seconds}))
-        return Build(top, cfg, directory, waves, seconds)
+        cached = (directory / "built.ok").exists()
+        if not cached:
+            _verilate(top, cfg, directory, verilog, waves, generate_seconds)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"directory": name}))
+    os.replace(tmp, memo)  # atomic: a concurrent reader sees the old memo or the new one
+    return _result(top, cfg, directory, waves, cached=cached)
+
+
+def _result(top: str, cfg: AccelConfig, directory: Path, waves: bool, *, cached: bool) -> Build:
+    times = json.loads((directory / "built.ok").read_text())
+    return Build(top, cfg, directory, waves, cached, times["generate_seconds"], times["verilate_seconds"])
+
+
+def _verilate(top: str, cfg: AccelConfig, directory: Path, verilog: str, waves: bool, generate_seconds: float) -> None:
+    start = time.monotonic()
+    verilator.activate()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{top}.v").write_text(verilog)
+    (directory / "config.json").write_text(cfg.to_json())
+    _runner().build(
+        sources=[directory / f"{top}.v"],
+        hdl_toplevel=top,
+        build_dir=directory,
+        build_args=["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-lint"]
+        + (["--trace-fst", "--trace-structs"] if waves else []),
+        waves=waves,
+        log_file=directory / "build.log",
+    )
+    times = {"generate_seconds": generate_seconds, "verilate_seconds": time.monotonic() - start}
+    (directory / "built.ok").write_text(json.dumps(times))
 
 
 def _runner():

@@ -10,6 +10,7 @@ import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -43,12 +44,15 @@ class Stimulus:
     tile_rows: list = field(default_factory=list)  # activation rows per tile
 
 
-def make_stimulus(cfg: AccelConfig, rng: np.random.Generator, tiles: int) -> Stimulus:
+def tile_lengths(cfg: AccelConfig, rng: np.random.Generator, tiles: int) -> list[int]:
+    """Rows per tile: around the mesh height (shorter tiles are legal but cost bubbles), the last a single row."""
+    return [int(rng.integers(max(1, cfg.rows - 2), 2 * cfg.rows + 3)) for _ in range(tiles - 1)] + [1]
+
+
+def make_stimulus(cfg: AccelConfig, rng: np.random.Generator, tiles: int, rows: list[int] | None = None) -> Stimulus:
     st = Stimulus()
     tag = 0
-    for n in range(tiles):
-        # Tiles shorter than the mesh are legal (they cost bubbles); the last one tests a single row.
-        m = 1 if n == tiles - 1 else int(rng.integers(max(1, cfg.rows - 2), 2 * cfg.rows + 3))
+    for n, m in enumerate(rows or tile_lengths(cfg, rng, tiles)):
         w = stimulus.inputs(cfg, rng, (cfg.rows, cfg.cols))
         a = stimulus.inputs(cfg, rng, (m, cfg.rows))
         d = stimulus.accumulators(cfg, rng, (m, cfg.cols))
@@ -79,25 +83,27 @@ async def reset(dut) -> None:
     dut.rst.value = 0
 
 
-@cocotb.test()
-async def mesh_tiles(dut) -> None:
-    cfg = AccelConfig.from_dict(json.loads(os.environ["PYARD_CONFIG"]))
-    args = {"seed": 1, "tiles": 6, "gap": 0.0, "max_cycles": 20000} | json.loads(os.environ.get("PYARD_TB_ARGS", "{}"))
-    rng = np.random.default_rng(args["seed"])
-    st = make_stimulus(cfg, rng, args["tiles"])
-    total = len(st.expected)
-    await reset(dut)
+@dataclass
+class Trace:
+    """What happened on the ports: the cycle of every accepted input row, every output row."""
 
-    got: list[tuple[int, list[int]]] = []
+    in_cycles: list = field(default_factory=list)
+    out_cycles: list = field(default_factory=list)
+    rows: list = field(default_factory=list)  # (tag, [c_j])
+    latencies: set = field(default_factory=set)
+
+
+async def drive(dut, cfg: AccelConfig, st: Stimulus, rng, gap: float, max_cycles: int) -> Trace:
+    """Feed the stimulus, idling each source with probability ``gap`` per cycle; collect outputs."""
+    total = len(st.expected)
+    tr = Trace()
     accepted_at: dict[int, int] = {}
-    latencies: set[int] = set()
-    in_cycles: list[int] = []
     w_valid = i_valid = False
-    for cycle in range(args["max_cycles"]):
+    for cycle in range(max_cycles):
         await RisingEdge(dut.clk)
         # Sources may idle at random, but once valid they hold until accepted (stream rules).
-        w_valid = w_valid or (bool(st.weight_rows) and rng.random() >= args["gap"])
-        i_valid = i_valid or (bool(st.input_rows) and rng.random() >= args["gap"])
+        w_valid = w_valid or (bool(st.weight_rows) and rng.random() >= gap)
+        i_valid = i_valid or (bool(st.input_rows) and rng.random() >= gap)
         dut.weights__valid.value = int(w_valid)
         dut.weights__payload.value = st.weight_rows[0] if w_valid else 0
         dut.inp__valid.value = int(i_valid)
@@ -108,26 +114,65 @@ async def mesh_tiles(dut) -> None:
             w_valid = False
         if i_valid and dut.inp__ready.value:
             st.input_rows.popleft()
-            accepted_at[len(in_cycles) % (1 << TAG_BITS)] = cycle
-            in_cycles.append(cycle)
+            accepted_at[len(tr.in_cycles) % (1 << TAG_BITS)] = cycle
+            tr.in_cycles.append(cycle)
             i_valid = False
         if dut.out__valid.value:
             word = dut.out__payload.value.to_unsigned()
             tag = word >> (cfg.cols * cfg.acc_bits)
-            got.append((tag, unpack(word, cfg.acc_bits, cfg.cols)))
-            latencies.add(cycle - accepted_at[tag])
-        if len(got) == total:
-            break
-    else:
-        raise AssertionError(f"cycle budget {args['max_cycles']} exhausted: {len(got)} of {total} rows out")
+            tr.rows.append((tag, unpack(word, cfg.acc_bits, cfg.cols)))
+            tr.out_cycles.append(cycle)
+            tr.latencies.add(cycle - accepted_at[tag])
+        if len(tr.rows) == total:
+            return tr
+    raise AssertionError(f"cycle budget {max_cycles} exhausted: {len(tr.rows)} of {total} rows out")
 
-    assert [t for t, _ in got] == [t for t, _ in st.expected], "rows left the mesh out of order"
-    for k, ((tag, row), (_, exp)) in enumerate(zip(got, st.expected, strict=True)):
+
+def check(cfg: AccelConfig, st: Stimulus, tr: Trace) -> None:
+    assert [t for t, _ in tr.rows] == [t for t, _ in st.expected], "rows left the mesh out of order"
+    for k, ((tag, row), (_, exp)) in enumerate(zip(tr.rows, st.expected, strict=True)):
         assert row == exp, f"row {k} (tag {tag}): got {[hex(x) for x in row]} expected {[hex(x) for x in exp]}"
-    assert latencies == {mesh_latency(cfg)}, f"latencies {latencies}, documented {mesh_latency(cfg)}"
+    assert tr.latencies == {mesh_latency(cfg)}, f"latencies {tr.latencies}, documented {mesh_latency(cfg)}"
+
+
+def tb_args(**defaults) -> dict:
+    return defaults | json.loads(os.environ.get("PYARD_TB_ARGS", "{}"))
+
+
+@cocotb.test()
+async def mesh_tiles(dut) -> None:
+    cfg = AccelConfig.from_dict(json.loads(os.environ["PYARD_CONFIG"]))
+    args = tb_args(seed=1, tiles=6, gap=0.0, max_cycles=20000)
+    rng = np.random.default_rng(args["seed"])
+    st = make_stimulus(cfg, rng, args["tiles"])
+    await reset(dut)
+    tr = await drive(dut, cfg, st, rng, args["gap"], args["max_cycles"])
+    check(cfg, st, tr)
     if args["gap"] == 0.0:
         # Double buffering: loading the next tile takes `rows` cycles and overlaps the current one,
         # so the input stream stalls only after a tile shorter than the mesh, by the difference.
-        stalls = in_cycles[-1] - in_cycles[0] + 1 - len(in_cycles)
+        stalls = tr.in_cycles[-1] - tr.in_cycles[0] + 1 - len(tr.in_cycles)
         expected_stalls = sum(max(0, cfg.rows - m) for m in st.tile_rows[:-1])
         assert stalls == expected_stalls, f"{stalls} stall cycles, expected {expected_stalls}"
+
+
+@cocotb.test()
+async def mesh_one_tile(dut) -> None:
+    """One weight tile and `rows` input rows back to back; writes the timing to PYARD_RESULT."""
+    cfg = AccelConfig.from_dict(json.loads(os.environ["PYARD_CONFIG"]))
+    args = tb_args(seed=2, rows=cfg.rows)
+    rng = np.random.default_rng(args["seed"])
+    st = make_stimulus(cfg, rng, 1, rows=[args["rows"]])
+    await reset(dut)
+    tr = await drive(dut, cfg, st, rng, 0.0, 10_000)
+    check(cfg, st, tr)
+    assert tr.in_cycles == list(range(tr.in_cycles[0], tr.in_cycles[0] + args["rows"])), "input stalled"
+    result = {
+        "input_rows": args["rows"],
+        "latency_cycles": mesh_latency(cfg),
+        "first_input_to_last_output_cycles": tr.out_cycles[-1] - tr.in_cycles[0] + 1,
+        "weight_load_cycles": cfg.rows,
+        "macs": args["rows"] * cfg.rows * cfg.cols,
+    }
+    if "PYARD_RESULT" in os.environ:
+        Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
