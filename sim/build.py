@@ -99,6 +99,8 @@ def _result(top: str, cfg: AccelConfig, directory: Path, waves: bool, *, cached:
 
 
 def _verilate(top: str, cfg: AccelConfig, directory: Path, verilog: str, waves: bool, generate_seconds: float) -> None:
+    if waves and not Path("/usr/include/lz4.h").exists():
+        raise verilator.ToolError("FST waveforms need the lz4 headers (Debian liblz4-dev): run ./install.sh")
     start = time.monotonic()
     verilator.activate()
     directory.mkdir(parents=True, exist_ok=True)

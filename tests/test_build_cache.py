@@ -15,3 +15,12 @@ def test_second_build_is_cached_and_runs(tmp_path) -> None:
     # A different config is a different model.
     assert build("mesh", cfg.replace(cols=2), root=tmp_path).directory != first.directory
     run_cocotb(second, "tb.mesh_tb", testcase="mesh_one_tile")
+
+
+def test_waveforms_on_request(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PYARD_WAVES", "1")
+    b = build("mesh", AccelConfig(rows=2, cols=2, dtype="int8"), root=tmp_path)
+    assert b.waves
+    run_dir = run_cocotb(b, "tb.mesh_tb", testcase="mesh_one_tile", name="waves")
+    fst = run_dir / "waves.fst"
+    assert fst.exists() and fst.read_bytes()[:1] == b"\x00"  # FST files open with a header block of type 0
