@@ -1,0 +1,153 @@
+"""Find a RISC-V C compiler, build firmware with a cache, and load ELF images.
+
+The compiler is ``riscv64-unknown-elf-gcc`` when it is on PATH, else the clang inside the PyPI
+``ziglang`` package (``python -m ziglang cc``), which targets riscv32 out of the box. Builds are
+cached under ``build/fw/<hash>/`` keyed by the compiler, the flags and the contents of every
+source, header and linker script, so a test run compiles each program once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ElfImage", "Firmware", "Toolchain", "ToolchainError", "build", "find_toolchain", "load_elf"]
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO / "build" / "fw"
+DEFAULT_LINKER_SCRIPT = REPO / "firmware" / "link" / "test.ld"
+COMMON_FLAGS = ("-nostdlib", "-ffreestanding", "-static", "-fno-pic", "-g")
+
+
+class ToolchainError(RuntimeError):
+    """No usable compiler, or a build failed (the message carries the compiler output)."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """How to invoke the compiler driver and objcopy."""
+
+    name: str
+    cc: tuple[str, ...]
+    objcopy: tuple[str, ...]
+    arch_flags: tuple[str, ...]
+
+
+def find_toolchain() -> Toolchain:
+    """The GNU toolchain when installed, otherwise zig's clang."""
+    gcc = shutil.which("riscv64-unknown-elf-gcc")
+    if gcc:
+        objcopy = shutil.which("riscv64-unknown-elf-objcopy") or "riscv64-unknown-elf-objcopy"
+        return Toolchain("gcc", (gcc,), (objcopy,), ("-march=rv32ima_zicsr", "-mabi=ilp32"))
+    try:
+        import ziglang  # noqa: F401  (only probing that the package is installed)
+    except ImportError as err:
+        raise ToolchainError("no RISC-V compiler: install riscv64-unknown-elf-gcc or `pip install ziglang`") from err
+    zig = (sys.executable, "-m", "ziglang")
+    arch = ("-target", "riscv32-freestanding-none", "-mcpu=generic_rv32+m+a+zicsr")
+    return Toolchain("zig", (*zig, "cc"), (*zig, "objcopy"), arch)
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """Outputs of one build."""
+
+    elf: Path
+    bin: Path
+    hex: Path  # one 32-bit little-endian word per line, from the load address of the image
+
+
+def _digest(toolchain: Toolchain, flags: Sequence[str], inputs: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    h.update(repr((toolchain, tuple(flags))).encode())
+    for path in inputs:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _run(cmd: Sequence[str]) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def build(sources: Sequence[Path | str], *, flags: Sequence[str] = ("-O2",),
+          linker_script: Path = DEFAULT_LINKER_SCRIPT, include_dirs: Sequence[Path] = (),
+          out_dir: Path = BUILD_DIR, toolchain: Toolchain | None = None) -> Firmware:
+    """Compile and link ``sources`` (C or assembly) into an ELF, a flat binary and a hex file."""
+    tc = toolchain or find_toolchain()
+    srcs = [Path(s).resolve() for s in sources]
+    includes = [Path(d).resolve() for d in include_dirs] + sorted({s.parent for s in srcs})
+    headers = sorted(p for d in includes for p in d.glob("*.h"))
+    all_flags = [*tc.arch_flags, *COMMON_FLAGS, *flags, *(f"-I{d}" for d in includes)]
+    key = _digest(tc, all_flags, [*srcs, *headers, linker_script])
+    target = out_dir / key
+    fw = Firmware(target / "image.elf", target / "image.bin", target / "image.hex")
+    if fw.hex.exists():
+        return fw
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Build in a private directory and rename it into place, so parallel test workers never see
+    # (or clobber) a half-written build.
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
+    elf, binary = tmp / "image.elf", tmp / "image.bin"
+    _run([*tc.cc, *all_flags, f"-Wl,-T,{linker_script}", *map(str, srcs), "-o", str(elf)])
+    _run([*tc.objcopy, "-O", "binary", str(elf), str(binary)])
+    data = binary.read_bytes()
+    data += bytes(-len(data) % 4)
+    words = struct.unpack(f"<{len(data) // 4}I", data)
+    (tmp / "image.hex").write_text("".join(f"{w:08x}\n" for w in words))
+    try:
+        tmp.rename(target)
+    except OSError:  # another worker finished the same build first; its result is identical
+        shutil.rmtree(tmp)
+    return fw
+
+
+@dataclass
+class ElfImage:
+    """Loadable segments and symbols of a 32-bit little-endian ELF executable."""
+
+    entry: int
+    segments: list[tuple[int, bytes]] = field(default_factory=list)  # (address, bytes incl. zero fill)
+    symbols: dict[str, int] = field(default_factory=dict)
+
+    def words(self, base: int, size: int) -> list[int]:
+        """The image as little-endian words of a memory of ``size`` bytes at ``base``."""
+        mem = bytearray(size)
+        for addr, data in self.segments:
+            if addr < base or addr + len(data) > base + size:
+                raise ValueError(f"segment at {addr:#x} (+{len(data)}) is outside memory {base:#x}+{size:#x}")
+            mem[addr - base:addr - base + len(data)] = data
+        return list(struct.unpack(f"<{size // 4}I", bytes(mem)))
+
+
+def load_elf(path: Path | str) -> ElfImage:
+    """Parse PT_LOAD program headers (the loadable image) and the symbol table (for test results)."""
+    raw = Path(path).read_bytes()
+    if raw[:4] != b"\x7fELF" or raw[4] != 1 or raw[5] != 1:
+        raise ValueError(f"{path}: not a 32-bit little-endian ELF file")
+    (entry, phoff, shoff) = struct.unpack_from("<III", raw, 24)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", raw, 42)
+    image = ElfImage(entry)
+    for n in range(phnum):
+        ptype, offset, _vaddr, paddr, filesz, memsz = struct.unpack_from("<IIIIII", raw, phoff + n * phentsize)
+        if ptype == 1 and memsz:  # PT_LOAD
+            image.segments.append((paddr, raw[offset:offset + filesz] + bytes(memsz - filesz)))
+    sections = [struct.unpack_from("<IIIIIIIIII", raw, shoff + n * shentsize) for n in range(shnum)]
+    for sh in sections:
+        if sh[1] == 2:  # SHT_SYMTAB; sh_link names its string table
+            strtab = sections[sh[6]]
+            for off in range(sh[4], sh[4] + sh[5], 16):
+                name_off, value = struct.unpack_from("<II", raw, off)
+                name = raw[strtab[4] + name_off:raw.index(b"\0", strtab[4] + name_off)].decode()
+                if name:
+                    image.symbols[name] = value
+    return image
