@@ -1,0 +1,190 @@
+"""The EXEC unit: runs EXEC operations (docs/isa.md) on the mesh.
+
+For each operation it reads the weight tile from the scratchpad (read port B) into the mesh's
+weight stream and the activation rows (read port A) into the mesh's input stream, then turns the
+mesh's output rows into accumulator writes. Both feeders run ahead independently, so the next
+operation's weights load while the current one streams, and the mesh switches tiles without a
+bubble. Scratchpad reads have a fixed latency and no backpressure, so each feeder only issues a
+read when its small buffer has room for the answer (credits).
+
+Operations arrive validated (the decoder checks ranges), with a sequence number; ``done`` reports
+each one after its last result row is written to the accumulator.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.mesh import Mesh
+
+__all__ = ["SP_READ_LATENCY", "ExecUnit", "exec_op_layout"]
+
+SP_READ_LATENCY = 1
+BUFFER = 4  # rows buffered per feeder: covers read latency plus the mesh's ready turnaround
+
+
+def exec_op_layout(sp_addr_bits: int, acc_addr_bits: int) -> data.StructLayout:
+    return data.StructLayout(
+        {
+            "b_addr": sp_addr_bits,
+            "a_addr": sp_addr_bits,
+            "m": 16,
+            "c_addr": acc_addr_bits,
+            "accumulate": 1,
+            "keep_weights": 1,
+            "seq": 16,
+        }
+    )
+
+
+class _Feeder:
+    """Issues scratchpad reads for a run of rows and buffers the answers for a downstream stream."""
+
+    def __init__(self, m: Module, name: str, width: int, extra_bits: int) -> None:
+        self.fifo = fifo.SyncFIFOBuffered(width=width + extra_bits, depth=BUFFER)
+        m.submodules[f"{name}_buf"] = self.fifo
+        self.in_flight = Signal(range(BUFFER + 1), name=f"{name}_in_flight")
+        self.room = Signal(name=f"{name}_room")
+        m.d.comb += self.room.eq(self.fifo.level + self.in_flight < BUFFER)
+
+
+class ExecUnit(wiring.Component):
+    def __init__(self, cfg: AccelConfig, sp_addr_bits: int, acc_addr_bits: int) -> None:
+        self.cfg = cfg
+        self.sp_addr_bits, self.acc_addr_bits = sp_addr_bits, acc_addr_bits
+        dim = max(cfg.rows, cfg.cols)
+        sp_row = data.ArrayLayout(cfg.in_bits, dim)
+        read_req = stream.Signature(data.StructLayout({"addr": sp_addr_bits}))
+        read_rsp = wiring.Signature({"valid": Out(1), "payload": Out(data.StructLayout({"data": sp_row}))})
+        acc_write = data.StructLayout(
+            {"addr": acc_addr_bits, "data": data.ArrayLayout(cfg.acc_bits, cfg.cols), "accumulate": 1}
+        )
+        super().__init__(
+            {
+                "op": In(stream.Signature(exec_op_layout(sp_addr_bits, acc_addr_bits))),
+                "done": Out(stream.Signature(data.StructLayout({"seq": 16}))),
+                "sp_a": Out(read_req),
+                "sp_a_data": In(read_rsp),
+                "sp_b": Out(read_req),
+                "sp_b_data": In(read_rsp),
+                "acc_write": Out(wiring.Signature({"valid": Out(1), "payload": Out(acc_write)})),
+                "rows_issued": Out(1),  # a valid activation row entered the mesh this cycle
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        tag = data.StructLayout({"addr": self.acc_addr_bits, "accumulate": 1, "last": 1})
+        m.submodules.mesh = mesh = Mesh(cfg, tag_bits=tag.size)
+
+        # Each operation goes to both feeders; the weight side skips it when weights are kept.
+        op_layout = exec_op_layout(self.sp_addr_bits, self.acc_addr_bits)
+        m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
+        m.submodules.a_ops = a_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
+        m.submodules.seqs = seqs = fifo.SyncFIFOBuffered(width=16, depth=8)
+        take = self.op.valid & w_ops.w_rdy & a_ops.w_rdy & seqs.w_rdy
+        m.d.comb += [
+            self.op.ready.eq(take),
+            w_ops.w_data.eq(self.op.payload),
+            a_ops.w_data.eq(self.op.payload),
+            seqs.w_data.eq(self.op.payload.seq),
+            w_ops.w_en.eq(take & ~self.op.payload.keep_weights),
+            a_ops.w_en.eq(take),
+            seqs.w_en.eq(take),
+        ]
+
+        self._weight_feeder(m, mesh, data.View(op_layout, w_ops.r_data), w_ops)
+        self._row_feeder(m, mesh, data.View(op_layout, a_ops.r_data), a_ops, tag)
+
+        out_tag = data.View(tag, mesh.out.payload.tag)
+        m.d.comb += [
+            self.acc_write.valid.eq(mesh.out.valid),
+            self.acc_write.payload.addr.eq(out_tag.addr),
+            self.acc_write.payload.accumulate.eq(out_tag.accumulate),
+            self.acc_write.payload.data.eq(mesh.out.payload.c),
+        ]
+        # Finished operations wait here for the token logic; it is as deep as `seqs`, so the last
+        # row of an operation can always report at once.
+        m.submodules.finished = finished = fifo.SyncFIFOBuffered(width=16, depth=8)
+        m.d.comb += [
+            finished.w_data.eq(seqs.r_data),
+            finished.w_en.eq(mesh.out.valid & out_tag.last),
+            seqs.r_en.eq(mesh.out.valid & out_tag.last),
+            self.done.valid.eq(finished.r_rdy),
+            self.done.payload.seq.eq(finished.r_data),
+            finished.r_en.eq(self.done.ready),
+        ]
+        in_mesh = Signal(range(1 << 16))
+        entered = mesh.inp.valid & mesh.inp.ready
+        left = mesh.out.valid
+        m.d.sync += in_mesh.eq(in_mesh + entered - left)
+        m.d.comb += [
+            self.rows_issued.eq(entered),
+            self.busy.eq(self.op.valid | w_ops.r_rdy | a_ops.r_rdy | (in_mesh != 0) | finished.r_rdy),
+        ]
+        return m
+
+    def _weight_feeder(self, m: Module, mesh: Mesh, op, ops) -> None:
+        """Read the `rows` rows of each weight tile and push them into the mesh's weight stream."""
+        cfg = self.cfg
+        f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0)
+        row = Signal(range(cfg.rows + 1))
+        issue = ops.r_rdy & f.room & (row < cfg.rows)
+        m.d.comb += [self.sp_b.valid.eq(issue), self.sp_b.payload.addr.eq(op.b_addr + row)]
+        fire = issue & self.sp_b.ready
+        with m.If(fire):
+            m.d.sync += row.eq(row + 1)
+        with m.If(fire & (row == cfg.rows - 1)):
+            m.d.sync += row.eq(0)
+        m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
+        self._collect(m, f, fire, self.sp_b_data, [self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits]])
+        m.d.comb += [
+            mesh.weights.valid.eq(f.fifo.r_rdy),
+            mesh.weights.payload.eq(f.fifo.r_data),
+            f.fifo.r_en.eq(mesh.weights.ready),
+        ]
+
+    def _row_feeder(self, m: Module, mesh: Mesh, op, ops, tag) -> None:
+        """Read the activation rows of each operation and push them, tagged, into the mesh."""
+        cfg = self.cfg
+        a_bits = cfg.rows * cfg.in_bits
+        f = _Feeder(m, "a", a_bits, tag.size + 1)
+        row = Signal(16)
+        issue = ops.r_rdy & f.room
+        m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(op.a_addr + row)]
+        fire = issue & self.sp_a.ready
+        last = row == op.m - 1
+        with m.If(fire):
+            m.d.sync += row.eq(Mux(last, 0, row + 1))
+        m.d.comb += ops.r_en.eq(fire & last)
+
+        # What the row will carry, captured at issue and aligned with the read's answer.
+        meta = Signal(data.StructLayout({"tag": tag, "flip": 1}))
+        meta_q = Signal.like(meta)
+        m.d.comb += [
+            meta.tag.addr.eq(op.c_addr + row),
+            meta.tag.accumulate.eq(op.accumulate),
+            meta.tag.last.eq(last),
+            meta.flip.eq((row == 0) & ~op.keep_weights),
+        ]
+        m.d.sync += meta_q.eq(meta)
+        self._collect(m, f, fire, self.sp_a_data, [self.sp_a_data.payload.data.as_value()[:a_bits], meta_q])
+        fields = data.View(
+            data.StructLayout({"a": data.ArrayLayout(cfg.in_bits, cfg.rows), "meta": meta.shape()}), f.fifo.r_data
+        )
+        m.d.comb += [
+            mesh.inp.valid.eq(f.fifo.r_rdy),
+            mesh.inp.payload.a.eq(fields.a),
+            mesh.inp.payload.flip.eq(fields.meta.flip),
+            mesh.inp.payload.tag.eq(fields.meta.tag),
+            f.fifo.r_en.eq(mesh.inp.ready),
+        ]  # d stays zero: the accumulator adds partial sums, the mesh starts each row from +0
+
+    @staticmethod
+    def _collect(m: Module, f: _Feeder, fire, rsp, parts) -> None:
+        """Count reads in flight; push each answer (with its side data) into the buffer."""
+        m.d.comb += [f.fifo.w_en.eq(rsp.valid), f.fifo.w_data.eq(Cat(*parts))]
+        m.d.sync += f.in_flight.eq(f.in_flight + fire - rsp.valid)
