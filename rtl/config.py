@@ -106,6 +106,23 @@ class AccelConfig:
         return 16 if self.acc_dtype == "bf16" else 32
 
     @property
+    def dim(self) -> int:
+        """Width of a scratchpad row in elements: holds a K slice of A or an N slice of B."""
+        return max(self.rows, self.cols)
+
+    @property
+    def sp_rows(self) -> int:
+        """Scratchpad rows, a whole number per bank (docs/tile.md)."""
+        rows = self.sp_kib * 8192 // (self.dim * self.in_bits)
+        return rows - rows % self.sp_banks
+
+    @property
+    def acc_rows(self) -> int:
+        """Accumulator rows of ``cols`` elements, a whole number per bank."""
+        rows = self.acc_kib * 8192 // (self.cols * self.acc_bits)
+        return rows - rows % self.acc_banks
+
+    @property
     def name(self) -> str:
         base = f"{self.rows}x{self.cols}-{self.dtype}"
         return base if self.acc_dtype == ACC_DTYPES[self.dtype][0] else f"{base}-acc{self.acc_dtype}"
