@@ -1,0 +1,168 @@
+"""The command decoder: checks each 16-word command against docs/isa.md and routes it to a unit.
+
+A command that breaks a rule produces an error event (unit 1, decode) instead of an operation, so
+no unit ever sees an invalid address or size. LOAD and STORE become DMA descriptors
+(docs/tile.md), EXEC becomes an EXEC operation; each carries its dependency flags and sequence
+number. FENCE waits until every unit is idle before letting later commands through.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.cmd import CMD_WORDS, ERR, ErrorEvent
+from rtl.config import AccelConfig
+from rtl.exec_unit import exec_op_layout
+
+__all__ = ["OP", "Decoder", "deps_layout", "dma_desc_layout"]
+
+OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04}
+KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
+UNIT_DECODE = 1
+
+deps_layout = data.StructLayout({"wait_prev": 1, "wait_next": 1, "signal_prev": 1, "signal_next": 1})
+
+
+def dma_desc_layout() -> data.StructLayout:
+    return data.StructLayout(
+        {
+            "kind": 2,
+            "dram_addr": 32,
+            "dram_stride": 32,
+            "rows": 16,
+            "elems": 16,
+            "local_addr": 16,
+            "transpose": 1,
+            "accumulate": 1,
+            "scale": 32,
+            "act": 2,
+            "out": 2,
+        }
+    )
+
+
+def _gated(payload: data.Layout) -> stream.Signature:
+    return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
+
+
+class Decoder(wiring.Component):
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
+        self.sp_bits = (cfg.sp_rows - 1).bit_length()
+        self.acc_bits = (cfg.acc_rows - 1).bit_length()
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(data.StructLayout({"words": data.ArrayLayout(32, CMD_WORDS), "seq": 16}))),
+                "load": Out(_gated(dma_desc_layout())),
+                "store": Out(_gated(dma_desc_layout())),
+                "exec": Out(_gated(exec_op_layout(self.sp_bits, self.acc_bits))),
+                "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
+                "units_idle": In(1),
+                "flush": In(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        w = self.cmd.p.words
+        opcode = w[0][:8]
+        deps = data.View(deps_layout, w[0][8:12])
+        code = Signal(8)
+        self._check(m, w, opcode, deps, code)
+
+        desc = Signal(dma_desc_layout())
+        self._descriptor(m, w, opcode, desc)
+        ex = Signal(self.exec.p.op.shape())
+        m.d.comb += [
+            ex.accumulate.eq(w[0][12]),
+            ex.keep_weights.eq(w[0][13]),
+            ex.b_addr.eq(w[1]),
+            ex.a_addr.eq(w[2]),
+            ex.m.eq(w[3]),
+            ex.c_addr.eq(w[4]),
+            ex.seq.eq(self.cmd.p.seq),
+        ]
+
+        for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex)):
+            m.d.comb += [port.p.op.eq(payload), port.p.deps.eq(deps), port.p.seq.eq(self.cmd.p.seq)]
+        ok = self.cmd.valid & (code == 0)
+        is_op = {name: opcode == value for name, value in OP.items()}
+        m.d.comb += [
+            self.load.valid.eq(ok & is_op["LOAD"]),
+            self.store.valid.eq(ok & is_op["STORE"]),
+            self.exec.valid.eq(ok & is_op["EXEC"]),
+            self.error.valid.eq(self.cmd.valid & (code != 0)),
+            self.error.payload.unit.eq(UNIT_DECODE),
+            self.error.payload.code.eq(code),
+            self.error.payload.seq.eq(self.cmd.p.seq),
+        ]
+        # An invalid command is consumed (its error is reported once); a flush drops the head.
+        accepted = (
+            (is_op["LOAD"] & self.load.ready)
+            | (is_op["STORE"] & self.store.ready)
+            | (is_op["EXEC"] & self.exec.ready)
+            | (is_op["FENCE"] & self.units_idle)
+        )
+        m.d.comb += self.cmd.ready.eq((code != 0) | accepted | self.flush)
+        return m
+
+    def _descriptor(self, m: Module, w, opcode, desc) -> None:
+        store = opcode == OP["STORE"]
+        m.d.comb += [
+            # LOAD: bit 12 = 0 scratchpad → kind 0, 1 accumulator → 1.
+            # STORE: bit 12 = 0 accumulator → kind 2, 1 scratchpad → 3.
+            desc.kind.eq(Cat(w[0][12], store)),
+            desc.dram_addr.eq(w[1]),
+            desc.dram_stride.eq(w[2]),
+            desc.rows.eq(w[3][:16]),
+            desc.elems.eq(w[3][16:]),
+            desc.local_addr.eq(w[4][:16]),
+            desc.transpose.eq(~store & w[0][13]),
+            desc.accumulate.eq(~store & w[0][14]),
+            desc.act.eq(w[0][13:15]),
+            desc.out.eq(w[0][15:17]),
+            desc.scale.eq(w[5]),
+        ]
+
+    def _check(self, m: Module, w, opcode, deps, code) -> None:
+        """Set ``code`` to the first rule the command breaks (0: none), in the order of docs/isa.md."""
+        cfg = self.cfg
+        rows, elems, local = w[3][:16], w[3][16:], w[4][:16]
+        load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
+        sp_target = Signal()
+        m.d.comb += sp_target.eq(Mux(load, ~w[0][12], w[0][12]))
+        transpose = load & sp_target & w[0][13]
+        narrow = store & ~sp_target & (w[0][15:17] == 0)
+        esize = Signal(3)
+        in_bytes, acc_bytes = cfg.in_bits // 8, cfg.acc_bits // 8
+        narrow_bytes = 1 if cfg.dtype == "int8" else 2
+        m.d.comb += esize.eq(in_bytes)
+        with m.If(~sp_target):
+            m.d.comb += esize.eq(acc_bytes)
+        with m.If(narrow):
+            m.d.comb += esize.eq(narrow_bytes)
+        misaligned = ((w[1] | w[2]) & (esize - 1)) != 0
+        width = Signal(16)
+        m.d.comb += width.eq(Mux(sp_target, cfg.dim, cfg.cols))
+        span = Mux(transpose, elems, rows)
+        limit = Mux(sp_target, cfg.sp_rows, cfg.acc_rows)
+        dma = load | store
+        ex = opcode == OP["EXEC"]
+        m_rows = w[3][:16]
+        b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
+
+        checks = [
+            (~(load | store | ex | (opcode == OP["FENCE"])), "BAD_OPCODE"),
+            ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
+            ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
+            (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
+            (dma & sp_target & (local + span > limit), "SP_RANGE"),
+            (dma & ~sp_target & (local + span > limit), "ACC_RANGE"),
+            (ex & (((b_end > cfg.sp_rows) & ~w[0][13]) | (a_end > cfg.sp_rows)), "SP_RANGE"),
+            (ex & (c_end > cfg.acc_rows), "ACC_RANGE"),
+            (dma & misaligned, "MISALIGNED"),
+        ]
+        m.d.comb += code.eq(0)
+        for cond, name in reversed(checks):  # the first listed rule wins
+            with m.If(cond):
+                m.d.comb += code.eq(ERR[name])

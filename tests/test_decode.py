@@ -1,0 +1,118 @@
+"""Command decoder (rtl/decode.py): every error rule of docs/isa.md and the routing of valid commands."""
+
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.cmd import ERR
+from rtl.config import AccelConfig
+from rtl.decode import Decoder
+
+CFG = AccelConfig(rows=4, cols=8, dtype="int8")  # dim 8; sp_rows 32768; acc_rows 2048 (int32)
+assert (CFG.dim, CFG.sp_rows, CFG.acc_rows) == (8, 32768, 2048)
+
+LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
+WAIT_PREV, WAIT_NEXT, SIGNAL_PREV, SIGNAL_NEXT = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+ACC, TRANSPOSE = 1 << 12, 1 << 13
+
+
+def load(flags=0, addr=0, stride=8, rows=4, elems=8, local=0) -> list[int]:
+    return [LOAD | flags, addr, stride, rows | elems << 16, local]
+
+
+def store(flags=0, addr=0, stride=8, rows=4, elems=8, local=0, scale=0) -> list[int]:
+    return [STORE | flags, addr, stride, rows | elems << 16, local, scale]
+
+
+def execute(flags=0, b=0, a=0, m=4, c=0) -> list[int]:
+    return [EXEC | flags, b, a, m, c]
+
+
+CASES = [
+    ([0x55], "BAD_OPCODE"),
+    ([0x10], "BAD_OPCODE"),  # loop commands are not decoded by this revision
+    (load(flags=WAIT_PREV), "BAD_DEPS"),
+    (load(flags=SIGNAL_PREV), "BAD_DEPS"),
+    (store(flags=SIGNAL_NEXT), "BAD_DEPS"),
+    (store(flags=WAIT_NEXT), "BAD_DEPS"),
+    (load(rows=0), "ZERO_DIM"),
+    (store(elems=0), "ZERO_DIM"),
+    (execute(m=0), "ZERO_DIM"),
+    (load(elems=9), "TOO_LARGE"),
+    (load(flags=ACC, elems=9, stride=36), "TOO_LARGE"),
+    (load(flags=TRANSPOSE, rows=9, elems=4), "TOO_LARGE"),
+    (load(local=32760, rows=9), "SP_RANGE"),
+    (load(flags=TRANSPOSE, local=32765, rows=2, elems=4), "SP_RANGE"),  # transposed: spans `elems` rows
+    (load(flags=ACC, local=2047, rows=2, stride=32), "ACC_RANGE"),
+    (store(local=2045, rows=4), "ACC_RANGE"),
+    (store(flags=ACC, local=32767, rows=2), "SP_RANGE"),  # source bit set: scratchpad
+    (execute(b=32766), "SP_RANGE"),
+    (execute(a=32766, m=3), "SP_RANGE"),
+    (execute(c=2046, m=3), "ACC_RANGE"),
+    (load(flags=ACC, addr=2, stride=32), "MISALIGNED"),  # int32 elements
+    (load(flags=ACC, addr=4, stride=30), "MISALIGNED"),
+    (store(flags=1 << 15, addr=2), "MISALIGNED"),  # full int32 output
+    (load(rows=0, elems=9), "ZERO_DIM"),  # the first rule in the list wins
+    # valid ones
+    (load(addr=3, stride=5), None),  # int8: any byte address
+    (load(local=32760, rows=8), None),
+    (load(flags=ACC, addr=4, stride=32, local=2046, rows=2), None),
+    (store(addr=3), None),  # narrow int8 output
+    (execute(b=32764, a=32764, m=4, c=2044), None),
+    (execute(flags=1 << 13, b=32767, m=4), None),  # kept weights: the tile address is not used
+    (load(flags=WAIT_NEXT | SIGNAL_NEXT), None),
+    (store(flags=WAIT_PREV | SIGNAL_PREV), None),
+]
+
+
+def decode(words: list[int], units_idle: int = 1) -> dict:
+    dut = Decoder(CFG)
+    out: dict = {}
+
+    async def bench(ctx) -> None:
+        for k, word in enumerate(words + [0] * (16 - len(words))):
+            ctx.set(dut.cmd.p.words[k], word)
+        ctx.set(dut.cmd.p.seq, 7)
+        ctx.set(dut.cmd.valid, 1)
+        ctx.set(dut.units_idle, units_idle)
+        for port in ("load", "store", "exec"):
+            ctx.set(getattr(dut, port).ready, 1)
+        out["routes"] = [p for p in ("load", "store", "exec") if ctx.get(getattr(dut, p).valid)]
+        out["error"] = ctx.get(dut.error.payload.code) if ctx.get(dut.error.valid) else None
+        out["error_seq"] = ctx.get(dut.error.payload.seq)
+        out["ready"] = ctx.get(dut.cmd.ready)
+        out["load"] = {k: ctx.get(getattr(dut.load.p.op, k)) for k in ("kind", "dram_addr", "rows", "elems")}
+        out["store_kind"] = ctx.get(dut.store.p.op.kind)
+        out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "a_addr", "m", "c_addr")}
+        out["deps"] = ctx.get(dut.load.p.deps.as_value())
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize(("words", "error"), CASES, ids=[f"{c[1]}-{n}" for n, c in enumerate(CASES)])
+def test_rules(words: list[int], error: str | None) -> None:
+    out = decode(words)
+    if error is None:
+        assert out["error"] is None and len(out["routes"]) == 1
+    else:
+        assert out["error"] == ERR[error] and out["routes"] == [] and out["error_seq"] == 7
+    assert out["ready"] == 1  # an invalid command is consumed, never left blocking the queue
+
+
+def test_routing_and_fields() -> None:
+    out = decode(load(flags=ACC | WAIT_NEXT, addr=0x1000, stride=32, rows=3, elems=5))
+    assert out["routes"] == ["load"]
+    assert out["load"] == {"kind": 1, "dram_addr": 0x1000, "rows": 3, "elems": 5}
+    assert out["deps"] == 0b0010
+    assert decode(store())["store_kind"] == 2
+    assert decode(store(flags=ACC))["store_kind"] == 3
+    assert decode(load())["load"]["kind"] == 0
+    out = decode(execute(b=10, a=20, m=30, c=40))
+    assert out["routes"] == ["exec"] and out["exec"] == {"b_addr": 10, "a_addr": 20, "m": 30, "c_addr": 40}
+
+
+def test_fence_waits_for_idle_units() -> None:
+    assert decode([FENCE], units_idle=0)["ready"] == 0
+    assert decode([FENCE], units_idle=1)["ready"] == 1
