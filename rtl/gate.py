@@ -1,0 +1,80 @@
+"""A unit's dependency gate (docs/isa.md, "Dependency tokens").
+
+Holds the unit's next operation until the tokens it waits for are available, takes them as it
+hands the operation to the engine (DMA or EXEC unit), and gives the tokens it promises when the
+engine reports the operation finished. An engine error becomes an error event for the tile's
+status. A flush drops the operation that has not started; operations already with the engine
+finish and still report.
+"""
+
+from amaranth.hdl import Cat, Module
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.cmd import ErrorEvent
+from rtl.decode import deps_layout
+
+__all__ = ["EngineDone", "Gate"]
+
+EngineDone = data.StructLayout({"error": 1, "code": 8})
+IN_FLIGHT = 8
+
+
+class Gate(wiring.Component):
+    def __init__(self, op_layout: data.Layout, unit: int) -> None:
+        self.op_layout, self.unit = op_layout, unit
+        super().__init__(
+            {
+                "inp": In(stream.Signature(data.StructLayout({"op": op_layout, "deps": deps_layout, "seq": 16}))),
+                "engine": Out(stream.Signature(op_layout)),
+                "engine_done": In(stream.Signature(EngineDone)),
+                "prev_avail": In(1),
+                "next_avail": In(1),
+                "take_prev": Out(1),
+                "take_next": Out(1),
+                "give_prev": Out(1),
+                "give_next": Out(1),
+                "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
+                "waiting_prev": Out(1),  # has an operation, waits for a token from the previous unit
+                "waiting_next": Out(1),
+                "busy": Out(1),
+                "flush": In(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        deps = self.inp.p.deps
+        m.submodules.flight = flight = fifo.SyncFIFOBuffered(width=deps_layout.size + 16, depth=IN_FLIGHT)
+
+        tokens_ok = (~deps.wait_prev | self.prev_avail) & (~deps.wait_next | self.next_avail)
+        go = self.inp.valid & tokens_ok & flight.w_rdy & ~self.flush
+        m.d.comb += [
+            self.engine.valid.eq(go),
+            self.engine.payload.eq(self.inp.p.op),
+            self.inp.ready.eq((go & self.engine.ready) | self.flush),
+        ]
+        started = go & self.engine.ready
+        m.d.comb += [
+            self.take_prev.eq(started & deps.wait_prev),
+            self.take_next.eq(started & deps.wait_next),
+            flight.w_en.eq(started),
+            flight.w_data.eq(Cat(deps.as_value(), self.inp.p.seq)),
+        ]
+
+        done = self.engine_done
+        fin = data.View(data.StructLayout({"deps": deps_layout, "seq": 16}), flight.r_data)
+        m.d.comb += [
+            done.ready.eq(1),
+            flight.r_en.eq(done.valid),
+            self.give_prev.eq(done.valid & fin.deps.signal_prev & ~done.p.error),
+            self.give_next.eq(done.valid & fin.deps.signal_next & ~done.p.error),
+            self.error.valid.eq(done.valid & done.p.error),
+            self.error.payload.unit.eq(self.unit),
+            self.error.payload.code.eq(done.p.code),
+            self.error.payload.seq.eq(fin.seq),
+            self.waiting_prev.eq(self.inp.valid & deps.wait_prev & ~self.prev_avail),
+            self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),
+            self.busy.eq(self.inp.valid | flight.r_rdy),
+        ]
+        return m
