@@ -76,7 +76,8 @@ class Decoder(wiring.Component):
         m.d.comb += [
             ex.accumulate.eq(w[0][12]),
             ex.keep_weights.eq(w[0][13]),
-            ex.b_addr.eq(w[1]),
+            ex.b_addr.eq(w[1][:16]),
+            ex.k_rows.eq(w[1][16:]),
             ex.a_addr.eq(w[2]),
             ex.m.eq(w[3]),
             ex.c_addr.eq(w[4]),
@@ -150,12 +151,14 @@ class Decoder(wiring.Component):
         ex = opcode == OP["EXEC"]
         m_rows = w[3][:16]
         b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
+        k_rows = w[1][16:]
 
         checks = [
             (~(load | store | ex | (opcode == OP["FENCE"])), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
+            (ex & (k_rows > cfg.rows), "TOO_LARGE"),
             (dma & sp_target & (local + span > limit), "SP_RANGE"),
             (dma & ~sp_target & (local + span > limit), "ACC_RANGE"),
             (ex & (((b_end > cfg.sp_rows) & ~w[0][13]) | (a_end > cfg.sp_rows)), "SP_RANGE"),

@@ -28,6 +28,7 @@ def exec_op_layout(sp_addr_bits: int, acc_addr_bits: int) -> data.StructLayout:
     return data.StructLayout(
         {
             "b_addr": sp_addr_bits,
+            "k_rows": 16,  # weight rows used; the rest enter the mesh as zeros (0: all rows)
             "a_addr": sp_addr_bits,
             "m": 16,
             "c_addr": acc_addr_bits,
@@ -132,15 +133,22 @@ class ExecUnit(wiring.Component):
         cfg = self.cfg
         f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0)
         row = Signal(range(cfg.rows + 1))
+        # Rows past the tile's K extent are zeros made here, so stale scratchpad data (a NaN times
+        # a zero activation is still NaN) never reaches the sums.
+        zero = (op.k_rows != 0) & (row >= op.k_rows)
         issue = ops.r_rdy & f.room & (row < cfg.rows)
-        m.d.comb += [self.sp_b.valid.eq(issue), self.sp_b.payload.addr.eq(op.b_addr + row)]
-        fire = issue & self.sp_b.ready
+        m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(op.b_addr + row)]
+        fire = issue & (zero | self.sp_b.ready)
         with m.If(fire):
             m.d.sync += row.eq(row + 1)
         with m.If(fire & (row == cfg.rows - 1)):
             m.d.sync += row.eq(0)
         m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
-        self._collect(m, f, fire, self.sp_b_data, [self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits]])
+        zero_q = Signal()  # a zero row "answers" one cycle after its turn, like a read
+        m.d.sync += zero_q.eq(fire & zero)
+        answer = Mux(zero_q, 0, self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits])
+        m.d.comb += [f.fifo.w_en.eq(self.sp_b_data.valid | zero_q), f.fifo.w_data.eq(answer)]
+        m.d.sync += f.in_flight.eq(f.in_flight + fire - (self.sp_b_data.valid | zero_q))
         m.d.comb += [
             mesh.weights.valid.eq(f.fifo.r_rdy),
             mesh.weights.payload.eq(f.fifo.r_data),

@@ -12,6 +12,7 @@ from amaranth.lib import wiring
 
 from rtl.config import AccelConfig, ConfigError
 from rtl.mesh import Mesh, mesh_latency
+from tb.dma_top import DmaTop
 
 REPO = Path(__file__).resolve().parent.parent
 # Everything a generated design depends on: a change here must invalidate cached builds.
@@ -26,7 +27,15 @@ class Top:
 
 TOPS: dict[str, Top] = {
     "mesh": Top(lambda cfg: Mesh(cfg), "the systolic mesh alone (skew, PEs, deskew, weight double buffer)"),
+    "dma_top": Top(lambda cfg: DmaTop(cfg), "DMA test top: the DMA with stand-in scratchpad/accumulator and backdoors"),
+    "tile": Top(lambda cfg: _tile(cfg), "the accelerator tile: AXI4-Lite commands, AXI4 DMA, interrupt"),
 }
+
+
+def _tile(cfg: AccelConfig) -> wiring.Component:
+    from rtl.tile import Tile  # the tile pulls in every block; the mesh alone should not need them
+
+    return Tile(cfg)
 
 
 def top_component(name: str, cfg: AccelConfig) -> wiring.Component:

@@ -38,6 +38,7 @@ CASES = [
     (store(elems=0), "ZERO_DIM"),
     (execute(m=0), "ZERO_DIM"),
     (load(elems=9), "TOO_LARGE"),
+    (execute(b=5 << 16), "TOO_LARGE"),  # 5 weight rows on a 4-row mesh
     (load(flags=ACC, elems=9, stride=36), "TOO_LARGE"),
     (load(flags=TRANSPOSE, rows=9, elems=4), "TOO_LARGE"),
     (load(local=32760, rows=9), "SP_RANGE"),
@@ -58,6 +59,7 @@ CASES = [
     (load(flags=ACC, addr=4, stride=32, local=2046, rows=2), None),
     (store(addr=3), None),  # narrow int8 output
     (execute(b=32764, a=32764, m=4, c=2044), None),
+    (execute(b=4 << 16 | 7), None),
     (execute(flags=1 << 13, b=32767, m=4), None),  # kept weights: the tile address is not used
     (load(flags=WAIT_NEXT | SIGNAL_NEXT), None),
     (store(flags=WAIT_PREV | SIGNAL_PREV), None),
@@ -82,7 +84,7 @@ def decode(words: list[int], units_idle: int = 1) -> dict:
         out["ready"] = ctx.get(dut.cmd.ready)
         out["load"] = {k: ctx.get(getattr(dut.load.p.op, k)) for k in ("kind", "dram_addr", "rows", "elems")}
         out["store_kind"] = ctx.get(dut.store.p.op.kind)
-        out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "a_addr", "m", "c_addr")}
+        out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "k_rows", "a_addr", "m", "c_addr")}
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
 
     sim = Simulator(dut)
@@ -109,8 +111,9 @@ def test_routing_and_fields() -> None:
     assert decode(store())["store_kind"] == 2
     assert decode(store(flags=ACC))["store_kind"] == 3
     assert decode(load())["load"]["kind"] == 0
-    out = decode(execute(b=10, a=20, m=30, c=40))
-    assert out["routes"] == ["exec"] and out["exec"] == {"b_addr": 10, "a_addr": 20, "m": 30, "c_addr": 40}
+    out = decode(execute(b=3 << 16 | 10, a=20, m=30, c=40))
+    assert out["routes"] == ["exec"]
+    assert out["exec"] == {"b_addr": 10, "k_rows": 3, "a_addr": 20, "m": 30, "c_addr": 40}
 
 
 def test_fence_waits_for_idle_units() -> None:

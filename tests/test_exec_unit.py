@@ -26,6 +26,7 @@ def make_ops(cfg: AccelConfig, rng: np.random.Generator, count: int) -> list[dic
         ops.append(
             {
                 "b_addr": int(rng.integers(0, 200)),
+                "k_rows": int(rng.integers(0, cfg.rows + 1)),
                 "a_addr": int(rng.integers(0, 200)),
                 "m": m,
                 "c_addr": int(rng.integers(0, 64 - m)),
@@ -42,7 +43,9 @@ def reference(cfg: AccelConfig, sp: np.ndarray, ops: list[dict]) -> dict[int, np
     w = None
     for op in ops:
         if not op["keep_weights"]:
-            w = sp[op["b_addr"] : op["b_addr"] + cfg.rows, : cfg.cols]
+            w = sp[op["b_addr"] : op["b_addr"] + cfg.rows, : cfg.cols].copy()
+            if op["k_rows"]:
+                w[op["k_rows"] :] = 0  # rows past the tile's K extent are zeros, whatever sp holds
         a = sp[op["a_addr"] : op["a_addr"] + op["m"], : cfg.rows]
         c = mesh_tile(cfg, a, w, np.zeros((op["m"], cfg.cols), dtype=np.uint32))
         for r in range(op["m"]):
@@ -54,7 +57,7 @@ def reference(cfg: AccelConfig, sp: np.ndarray, ops: list[dict]) -> dict[int, np
 def run_exec(cfg: AccelConfig, seed: int, count: int) -> None:
     rng = np.random.default_rng(seed)
     dim = max(cfg.rows, cfg.cols)
-    sp = inputs(cfg, rng, (256 + 2 * dim, dim))
+    sp = inputs(cfg, rng, (256 + 2 * dim, dim), special=0.1)  # NaNs and Infs that unused rows must hide
     ops = make_ops(cfg, rng, count)
     dut = ExecUnit(cfg, SP_BITS + 1, ACC_BITS)
     acc: dict[int, np.ndarray] = {}

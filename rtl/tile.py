@@ -1,0 +1,182 @@
+"""The accelerator tile: AXI4-Lite command slave, AXI4 DMA master, one interrupt (docs/tile.md).
+
+Commands flow registers → queue → decoder → one dependency gate per unit (LOAD, EXEC, STORE).
+LOAD and STORE share the DMA through an arbiter that remembers who issued each descriptor, so
+completions return to the right gate. Four token counters carry the dependencies between
+neighbouring units.
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from rtl.accumulator import Accumulator
+from rtl.axi import Axi4Signature, AxiLiteSignature
+from rtl.axil import AxiLiteRegs
+from rtl.cmd import ERR, CommandInterface
+from rtl.config import AccelConfig
+from rtl.decode import Decoder, dma_desc_layout
+from rtl.dma import Dma, DmaError
+from rtl.exec_unit import ExecUnit
+from rtl.gate import Gate
+from rtl.scratchpad import Scratchpad
+
+__all__ = ["Tile"]
+
+UNIT_LOAD, UNIT_EXEC, UNIT_STORE = 2, 3, 4
+DMA_TO_ISA = {
+    DmaError.MISALIGNED: ERR["MISALIGNED"],
+    DmaError.RANGE: ERR["SP_RANGE"],
+    DmaError.SLVERR: ERR["AXI_SLVERR"],
+    DmaError.DECERR: ERR["AXI_DECERR"],
+    DmaError.ZERO: ERR["ZERO_DIM"],
+    DmaError.TOO_LARGE: ERR["TOO_LARGE"],
+}
+
+
+class Tile(wiring.Component):
+    def __init__(self, cfg: AccelConfig, queue_depth: int = 16) -> None:
+        self.cfg, self.queue_depth = cfg, queue_depth
+        super().__init__(
+            {
+                "s_axil": In(AxiLiteSignature()),
+                "m_axi": Out(Axi4Signature(cfg.dma_bits)),
+                "irq": Out(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        m.submodules.regs = regs = AxiLiteRegs()
+        m.submodules.cmdif = cmdif = CommandInterface(
+            cfg, queue_depth=self.queue_depth, sp_rows=cfg.sp_rows, acc_rows=cfg.acc_rows
+        )
+        m.submodules.decoder = dec = Decoder(cfg)
+        m.submodules.g_load = g_load = Gate(dma_desc_layout(), UNIT_LOAD)
+        m.submodules.g_exec = g_exec = Gate(dec.exec.p.op.shape(), UNIT_EXEC)
+        m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
+        m.submodules.dma = dma = Dma(cfg, max_reads=8)
+        m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
+        m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
+        m.submodules.acc = acc = Accumulator(cfg)
+
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
+        wiring.connect(m, regs.req, cmdif.req)
+        m.d.comb += [regs.rsp.valid.eq(cmdif.rsp.valid), regs.rsp.rdata.eq(cmdif.rsp.rdata)]
+        connect(m, cmdif.cmd, dec.cmd)
+        connect(m, dec.load, g_load.inp)
+        connect(m, dec.exec, g_exec.inp)
+        connect(m, dec.store, g_store.inp)
+        wiring.connect(m, wiring.flipped(self.m_axi), dma.m_axi)
+
+        self._dma_sharing(m, dma, g_load, g_store)
+        connect(m, g_exec.engine, ex.op)
+        m.d.comb += [
+            g_exec.engine_done.valid.eq(ex.done.valid),
+            ex.done.ready.eq(g_exec.engine_done.ready),
+        ]
+        self._memories(m, sp, acc, dma, ex)
+        self._tokens(m, g_load, g_exec, g_store, cmdif.flush)
+
+        gates = (g_load, g_exec, g_store)
+        errors = (dec.error, g_load.error, g_exec.error, g_store.error)
+        for source in reversed(errors):  # the decoder's error wins a tie: it is the oldest command
+            with m.If(source.valid):
+                m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
+        busy = g_load.busy | g_exec.busy | g_store.busy | ex.busy
+        m.d.comb += [
+            cmdif.busy.eq(busy),
+            dec.units_idle.eq(~busy),
+            dec.flush.eq(cmdif.flush),
+            self.irq.eq(cmdif.irq),
+        ]
+        for g in gates:
+            m.d.comb += g.flush.eq(cmdif.flush)
+        self._events(m, cmdif, dma, ex, g_load, g_exec, g_store)
+        return m
+
+    @staticmethod
+    def _dma_sharing(m: Module, dma: Dma, g_load: Gate, g_store: Gate) -> None:
+        """Round-robin the two gates onto the DMA; completions return in issue order."""
+        m.submodules.issuer = issuer = fifo.SyncFIFOBuffered(width=1, depth=16)
+        prefer_store = Signal()
+        pick_store = g_store.engine.valid & (prefer_store | ~g_load.engine.valid)
+        chosen = Mux(pick_store, g_store.engine.payload, g_load.engine.payload)
+        offer = (g_load.engine.valid | g_store.engine.valid) & issuer.w_rdy
+        m.d.comb += [
+            dma.cmd.valid.eq(offer),
+            dma.cmd.payload.eq(chosen),
+            g_store.engine.ready.eq(dma.cmd.ready & issuer.w_rdy & pick_store),
+            g_load.engine.ready.eq(dma.cmd.ready & issuer.w_rdy & ~pick_store),
+            issuer.w_en.eq(offer & dma.cmd.ready),
+            issuer.w_data.eq(pick_store),
+        ]
+        with m.If(offer & dma.cmd.ready):
+            m.d.sync += prefer_store.eq(~pick_store)
+
+        to_store = issuer.r_data[0]
+        code = Signal(8)
+        for dma_code, isa_code in DMA_TO_ISA.items():
+            with m.If(dma.done.payload.code == dma_code):
+                m.d.comb += code.eq(isa_code)
+        for gate, mine in ((g_load, ~to_store), (g_store, to_store)):
+            m.d.comb += [
+                gate.engine_done.valid.eq(dma.done.valid & mine),
+                gate.engine_done.payload.error.eq(dma.done.payload.error),
+                gate.engine_done.payload.code.eq(code),
+            ]
+        m.d.comb += [dma.done.ready.eq(1), issuer.r_en.eq(dma.done.valid)]
+
+    @staticmethod
+    def _memories(m: Module, sp: Scratchpad, acc: Accumulator, dma: Dma, ex: ExecUnit) -> None:
+        # Read port 0: activations (EXEC), 1: weights (EXEC), 2: DMA store from the scratchpad.
+        connect(m, ex.sp_a, sp.read[0])
+        connect(m, ex.sp_b, sp.read[1])
+        connect(m, dma.sp_read, sp.read[2])
+        for consumer, port in ((ex.sp_a_data, 0), (ex.sp_b_data, 1), (dma.sp_read_data, 2)):
+            m.d.comb += [
+                consumer.valid.eq(sp.read_data[port].valid),
+                consumer.payload.data.eq(sp.read_data[port].payload.data),
+            ]
+        connect(m, dma.sp_write, sp.write)
+        m.d.comb += [
+            acc.mesh_write.valid.eq(ex.acc_write.valid),
+            acc.mesh_write.payload.eq(ex.acc_write.payload),
+        ]
+        connect(m, dma.acc_write, acc.dma_write)
+        connect(m, dma.acc_read, acc.read)
+        connect(m, acc.read_data, dma.acc_read_data)
+
+    @staticmethod
+    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, flush) -> None:
+        """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC; a flush empties them."""
+        links = (
+            ("load_exec", g_load.give_next, g_exec.take_prev, g_exec.prev_avail),
+            ("exec_load", g_exec.give_prev, g_load.take_next, g_load.next_avail),
+            ("exec_store", g_exec.give_next, g_store.take_prev, g_store.prev_avail),
+            ("store_exec", g_store.give_prev, g_exec.take_next, g_exec.next_avail),
+        )
+        for name, give, take, avail in links:
+            count = Signal(8, name=f"tokens_{name}")
+            m.d.comb += avail.eq(count != 0)
+            m.d.sync += count.eq(Mux(flush, 0, count + give - take))
+
+    def _events(self, m: Module, cmdif, dma: Dma, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate) -> None:
+        cfg = self.cfg
+        last_rd, last_wr = Signal(32), Signal(32)
+        m.d.sync += [last_rd.eq(dma.bytes_read), last_wr.eq(dma.bytes_written)]
+        axi = dma.m_axi
+        ev = cmdif.events
+        m.d.comb += [
+            ev.macs.eq(Mux(ex.rows_issued, cfg.rows * cfg.cols, 0)),
+            ev.dma_rd_bytes.eq(dma.bytes_read - last_rd),
+            ev.dma_wr_bytes.eq(dma.bytes_written - last_wr),
+            ev.stall[0].eq(g_exec.waiting_prev),
+            ev.stall[1].eq(g_exec.waiting_next),
+            # DMA stalls: a load (store) is with the DMA but no read (write) beat moves this cycle.
+            ev.stall[2].eq(g_load.busy & ~(axi.rvalid & axi.rready)),
+            ev.stall[3].eq(g_store.busy & ~(axi.wvalid & axi.wready)),
+            # Queue stall: the mesh idles while the DMA units are busy.
+            ev.stall[4].eq(~g_exec.busy & ~ex.busy & (g_load.busy | g_store.busy)),
+        ]
