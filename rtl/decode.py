@@ -13,32 +13,12 @@ from amaranth.lib.wiring import In, Out
 from rtl.cmd import CMD_WORDS, ERR, ErrorEvent
 from rtl.config import AccelConfig
 from rtl.exec_unit import exec_op_layout
+from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
 
-__all__ = ["OP", "Decoder", "deps_layout", "dma_desc_layout"]
+__all__ = ["OP", "Decoder"]
 
-OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04}
-KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
+OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "GEMM": 0x10}
 UNIT_DECODE = 1
-
-deps_layout = data.StructLayout({"wait_prev": 1, "wait_next": 1, "signal_prev": 1, "signal_next": 1})
-
-
-def dma_desc_layout() -> data.StructLayout:
-    return data.StructLayout(
-        {
-            "kind": 2,
-            "dram_addr": 32,
-            "dram_stride": 32,
-            "rows": 16,
-            "elems": 16,
-            "local_addr": 16,
-            "transpose": 1,
-            "accumulate": 1,
-            "scale": 32,
-            "act": 2,
-            "out": 2,
-        }
-    )
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
@@ -56,6 +36,7 @@ class Decoder(wiring.Component):
                 "load": Out(_gated(dma_desc_layout())),
                 "store": Out(_gated(dma_desc_layout())),
                 "exec": Out(_gated(exec_op_layout(self.sp_bits, self.acc_bits))),
+                "loop": Out(stream.Signature(GemmCmd)),
                 "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
                 "units_idle": In(1),
                 "flush": In(1),
@@ -84,6 +65,7 @@ class Decoder(wiring.Component):
             ex.seq.eq(self.cmd.p.seq),
         ]
 
+        self._gemm(m, w)
         for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex)):
             m.d.comb += [port.p.op.eq(payload), port.p.deps.eq(deps), port.p.seq.eq(self.cmd.p.seq)]
         ok = self.cmd.valid & (code == 0)
@@ -92,6 +74,8 @@ class Decoder(wiring.Component):
             self.load.valid.eq(ok & is_op["LOAD"]),
             self.store.valid.eq(ok & is_op["STORE"]),
             self.exec.valid.eq(ok & is_op["EXEC"]),
+            # A loop command starts only when everything before it has finished (it owns the tile).
+            self.loop.valid.eq(ok & is_op["GEMM"] & self.units_idle),
             self.error.valid.eq(self.cmd.valid & (code != 0)),
             self.error.payload.unit.eq(UNIT_DECODE),
             self.error.payload.code.eq(code),
@@ -103,9 +87,59 @@ class Decoder(wiring.Component):
             | (is_op["STORE"] & self.store.ready)
             | (is_op["EXEC"] & self.exec.ready)
             | (is_op["FENCE"] & self.units_idle)
+            | (is_op["GEMM"] & self.units_idle & self.loop.ready)
         )
         m.d.comb += self.cmd.ready.eq((code != 0) | accepted | self.flush)
         return m
+
+    def _gemm(self, m: Module, w) -> None:
+        f, p = w[0], self.loop.p
+        m.d.comb += [
+            p.trans_a.eq(f[12]),
+            p.trans_b.eq(f[13]),
+            p.bias.eq(f[14:16]),
+            p.acc_c.eq(f[16]),
+            p.act.eq(f[17:19]),
+            p.out.eq(f[19:21]),
+            p.m.eq(w[1]),
+            p.k.eq(w[2]),
+            p.n.eq(w[3]),
+            p.a.eq(w[4]),
+            p.lda.eq(w[5]),
+            p.b.eq(w[6]),
+            p.ldb.eq(w[7]),
+            p.c.eq(w[8]),
+            p.ldc.eq(w[9]),
+            p.d.eq(w[10]),
+            p.ldd.eq(w[11]),
+            p.scale.eq(w[12]),
+            p.seq.eq(self.cmd.p.seq),
+        ]
+
+    def _gemm_checks(self, w, gemm) -> list:
+        """GEMM rules: dimensions 1–65535, element-aligned operands, a valid bias and output."""
+        cfg = self.cfg
+        f = w[0]
+        in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
+        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, acc_e)
+        with_d = (f[14:16] != 0) | f[16]
+        dims = (w[1], w[2], w[3])
+        misaligned = (
+            (((w[4] | w[5] | w[6] | w[7]) & (in_e - 1)) != 0)
+            | (((w[8] | w[9]) & (out_e - 1)) != 0)
+            | (with_d & (((w[10] | w[11]) & (acc_e - 1)) != 0))
+        )
+        zero = dims[0] == 0
+        for d in dims[1:]:
+            zero = zero | (d == 0)
+        big = (dims[0] >> 16 != 0) | (dims[1] >> 16 != 0) | (dims[2] >> 16 != 0)
+        bad = (f[14:16] == 3) | (f[16] & (f[19:21] == 0))  # accumulating into C needs full-width C
+        return [
+            (gemm & zero, "ZERO_DIM"),
+            (gemm & big, "TOO_LARGE"),
+            (gemm & bad, "BAD_SHAPE"),
+            (gemm & misaligned, "MISALIGNED"),
+        ]
 
     def _descriptor(self, m: Module, w, opcode, desc) -> None:
         store = opcode == OP["STORE"]
@@ -154,7 +188,7 @@ class Decoder(wiring.Component):
         k_rows = w[1][16:]
 
         checks = [
-            (~(load | store | ex | (opcode == OP["FENCE"])), "BAD_OPCODE"),
+            (~(load | store | ex | (opcode == OP["FENCE"]) | (opcode == OP["GEMM"])), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
@@ -164,6 +198,7 @@ class Decoder(wiring.Component):
             (ex & (((b_end > cfg.sp_rows) & ~w[0][13]) | (a_end > cfg.sp_rows)), "SP_RANGE"),
             (ex & (c_end > cfg.acc_rows), "ACC_RANGE"),
             (dma & misaligned, "MISALIGNED"),
+            *self._gemm_checks(w, opcode == OP["GEMM"]),
         ]
         m.d.comb += code.eq(0)
         for cond, name in reversed(checks):  # the first listed rule wins

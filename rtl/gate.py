@@ -12,7 +12,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.cmd import ErrorEvent
-from rtl.decode import deps_layout
+from rtl.ops import deps_layout
 
 __all__ = ["EngineDone", "Gate"]
 

@@ -15,10 +15,12 @@ from rtl.axi import Axi4Signature, AxiLiteSignature
 from rtl.axil import AxiLiteRegs
 from rtl.cmd import ERR, CommandInterface
 from rtl.config import AccelConfig
-from rtl.decode import Decoder, dma_desc_layout
+from rtl.decode import Decoder
 from rtl.dma import Dma, DmaError
 from rtl.exec_unit import ExecUnit
 from rtl.gate import Gate
+from rtl.gemm_loop import GemmLoop
+from rtl.ops import dma_desc_layout
 from rtl.scratchpad import Scratchpad
 
 __all__ = ["Tile"]
@@ -60,14 +62,30 @@ class Tile(wiring.Component):
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
         m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
         m.submodules.acc = acc = Accumulator(cfg)
+        m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, regs.req, cmdif.req)
         m.d.comb += [regs.rsp.valid.eq(cmdif.rsp.valid), regs.rsp.rdata.eq(cmdif.rsp.rdata)]
-        connect(m, cmdif.cmd, dec.cmd)
-        connect(m, dec.load, g_load.inp)
-        connect(m, dec.exec, g_exec.inp)
-        connect(m, dec.store, g_store.inp)
+        # While a loop command runs it owns the gates; the decoder holds the commands behind it.
+        m.d.comb += [
+            dec.cmd.payload.eq(cmdif.cmd.payload),
+            dec.cmd.valid.eq(cmdif.cmd.valid & ~gemm.busy),
+            cmdif.cmd.ready.eq(dec.cmd.ready & ~gemm.busy),
+        ]
+        connect(m, dec.loop, gemm.cmd)
+        for source_dec, source_loop, gate in (
+            (dec.load, gemm.load, g_load),
+            (dec.exec, gemm.exec, g_exec),
+            (dec.store, gemm.store, g_store),
+        ):
+            m.d.comb += [
+                gate.inp.valid.eq(Mux(gemm.busy, source_loop.valid, source_dec.valid)),
+                gate.inp.payload.eq(Mux(gemm.busy, source_loop.payload, source_dec.payload)),
+                source_loop.ready.eq(gemm.busy & gate.inp.ready),
+                source_dec.ready.eq(~gemm.busy & gate.inp.ready),
+            ]
+        m.d.comb += gemm.store_finished.eq(g_store.engine_done.valid)
         wiring.connect(m, wiring.flipped(self.m_axi), dma.m_axi)
 
         self._dma_sharing(m, dma, g_load, g_store)
@@ -84,7 +102,14 @@ class Tile(wiring.Component):
         for source in reversed(errors):  # the decoder's error wins a tie: it is the oldest command
             with m.If(source.valid):
                 m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
-        busy = g_load.busy | g_exec.busy | g_store.busy | ex.busy
+        with m.If(gemm.too_large):
+            m.d.comb += [
+                cmdif.error.valid.eq(1),
+                cmdif.error.payload.unit.eq(1),
+                cmdif.error.payload.code.eq(ERR["TOO_LARGE"]),
+                cmdif.error.payload.seq.eq(gemm.seq),
+            ]
+        busy = g_load.busy | g_exec.busy | g_store.busy | ex.busy | gemm.busy
         m.d.comb += [
             cmdif.busy.eq(busy),
             dec.units_idle.eq(~busy),

@@ -27,9 +27,21 @@ def execute(flags=0, b=0, a=0, m=4, c=0) -> list[int]:
     return [EXEC | flags, b, a, m, c]
 
 
+def gemm(flags=0, m=4, k=4, n=4, a=0, b=0, c=0, d=0) -> list[int]:
+    return [0x10 | flags, m, k, n, a, 8, b, 8, c, 16, d, 16, 0]
+
+
 CASES = [
     ([0x55], "BAD_OPCODE"),
-    ([0x10], "BAD_OPCODE"),  # loop commands are not decoded by this revision
+    ([0x11], "BAD_OPCODE"),  # CONV2D is not decoded by this revision
+    ([0x10], "ZERO_DIM"),
+    (gemm(m=65536), "TOO_LARGE"),
+    (gemm(flags=3 << 14), "BAD_SHAPE"),  # bias mode 3 is reserved
+    (gemm(flags=1 << 16), "BAD_SHAPE"),  # accumulate into C with a narrow (int8) C
+    (gemm(flags=1 << 16 | 1 << 19, c=2), "MISALIGNED"),  # full int32 C
+    (gemm(flags=1 << 14, d=6), "MISALIGNED"),  # int32 bias
+    (gemm(d=6), None),  # no bias: D is not used
+    (gemm(flags=1 << 12 | 1 << 13 | 2 << 14, a=3, b=5, c=7), None),
     (load(flags=WAIT_PREV), "BAD_DEPS"),
     (load(flags=SIGNAL_PREV), "BAD_DEPS"),
     (store(flags=SIGNAL_NEXT), "BAD_DEPS"),
@@ -76,9 +88,9 @@ def decode(words: list[int], units_idle: int = 1) -> dict:
         ctx.set(dut.cmd.p.seq, 7)
         ctx.set(dut.cmd.valid, 1)
         ctx.set(dut.units_idle, units_idle)
-        for port in ("load", "store", "exec"):
+        for port in ("load", "store", "exec", "loop"):
             ctx.set(getattr(dut, port).ready, 1)
-        out["routes"] = [p for p in ("load", "store", "exec") if ctx.get(getattr(dut, p).valid)]
+        out["routes"] = [p for p in ("load", "store", "exec", "loop") if ctx.get(getattr(dut, p).valid)]
         out["error"] = ctx.get(dut.error.payload.code) if ctx.get(dut.error.valid) else None
         out["error_seq"] = ctx.get(dut.error.payload.seq)
         out["ready"] = ctx.get(dut.cmd.ready)
@@ -116,6 +128,9 @@ def test_routing_and_fields() -> None:
     assert out["exec"] == {"b_addr": 10, "k_rows": 3, "a_addr": 20, "m": 30, "c_addr": 40}
 
 
-def test_fence_waits_for_idle_units() -> None:
-    assert decode([FENCE], units_idle=0)["ready"] == 0
-    assert decode([FENCE], units_idle=1)["ready"] == 1
+def test_fence_and_gemm_wait_for_idle_units() -> None:
+    for words in ([FENCE], gemm()):
+        assert decode(words, units_idle=0)["ready"] == 0
+        assert decode(words, units_idle=1)["ready"] == 1
+    assert decode(gemm(), units_idle=0)["routes"] == []
+    assert decode(gemm(), units_idle=1)["routes"] == ["loop"]

@@ -1,0 +1,297 @@
+"""The GEMM hardware loop: one command becomes the whole tiled LOAD / EXEC / STORE sequence.
+
+``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "GEMM loop").
+Loop order: M blocks (as many A rows as half the scratchpad holds for all K tiles), then N tiles,
+then K tiles. A block's K slices are loaded once, during its first N tile, and reused by the
+others. Buffers: two weight slots, two A halves (by M block parity), two C slots in the
+accumulator (by (M block, N tile) pair), so loads, compute and stores of neighbouring steps
+overlap. Dependencies use the ISA's tokens:
+
+* each step's last LOAD signals EXEC; each EXEC waits for it;
+* each EXEC frees its weight slot (signal LOAD) and the LOAD two steps later waits for that;
+* the last EXEC of a pair signals STORE; the STORE waits for it and frees its C slot for the
+  first EXEC two pairs later.
+
+Token counts are balanced, so no token is left over when the loop ends. A bias (or C) load into a
+C slot must not overtake the STORE that last used that slot; LOAD has no link to STORE, so the
+generator itself waits for that STORE's completion before emitting the bias load.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.divider import Divider
+from rtl.exec_unit import exec_op_layout
+from rtl.ops import KIND, GemmCmd, deps_layout, dma_desc_layout
+
+__all__ = ["GemmLoop", "pack"]
+
+
+def pack(layout: data.StructLayout, **fields) -> Value:
+    """The bits of a ``layout`` value with the given fields; fields not given are zero."""
+    unknown = set(fields) - {name for name, _ in layout}
+    assert not unknown, f"no fields {unknown} in {layout}"
+    parts = []
+    for name, field in layout:
+        value = Value.cast(fields.get(name, 0)).as_unsigned()
+        width = Shape.cast(field.shape).width
+        parts.append(value[:width] if len(value) >= width else Cat(value, Const(0, width - len(value))))
+    return Cat(*parts)
+
+
+def _gated(op: data.Layout) -> stream.Signature:
+    return stream.Signature(data.StructLayout({"op": op, "deps": deps_layout, "seq": 16}))
+
+
+class GemmLoop(wiring.Component):
+    def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int) -> None:
+        self.cfg, self.sp_bits, self.acc_bits = cfg, sp_bits, acc_bits
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(GemmCmd)),
+                "load": Out(_gated(dma_desc_layout())),
+                "exec": Out(_gated(exec_op_layout(sp_bits, acc_bits))),
+                "store": Out(_gated(dma_desc_layout())),
+                "store_finished": In(1),  # a STORE completed (any STORE: the loop runs alone)
+                "too_large": Out(1),  # K needs more scratchpad rows than half of it: nothing issued
+                "seq": Out(16),  # sequence number of the loop command being run
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        R, C = cfg.rows, cfg.cols
+        in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
+        narrow_e = 1 if cfg.dtype == "int8" else 2
+        a_half = (cfg.sp_rows - 2 * R) // 2
+        m.submodules.div = div = Divider(24)
+
+        c = Signal(GemmCmd)
+        sizes = {name: Signal(32, name=name) for name in ("k_tiles", "mb", "n_tiles", "groups", "pairs")}
+        m0, n0, k0, kt, chunk = (Signal(16, name=n) for n in ("m0", "n0", "k0", "kt", "chunk"))
+        g, p, stores_done = Signal(32), Signal(32), Signal(32)
+        odd_block = Signal()  # parity of the M block: which A half it uses
+        with m.If(self.store_finished):
+            m.d.sync += stores_done.eq(stores_done + 1)
+
+        mb = sizes["mb"][:16]
+        mb_rows = Mux(c.m - m0 < mb, c.m - m0, mb)
+        nw = Mux(c.n - n0 < C, c.n - n0, C)
+        kw = Mux(c.k - k0 < R, c.k - k0, R)
+        first_n, last_k = n0 == 0, k0 + R >= c.k
+        b_slot = Mux(g[0], R, 0)
+        a_slot = 2 * R + Mux(odd_block, a_half, 0) + kt * mb
+        c_slot = Mux(p[0], mb, 0)
+        out_e = Mux(c.out == 0, narrow_e, acc_e)
+        has_bias = (c.bias != 0) | c.acc_c
+
+        def go_first_load() -> None:
+            with m.If(has_bias):
+                m.next = "BIAS"
+            with m.Else():
+                m.next = "LOAD_B"
+
+        # The generator writes into small queues in front of the gates, so it runs ahead of them
+        # (the next step's loads are issued while this step computes).
+        load, ex, store = (
+            self._queue(m, port, name)
+            for port, name in ((self.load, "load"), (self.exec, "exec"), (self.store, "store"))
+        )
+
+        # What each state emits, as plain expressions of the loop registers: the FSM below only
+        # decides when to move on, so every payload bit is driven by one continuous assignment.
+        def op(payload, **deps):
+            return pack(load.p.shape(), op=payload, deps=pack(deps_layout, **deps), seq=c.seq)
+
+        def desc(**fields):
+            return pack(dma_desc_layout(), **fields)
+
+        rows_left = mb_rows - chunk
+        a_block = Mux(rows_left < cfg.dim, rows_left, cfg.dim)
+        last_a = ~c.trans_a | (chunk + cfg.dim >= mb_rows)
+        bias_load = op(
+            desc(
+                kind=KIND["mem_to_acc"],
+                dram_addr=self._bias_addr(c, m0, n0, acc_e),
+                dram_stride=self._bias_stride(c),
+                rows=mb_rows,
+                elems=nw,
+                local_addr=c_slot,
+            ),
+            wait_next=g >= 2,
+        )
+        b_load = op(
+            desc(
+                kind=KIND["mem_to_sp"],
+                dram_addr=Mux(c.trans_b, c.b + n0 * c.ldb + k0 * in_e, c.b + k0 * c.ldb + n0 * in_e),
+                dram_stride=c.ldb,
+                rows=Mux(c.trans_b, nw, kw),
+                elems=Mux(c.trans_b, kw, nw),
+                local_addr=b_slot,
+                transpose=c.trans_b,
+            ),
+            # The step's first LOAD waits for the weight slot; with a bias that was the bias load.
+            wait_next=(g >= 2) & ~((kt == 0) & has_bias),
+            signal_next=~first_n,
+        )
+        a_load = op(
+            desc(
+                kind=KIND["mem_to_sp"],
+                dram_addr=Mux(c.trans_a, c.a + k0 * c.lda + (m0 + chunk) * in_e, c.a + m0 * c.lda + k0 * in_e),
+                dram_stride=c.lda,
+                rows=Mux(c.trans_a, kw, mb_rows),
+                elems=Mux(c.trans_a, a_block, kw),
+                local_addr=a_slot + chunk,
+                transpose=c.trans_a,
+            ),
+            signal_next=last_a,
+        )
+        exec_op = pack(
+            ex.p.shape(),
+            op=pack(
+                ex.p.op.shape(),
+                b_addr=b_slot,
+                k_rows=kw,
+                a_addr=a_slot,
+                m=mb_rows,
+                c_addr=c_slot,
+                accumulate=(kt != 0) | has_bias,
+                seq=c.seq,
+            ),
+            deps=pack(
+                deps_layout,
+                wait_prev=1,
+                wait_next=(kt == 0) & (p >= 2),
+                signal_prev=g + 2 < sizes["groups"],
+                signal_next=last_k,
+            ),
+            seq=c.seq,
+        )
+        store_op = op(
+            desc(
+                kind=KIND["acc_to_mem"],
+                dram_addr=c.c + m0 * c.ldc + n0 * out_e,
+                dram_stride=c.ldc,
+                rows=mb_rows,
+                elems=nw,
+                local_addr=c_slot,
+                scale=c.scale,
+                act=c.act,
+                out=c.out,
+            ),
+            wait_prev=1,
+            signal_prev=p + 2 < sizes["pairs"],
+        )
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), k0.eq(0), kt.eq(0), g.eq(0), p.eq(0)]
+                    m.d.sync += [stores_done.eq(0), odd_block.eq(0)]
+                    self._divide(m, div, self.cmd.p.k + R - 1, R)
+                    m.next = "K_TILES"
+            with m.State("K_TILES"), m.If(div.done):
+                m.d.sync += sizes["k_tiles"].eq(div.quotient)
+                self._divide(m, div, a_half, div.quotient)  # A rows per M block: all K slices fit
+                m.next = "BLOCK"
+            with m.State("BLOCK"), m.If(div.done):
+                limit = min(cfg.acc_rows // 2, 0xFFFF)  # two C slots in the accumulator
+                cap = Mux(div.quotient < limit, div.quotient, limit)
+                m.d.sync += sizes["mb"].eq(Mux(c.m < cap, c.m, cap))
+                self._divide(m, div, c.n + C - 1, C)
+                m.next = "N_TILES"
+                with m.If(div.quotient == 0):
+                    m.d.comb += self.too_large.eq(1)
+                    m.next = "IDLE"
+            with m.State("N_TILES"), m.If(div.done):
+                m.d.sync += sizes["n_tiles"].eq(div.quotient)
+                self._divide(m, div, c.m + mb - 1, mb)
+                m.next = "M_BLOCKS"
+            with m.State("M_BLOCKS"), m.If(div.done):
+                pairs = div.quotient * sizes["n_tiles"]
+                m.d.sync += [sizes["pairs"].eq(pairs), sizes["groups"].eq(pairs * sizes["k_tiles"])]
+                go_first_load()
+            with m.State("BIAS"):
+                # The C slot's previous STORE (two pairs back) must be finished (see module doc).
+                m.d.comb += load.valid.eq((p < 2) | (stores_done + 1 >= p))
+                with m.If(load.valid & load.ready):
+                    m.next = "LOAD_B"
+            with m.State("LOAD_B"):
+                m.d.comb += load.valid.eq(1)
+                with m.If(load.ready):
+                    m.d.sync += chunk.eq(0)
+                    m.next = "LOAD_A"
+                    with m.If(~first_n):
+                        m.next = "EXEC"
+            with m.State("LOAD_A"):
+                m.d.comb += load.valid.eq(1)
+                with m.If(load.ready):
+                    m.d.sync += chunk.eq(chunk + cfg.dim)
+                    with m.If(last_a):
+                        m.next = "EXEC"
+            with m.State("EXEC"):
+                m.d.comb += ex.valid.eq(1)
+                with m.If(ex.ready):
+                    m.d.sync += g.eq(g + 1)
+                    with m.If(last_k):
+                        m.next = "STORE"
+                    with m.Else():
+                        m.d.sync += [k0.eq(k0 + R), kt.eq(kt + 1)]
+                        m.next = "LOAD_B"
+            with m.State("STORE"):
+                m.d.comb += store.valid.eq(1)
+                with m.If(store.ready):
+                    m.d.sync += [p.eq(p + 1), k0.eq(0), kt.eq(0)]
+                    with m.If(n0 + C < c.n):
+                        m.d.sync += n0.eq(n0 + C)
+                        go_first_load()
+                    with m.Elif(m0 + mb < c.m):
+                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block)]
+                        go_first_load()
+                    with m.Else():
+                        m.next = "IDLE"
+        m.d.comb += [
+            load.payload.eq(Mux(fsm.ongoing("BIAS"), bias_load, Mux(fsm.ongoing("LOAD_B"), b_load, a_load))),
+            ex.payload.eq(exec_op),
+            store.payload.eq(store_op),
+        ]
+        m.d.comb += self.seq.eq(c.seq)
+        queued = self.load.valid | self.exec.valid | self.store.valid
+        m.d.comb += self.busy.eq(~self.cmd.ready | queued)
+        return m
+
+    @staticmethod
+    def _queue(m: Module, port, name: str):
+        """A stream-shaped front of a 4-deep FIFO that drives ``port``."""
+        layout = port.payload.shape()
+        q = fifo.SyncFIFOBuffered(width=layout.size, depth=4)
+        m.submodules[f"{name}_q"] = q
+        front = stream.Signature(layout).create(path=(f"{name}_gen",))
+        m.d.comb += [
+            q.w_en.eq(front.valid),
+            q.w_data.eq(front.payload),
+            front.ready.eq(q.w_rdy),
+            port.valid.eq(q.r_rdy),
+            port.payload.eq(q.r_data),
+            q.r_en.eq(port.ready),
+        ]
+        return front
+
+    @staticmethod
+    def _divide(m: Module, div: Divider, numerator, denominator) -> None:
+        m.d.comb += [div.start.eq(1), div.numerator.eq(numerator), div.denominator.eq(denominator)]
+
+    @staticmethod
+    def _bias_addr(c, m0, n0, acc_e: int):
+        """C itself (accumulate into C), one repeated row of D, or the full D."""
+        full = c.d + m0 * c.ldd + n0 * acc_e
+        return Mux(c.acc_c, c.c + m0 * c.ldc + n0 * acc_e, Mux(c.bias == 2, c.d + n0 * acc_e, full))
+
+    @staticmethod
+    def _bias_stride(c):
+        return Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd))

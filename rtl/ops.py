@@ -1,0 +1,58 @@
+"""Formats of the operations that flow between the tile's units (docs/isa.md, docs/tile.md).
+
+Kept apart from the units so the decoder, the loop generators and the gates share one definition.
+"""
+
+from amaranth.lib import data
+
+__all__ = ["KIND", "GemmCmd", "deps_layout", "dma_desc_layout"]
+
+# DMA descriptor kinds (docs/tile.md, "DMA").
+KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
+
+# Dependency flags of a LOAD / EXEC / STORE operation (docs/isa.md, "Dependency tokens").
+deps_layout = data.StructLayout({"wait_prev": 1, "wait_next": 1, "signal_prev": 1, "signal_next": 1})
+
+
+def dma_desc_layout() -> data.StructLayout:
+    return data.StructLayout(
+        {
+            "kind": 2,
+            "dram_addr": 32,
+            "dram_stride": 32,
+            "rows": 16,
+            "elems": 16,
+            "local_addr": 16,
+            "transpose": 1,
+            "accumulate": 1,
+            "scale": 32,
+            "act": 2,
+            "out": 2,
+        }
+    )
+
+
+# A decoded GEMM loop command (docs/isa.md, "GEMM").
+GemmCmd = data.StructLayout(
+    {
+        "m": 16,
+        "k": 16,
+        "n": 16,
+        "a": 32,
+        "lda": 32,
+        "b": 32,
+        "ldb": 32,
+        "c": 32,
+        "ldc": 32,
+        "d": 32,
+        "ldd": 32,
+        "scale": 32,
+        "trans_a": 1,
+        "trans_b": 1,
+        "bias": 2,  # 0 none, 1 full D, 2 one row of D repeated
+        "acc_c": 1,
+        "act": 2,
+        "out": 2,
+        "seq": 16,
+    }
+)
