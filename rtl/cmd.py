@@ -141,8 +141,12 @@ class CommandInterface(wiring.Component):
         with m.If(draining & ~queue.r_rdy):
             m.d.sync += draining.eq(0)
 
-        self._control(m, write, status, draining, overflow, seq)
-        self._readback(m, status, queue, words)
+        # Busy counts queued commands by the FIFO's level: its output lags a push by a cycle, and
+        # `done` must not flash in between.
+        busy = Signal()
+        m.d.comb += busy.eq(self.busy | (queue.level != 0))
+        self._control(m, write, status, draining, overflow, seq, busy)
+        self._readback(m, status, queue, words, busy)
         return m
 
     @staticmethod
@@ -151,7 +155,7 @@ class CommandInterface(wiring.Component):
         status = {n: Signal(name=n) for n in names}
         return status | {"unit": Signal(3, name="err_unit"), "code": Signal(8, name="err_code"), "seq": Signal(16)}
 
-    def _control(self, m: Module, write, status: dict, draining, overflow, seq) -> None:
+    def _control(self, m: Module, write, status: dict, draining, overflow, seq, busy) -> None:
         """CONTROL and IRQ_ENABLE writes, error capture, done detection, interrupt."""
         addr, wdata = self.req.p.addr, self.req.p.wdata
         with m.If(write & (addr == REG["IRQ_ENABLE"] // 4)):
@@ -174,8 +178,7 @@ class CommandInterface(wiring.Component):
                     status["seq"].eq(seq),
                 ]
 
-        idle = ~self.busy & ~self.cmd.valid
-        with m.If(idle & status["had_work"]):
+        with m.If(~busy & status["had_work"]):
             m.d.sync += [status["done"].eq(1), status["had_work"].eq(0)]
 
         control = write & (addr == REG["CONTROL"] // 4)
@@ -187,11 +190,10 @@ class CommandInterface(wiring.Component):
         m.d.comb += status["zero_counters"].eq(control & wdata[2])
         m.d.comb += self.irq.eq((status["done"] & status["irq_done"]) | (status["error"] & status["irq_error"]))
 
-    def _readback(self, m: Module, status: dict, queue, words: dict) -> None:
-        counters = self._counters(m, status["zero_counters"])
+    def _readback(self, m: Module, status: dict, queue, words: dict, busy) -> None:
+        counters = self._counters(m, status["zero_counters"], busy)
         free = Signal(8)
         m.d.comb += free.eq(self.queue_depth - queue.level)
-        busy = self.busy | self.cmd.valid
         status_word = Cat(busy, status["done"], status["error"], Const(0, 1), status["unit"], Const(0, 1))
         values = {
             "ID": Const(ID_VALUE, 32),
@@ -211,9 +213,8 @@ class CommandInterface(wiring.Component):
             with m.Default():  # unmapped and write-only registers read as zero
                 m.d.sync += self.rsp.rdata.eq(0)
 
-    def _counters(self, m: Module, zero) -> dict:
+    def _counters(self, m: Module, zero, busy) -> dict:
         ev = self.events
-        busy = self.busy | self.cmd.valid
         incs = {
             "CYCLES_BUSY": busy,
             "MACS": ev.macs,

@@ -11,23 +11,28 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ClockCycles, First, RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
 from rtl.mac_model import accumulate
 from rtl.mesh_model import mesh_tile
+from rtl.readout_model import readout
 from tb import stimulus
+from tb.axi_memory import AxiMemory
 
 LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
 WAIT_PREV, SIGNAL_NEXT = 1 << 8, 1 << 11
 ACC_TARGET, OUT_FULL = 1 << 12, 1 << 15
 MEM_SIZE = 1 << 20
+CLOCK_NS = 10
 
 
 @dataclass
@@ -35,7 +40,7 @@ class Tile:
     dut: object
     cfg: AccelConfig
     axil: AxiLiteMaster
-    mem: AxiRam
+    mem: AxiMemory
 
     async def write(self, reg: str | int, value: int) -> None:
         offset = REG[reg] if isinstance(reg, str) else reg
@@ -62,12 +67,13 @@ class Tile:
 
 async def start(dut) -> Tile:
     cfg = AccelConfig.from_dict(json.loads(os.environ["PYARD_CONFIG"]))
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
-    mem = AxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst, size=MEM_SIZE)
+    latency = tb_args(latency=32)["latency"]
+    mem = AxiMemory(dut, "m_axi_", dut.clk, dut.rst, size=MEM_SIZE, read_latency=latency)
     await RisingEdge(dut.clk)
     return Tile(dut, cfg, axil, mem)
 
@@ -123,6 +129,21 @@ def gemm_reference(cfg: AccelConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray
     return out
 
 
+def put(t: Tile, addr: int, array: np.ndarray) -> None:
+    raw = array.tobytes()
+    t.mem.data[addr : addr + len(raw)] = raw
+
+
+def get(t: Tile, addr: int, shape: tuple[int, int], dtype, stride: int | None = None) -> np.ndarray:
+    """A ``shape`` array of ``dtype`` from memory, rows ``stride`` elements apart."""
+    rows, cols = shape
+    stride = cols if stride is None else stride
+    size = np.dtype(dtype).itemsize
+    raw = bytes(t.mem.data[addr : addr + ((rows - 1) * stride + cols) * size])
+    flat = np.frombuffer(raw + bytes(size * (rows * stride - len(raw) // size)), dtype=dtype)
+    return flat.reshape(rows, stride)[:, :cols]
+
+
 def tb_args(**defaults) -> dict:
     return defaults | json.loads(os.environ.get("PYARD_TB_ARGS", "{}"))
 
@@ -133,8 +154,8 @@ async def run_gemm(t: Tile, m: int, k: int, n: int, seed: int) -> None:
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
     b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
     addr = {"A": 0x1000, "B": 0x40000, "C": 0x80000}
-    t.mem.write(addr["A"], a.tobytes())
-    t.mem.write(addr["B"], b.tobytes())
+    put(t, addr["A"], a)
+    put(t, addr["B"], b)
     for cmd in gemm_commands(cfg, m, k, n, addr):
         while (await t.read("STATUS")) >> 16 & 0xFF == 0:  # wait for a free queue slot
             await ClockCycles(t.dut.clk, 16)
@@ -142,8 +163,7 @@ async def run_gemm(t: Tile, m: int, k: int, n: int, seed: int) -> None:
     status = await t.wait_idle(200_000)
     assert not status & 4, f"error status {status:#x}"
     acc_bytes = cfg.acc_bits // 8
-    raw = t.mem.read(addr["C"], m * n * acc_bytes)
-    got = np.frombuffer(raw, dtype=np.uint32 if acc_bytes == 4 else np.uint16).reshape(m, n)
+    got = get(t, addr["C"], (m, n), np.uint32 if acc_bytes == 4 else np.uint16)
     want = gemm_reference(cfg, a, b)
     bad = np.argwhere(got != want)
     assert bad.size == 0, (
@@ -186,3 +206,112 @@ async def tile_errors(dut) -> None:
         await ClockCycles(dut.clk, 4)
         assert not (await t.read("STATUS")) & 4 and dut.irq.value == 0
     await run_gemm(t, 5, 6, 7, seed=11)
+
+
+# -- the GEMM loop command ------------------------------------------------------------------------
+
+
+def padded(array: np.ndarray, stride: int) -> np.ndarray:
+    out = np.zeros((array.shape[0], stride), array.dtype)
+    out[:, : array.shape[1]] = array
+    return out
+
+
+def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict) -> np.ndarray:
+    """Per element in the hardware's order: the optional bias (or C), then each K tile's mesh sum
+    (from +0) added in the accumulator, then the read-out."""
+    m, k = a.shape
+    n = b.shape[1]
+    acc = None if init is None else np.broadcast_to(init, (m, n)).astype(np.uint32)
+    for k0 in range(0, k, cfg.rows):
+        kw = min(cfg.rows, k - k0)
+        part = np.zeros((m, n), dtype=np.uint32)
+        for n0 in range(0, n, cfg.cols):
+            nw = min(cfg.cols, n - n0)
+            a_t = np.zeros((m, cfg.rows), a.dtype)
+            a_t[:, :kw] = a[:, k0 : k0 + kw]
+            w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
+            w_t[:kw, :nw] = b[k0 : k0 + kw, n0 : n0 + nw]
+            part[:, n0 : n0 + nw] = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), np.uint32))[:, :nw]
+        acc = part if acc is None else accumulate(cfg, acc, part)
+    return readout(cfg, acc, case["scale"], case["act"], case["out"])
+
+
+def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
+    flags = case["trans_a"] << 12 | case["trans_b"] << 13 | case["bias"] << 14 | case["acc_c"] << 16
+    flags |= case["act"] << 17 | case["out"] << 19
+    return [
+        0x10 | flags, case["m"], case["k"], case["n"],
+        addr["A"], ld["A"], addr["B"], ld["B"], addr["C"], ld["C"], addr["D"], ld["D"], case["scale"],
+    ]  # fmt: skip
+
+
+async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
+    """One GEMM command; returns cycles from the first command write to the done interrupt."""
+    cfg = t.cfg
+    case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": 0} | case
+    m, k, n = case["m"], case["k"], case["n"]
+    rng = np.random.default_rng(seed)
+    a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
+    b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
+    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
+    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+    out_t = acc_t if case["out"] == 1 else in_t
+    addr = {"A": 0x1000, "B": 0x40000, "C": 0x80000, "D": 0xC0000}
+    ld = {"A": (m if case["trans_a"] else k) + 3, "B": (k if case["trans_b"] else n) + 5, "C": n + 2, "D": n + 1}
+    put(t, addr["A"], padded(a.T if case["trans_a"] else a, ld["A"]).astype(in_t))
+    put(t, addr["B"], padded(b.T if case["trans_b"] else b, ld["B"]).astype(in_t))
+    init = None
+    if case["acc_c"]:
+        init = stimulus.accumulators(cfg, rng, (m, n))
+        put(t, addr["C"], padded(init, ld["C"]).astype(acc_t))
+    elif case["bias"]:
+        init = stimulus.accumulators(cfg, rng, (m if case["bias"] == 1 else 1, n))
+        put(t, addr["D"], padded(init, ld["D"]).astype(acc_t))
+    byte = {"A": in_t, "B": in_t, "C": out_t, "D": acc_t}
+    ld_bytes = {key: ld[key] * np.dtype(byte[key]).itemsize for key in ld}
+    if case["bias"] == 2:
+        ld_bytes["D"] = 0
+    await t.write("IRQ_ENABLE", 0b11)
+    await t.write("CONTROL", 0b101)  # clear done, zero the counters
+    start = get_sim_time("ns")
+    await t.push(gemm_words(case, addr, ld_bytes))
+    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
+    cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
+    status = await t.read("STATUS")
+    assert status & 2 and not status & 4, f"GEMM {case}: status {status:#x} after {cycles} cycles"
+    got = get(t, addr["C"], (m, n), out_t, ld["C"])
+    want = gemm_loop_reference(cfg, a, b, init, case).astype(out_t)
+    bad = np.argwhere(got != want)
+    if bad.size:
+        first = tuple(bad[0])
+        raise AssertionError(f"GEMM {case}: {len(bad)} wrong, first {first}: {got[first]:#x} != {want[first]:#x}")
+    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+    return {"cycles": int(cycles), **counters}
+
+
+COUNTERS = (
+    "CYCLES_BUSY", "MACS_LO", "DMA_RD_BYTES", "DMA_WR_BYTES", "STALL_EXEC_ON_LOAD", "STALL_EXEC_ON_STORE",
+    "STALL_DMA_READ", "STALL_DMA_WRITE", "STALL_QUEUE",
+)  # fmt: skip
+
+
+@cocotb.test()
+async def tile_gemm_loop(dut) -> None:
+    t = await start(dut)
+    for i, case in enumerate(tb_args(cases=[{"m": 3, "k": 5, "n": 7}])["cases"]):
+        await run_gemm_loop(t, case, seed=100 + i)
+
+
+@cocotb.test()
+async def tile_bench_gemm(dut) -> None:
+    """The benchmark: one GEMM, utilization counted end to end; JSON to PYARD_RESULT."""
+    t = await start(dut)
+    case = tb_args(bench={"m": 64, "k": 64, "n": 64})["bench"]
+    result = await run_gemm_loop(t, case, seed=7)
+    cfg = t.cfg
+    macs = case["m"] * case["k"] * case["n"]
+    result |= {"m": case["m"], "k": case["k"], "n": case["n"], "macs": macs}
+    result["utilization"] = macs / (cfg.rows * cfg.cols * result["cycles"])
+    if "PYARD_RESULT" in os.environ:
+        Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))

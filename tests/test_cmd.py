@@ -172,3 +172,18 @@ def test_counters_accumulate_and_reset() -> None:
         assert await read(ctx, dut, REG["MACS_LO"]) == 0
 
     run(bench)
+
+
+def test_done_waits_for_queued_commands() -> None:
+    """`done` means every pushed command ran: not while one still sits in the queue."""
+
+    async def bench(ctx, dut):
+        ctx.set(dut.cmd.ready, 0)
+        await push(ctx, dut, command(1))
+        for _ in range(4):
+            assert not status_fields(await read(ctx, dut, REG["STATUS"]))["done"]
+        ctx.set(dut.cmd.ready, 1)
+        await ctx.tick().repeat(3)
+        assert status_fields(await read(ctx, dut, REG["STATUS"]))["done"]
+
+    run(bench)
