@@ -124,7 +124,15 @@ class ExecUnit(wiring.Component):
         m.d.sync += in_mesh.eq(in_mesh + entered - left)
         m.d.comb += [
             self.rows_issued.eq(entered),
-            self.busy.eq(self.op.valid | w_ops.r_rdy | a_ops.r_rdy | (in_mesh != 0) | finished.r_rdy),
+            # FIFO levels, not r_rdy: outputs lag writes, and busy must not dip in between.
+            self.busy.eq(
+                self.op.valid
+                | (w_ops.level != 0)
+                | (a_ops.level != 0)
+                | (seqs.level != 0)
+                | (in_mesh != 0)
+                | (finished.level != 0)
+            ),
         ]
         return m
 

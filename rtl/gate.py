@@ -75,6 +75,7 @@ class Gate(wiring.Component):
             self.error.payload.seq.eq(fin.seq),
             self.waiting_prev.eq(self.inp.valid & deps.wait_prev & ~self.prev_avail),
             self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),
-            self.busy.eq(self.inp.valid | flight.r_rdy),
+            # The level, not r_rdy: the FIFO's output lags a write and busy must not dip meanwhile.
+            self.busy.eq(self.inp.valid | (flight.level != 0)),
         ]
         return m

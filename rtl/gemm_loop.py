@@ -261,7 +261,8 @@ class GemmLoop(wiring.Component):
             store.payload.eq(store_op),
         ]
         m.d.comb += self.seq.eq(c.seq)
-        queued = self.load.valid | self.exec.valid | self.store.valid
+        # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
+        queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
         m.d.comb += self.busy.eq(~self.cmd.ready | queued)
         return m
 

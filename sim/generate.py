@@ -16,7 +16,7 @@ from tb.dma_top import DmaTop
 
 REPO = Path(__file__).resolve().parent.parent
 # Everything a generated design depends on: a change here must invalidate cached builds.
-SOURCE_DIRS = ("rtl", "soc")
+SOURCE_DIRS = ("rtl", "soc", "tb")  # tb: test tops (e.g. tb/dma_top.py) are generated too
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, First, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
+from rtl.accumulator_model import add_rows
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
-from rtl.mac_model import accumulate
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -78,6 +78,11 @@ async def start(dut) -> Tile:
     return Tile(dut, cfg, axil, mem)
 
 
+def unit_scale(cfg: AccelConfig) -> int:
+    """The identity read-out scale: a shift of 0 for int32 accumulators, 1.0 (fp32) for floats."""
+    return 0 if cfg.acc_dtype == "int32" else 0x3F800000
+
+
 def esize(cfg: AccelConfig) -> int:
     return cfg.in_bits // 8
 
@@ -104,7 +109,7 @@ def gemm_commands(cfg: AccelConfig, m: int, k: int, n: int, addr: dict[str, int]
             flags = WAIT_PREV | (SIGNAL_NEXT if last else 0) | (1 << 12 if kt else 0)
             cmds.append([EXEC | flags, b_base, a_base, m, c_base])
         c_addr = addr["C"] + n0 * acc_bytes
-        cmds.append([STORE | WAIT_PREV | OUT_FULL, c_addr, n * acc_bytes, m | nw << 16, c_base, 0])
+        cmds.append([STORE | WAIT_PREV | OUT_FULL, c_addr, n * acc_bytes, m | nw << 16, c_base, unit_scale(cfg)])
     cmds.append([FENCE])
     return cmds
 
@@ -124,7 +129,7 @@ def gemm_reference(cfg: AccelConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray
             w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
             w_t[:kw, :nw] = b[k0 : k0 + kw, n0 : n0 + nw]
             part = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), dtype=np.uint32))
-            acc = part if acc is None else accumulate(cfg, acc, part)
+            acc = part if acc is None else add_rows(cfg, acc, part)
         out[:, n0 : n0 + nw] = acc[:, :nw]
     return out
 
@@ -233,7 +238,7 @@ def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict) -> np.ndarray:
             w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
             w_t[:kw, :nw] = b[k0 : k0 + kw, n0 : n0 + nw]
             part[:, n0 : n0 + nw] = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), np.uint32))[:, :nw]
-        acc = part if acc is None else accumulate(cfg, acc, part)
+        acc = part if acc is None else add_rows(cfg, acc, part)
     return readout(cfg, acc, case["scale"], case["act"], case["out"])
 
 
@@ -249,7 +254,7 @@ def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
 async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     """One GEMM command; returns cycles from the first command write to the done interrupt."""
     cfg = t.cfg
-    case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": 0} | case
+    case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": unit_scale(t.cfg)} | case
     m, k, n = case["m"], case["k"], case["n"]
     rng = np.random.default_rng(seed)
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
@@ -278,15 +283,19 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     await t.push(gemm_words(case, addr, ld_bytes))
     await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
     cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
+    got = get(t, addr["C"], (m, n), out_t, ld["C"])  # at once: `done` must mean every byte is in memory
     status = await t.read("STATUS")
     assert status & 2 and not status & 4, f"GEMM {case}: status {status:#x} after {cycles} cycles"
-    got = get(t, addr["C"], (m, n), out_t, ld["C"])
+    counters = {name.lower(): await t.read(name) for name in COUNTERS}
     want = gemm_loop_reference(cfg, a, b, init, case).astype(out_t)
     bad = np.argwhere(got != want)
     if bad.size:
         first = tuple(bad[0])
-        raise AssertionError(f"GEMM {case}: {len(bad)} wrong, first {first}: {got[first]:#x} != {want[first]:#x}")
-    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+        raise AssertionError(
+            f"GEMM {case}: {len(bad)} wrong at {[tuple(int(i) for i in b) for b in bad[:8]]}, "
+            f"first {got[first]:#x} != {want[first]:#x}; "
+            f"{cycles} cycles, counters {counters}"
+        )
     return {"cycles": int(cycles), **counters}
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
 from rtl.exec_unit import ExecUnit
-from rtl.mac_model import accumulate
 from rtl.mesh_model import mesh_tile
 from tb.stimulus import inputs
 
@@ -50,7 +50,7 @@ def reference(cfg: AccelConfig, sp: np.ndarray, ops: list[dict]) -> dict[int, np
         c = mesh_tile(cfg, a, w, np.zeros((op["m"], cfg.cols), dtype=np.uint32))
         for r in range(op["m"]):
             addr = op["c_addr"] + r
-            acc[addr] = accumulate(cfg, acc[addr], c[r]) if op["accumulate"] and addr in acc else c[r]
+            acc[addr] = add_rows(cfg, acc[addr], c[r]) if op["accumulate"] and addr in acc else c[r]
     return acc
 
 
@@ -88,7 +88,7 @@ def run_exec(cfg: AccelConfig, seed: int, count: int) -> None:
                 addr, word = ctx.get(p.addr), ctx.get(p.data.as_value())
                 row = np.array([(word >> (j * cfg.acc_bits)) & ((1 << cfg.acc_bits) - 1) for j in range(cfg.cols)])
                 old = acc.get(addr)
-                acc[addr] = accumulate(cfg, old, row) if ctx.get(p.accumulate) and old is not None else row
+                acc[addr] = add_rows(cfg, old, row) if ctx.get(p.accumulate) and old is not None else row
             if ctx.get(dut.done.valid):
                 done.append(ctx.get(dut.done.payload.seq))
             await ctx.tick()
