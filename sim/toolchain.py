@@ -79,9 +79,15 @@ def _run(cmd: Sequence[str]) -> None:
         raise ToolchainError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
 
-def build(sources: Sequence[Path | str], *, flags: Sequence[str] = ("-O2",),
-          linker_script: Path = DEFAULT_LINKER_SCRIPT, include_dirs: Sequence[Path] = (),
-          out_dir: Path = BUILD_DIR, toolchain: Toolchain | None = None) -> Firmware:
+def build(
+    sources: Sequence[Path | str],
+    *,
+    flags: Sequence[str] = ("-O2",),
+    linker_script: Path = DEFAULT_LINKER_SCRIPT,
+    include_dirs: Sequence[Path] = (),
+    out_dir: Path = BUILD_DIR,
+    toolchain: Toolchain | None = None,
+) -> Firmware:
     """Compile and link ``sources`` (C or assembly) into an ELF, a flat binary and a hex file."""
     tc = toolchain or find_toolchain()
     srcs = [Path(s).resolve() for s in sources]
@@ -125,7 +131,7 @@ class ElfImage:
         for addr, data in self.segments:
             if addr < base or addr + len(data) > base + size:
                 raise ValueError(f"segment at {addr:#x} (+{len(data)}) is outside memory {base:#x}+{size:#x}")
-            mem[addr - base:addr - base + len(data)] = data
+            mem[addr - base : addr - base + len(data)] = data
         return list(struct.unpack(f"<{size // 4}I", bytes(mem)))
 
 
@@ -140,14 +146,14 @@ def load_elf(path: Path | str) -> ElfImage:
     for n in range(phnum):
         ptype, offset, _vaddr, paddr, filesz, memsz = struct.unpack_from("<IIIIII", raw, phoff + n * phentsize)
         if ptype == 1 and memsz:  # PT_LOAD
-            image.segments.append((paddr, raw[offset:offset + filesz] + bytes(memsz - filesz)))
+            image.segments.append((paddr, raw[offset : offset + filesz] + bytes(memsz - filesz)))
     sections = [struct.unpack_from("<IIIIIIIIII", raw, shoff + n * shentsize) for n in range(shnum)]
     for sh in sections:
         if sh[1] == 2:  # SHT_SYMTAB; sh_link names its string table
             strtab = sections[sh[6]]
             for off in range(sh[4], sh[4] + sh[5], 16):
                 name_off, value = struct.unpack_from("<II", raw, off)
-                name = raw[strtab[4] + name_off:raw.index(b"\0", strtab[4] + name_off)].decode()
+                name = raw[strtab[4] + name_off : raw.index(b"\0", strtab[4] + name_off)].decode()
                 if name:
                     image.symbols[name] = value
     return image

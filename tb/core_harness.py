@@ -25,8 +25,16 @@ from amaranth.sim import Simulator
 
 from soc.rv32 import AmoOp, Core, CoreConfig
 
-__all__ = ["EXIT_ADDR", "IRQ_ADDR", "TIMER_ADDR", "CycleBudgetExceeded", "HarnessConfig", "RunResult",
-           "TestTop", "run_program"]
+__all__ = [
+    "EXIT_ADDR",
+    "IRQ_ADDR",
+    "TIMER_ADDR",
+    "CycleBudgetExceeded",
+    "HarnessConfig",
+    "RunResult",
+    "TestTop",
+    "run_program",
+]
 
 EXIT_ADDR, IRQ_ADDR, TIMER_ADDR = 0x1000_0000, 0x1000_0004, 0x1000_0008
 PASS = 1
@@ -47,14 +55,35 @@ def _amo_result(op: Value, old: Value, src: Value) -> Value:
     """The value an AMO stores, given the old memory word and the register operand."""
     lt = old.as_signed() < src.as_signed()
     ltu = old < src
-    return Mux(op == AmoOp.SWAP, src,
-           Mux(op == AmoOp.ADD, old + src,
-           Mux(op == AmoOp.XOR, old ^ src,
-           Mux(op == AmoOp.AND, old & src,
-           Mux(op == AmoOp.OR, old | src,
-           Mux(op == AmoOp.MIN, Mux(lt, old, src),
-           Mux(op == AmoOp.MAX, Mux(lt, src, old),
-           Mux(op == AmoOp.MINU, Mux(ltu, old, src), Mux(ltu, src, old)))))))))
+    return Mux(
+        op == AmoOp.SWAP,
+        src,
+        Mux(
+            op == AmoOp.ADD,
+            old + src,
+            Mux(
+                op == AmoOp.XOR,
+                old ^ src,
+                Mux(
+                    op == AmoOp.AND,
+                    old & src,
+                    Mux(
+                        op == AmoOp.OR,
+                        old | src,
+                        Mux(
+                            op == AmoOp.MIN,
+                            Mux(lt, old, src),
+                            Mux(
+                                op == AmoOp.MAX,
+                                Mux(lt, src, old),
+                                Mux(op == AmoOp.MINU, Mux(ltu, old, src), Mux(ltu, src, old)),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
 
 
 class TestTop(Elaboratable):
@@ -75,14 +104,11 @@ class TestTop(Elaboratable):
         lfsr = Signal(16, init=0xACE1)
         m.d.sync += lfsr.eq(Cat(lfsr[1:16], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
         stall = self.cfg.stall
-        self._fetch_port(m, Const(1) if not stall else lfsr[0] | lfsr[3],
-                         Const(1) if not stall else lfsr[5] | lfsr[9])
-        self._data_port(m, Const(1) if not stall else lfsr[1] | lfsr[7],
-                        Const(1) if not stall else lfsr[4] | lfsr[11])
+        self._fetch_port(m, Const(1) if not stall else lfsr[0] | lfsr[3], Const(1) if not stall else lfsr[5] | lfsr[9])
+        self._data_port(m, Const(1) if not stall else lfsr[1] | lfsr[7], Const(1) if not stall else lfsr[4] | lfsr[11])
         for n, bus in enumerate((core.ibus, core.dbus)):
             self._check_request_rule(m, bus, n)
-        m.d.comb += [core.soft_irq.eq(self.irq[0]), core.timer_irq.eq(self.irq[1]),
-                     core.ext_irq.eq(self.irq[2])]
+        m.d.comb += [core.soft_irq.eq(self.irq[0]), core.timer_irq.eq(self.irq[1]), core.ext_irq.eq(self.irq[2])]
         m.d.sync += self.cycles.eq(self.cycles + 1)
         m.d.comb += self.done.eq(self.exited | (self.cycles >= self.budget))
         return m
@@ -103,8 +129,12 @@ class TestTop(Elaboratable):
         bus, rp = self.core.ibus, self.ram.read_port()
         busy, err = Signal(), Signal()
         answer = busy & may_answer
-        m.d.comb += [bus.rsp_valid.eq(answer), bus.rdata.eq(rp.data), bus.err.eq(err),
-                     bus.req_ready.eq((~busy | answer) & may_accept)]
+        m.d.comb += [
+            bus.rsp_valid.eq(answer),
+            bus.rdata.eq(rp.data),
+            bus.err.eq(err),
+            bus.req_ready.eq((~busy | answer) & may_accept),
+        ]
         accept = bus.req_valid & bus.req_ready
         m.d.comb += [rp.addr.eq(bus.addr[2:]), rp.en.eq(accept)]
         with m.If(accept):
@@ -119,15 +149,21 @@ class TestTop(Elaboratable):
         amo_pending, amo_op, amo_src, amo_addr = Signal(), Signal(AmoOp), Signal(32), Signal(32)
         resv_valid, resv_addr = Signal(), Signal(32)
         answer = busy & may_answer & ~amo_pending
-        m.d.comb += [bus.rsp_valid.eq(answer), bus.err.eq(err),
-                     bus.rdata.eq(Mux(from_ram, rp.data, mmio_data)),
-                     bus.req_ready.eq((~busy | answer) & may_accept & ~amo_pending)]
+        m.d.comb += [
+            bus.rsp_valid.eq(answer),
+            bus.err.eq(err),
+            bus.rdata.eq(Mux(from_ram, rp.data, mmio_data)),
+            bus.req_ready.eq((~busy | answer) & may_accept & ~amo_pending),
+        ]
         accept = bus.req_valid & bus.req_ready
         in_ram, is_mmio = self._in_ram(bus.addr), (bus.addr >> 4) == (EXIT_ADDR >> 4)
         m.d.comb += [rp.addr.eq(bus.addr[2:]), rp.en.eq(accept)]
         with m.If(accept):
-            m.d.sync += [busy.eq(1), from_ram.eq(in_ram & (bus.amo != AmoOp.SC)),
-                         err.eq(~(in_ram | (is_mmio & (bus.amo == AmoOp.NONE))))]
+            m.d.sync += [
+                busy.eq(1),
+                from_ram.eq(in_ram & (bus.amo != AmoOp.SC)),
+                err.eq(~(in_ram | (is_mmio & (bus.amo == AmoOp.NONE)))),
+            ]
         with m.Elif(answer):
             m.d.sync += busy.eq(0)
         # Plain stores and successful SCs write in the accept cycle; other AMOs read the old word
@@ -139,16 +175,22 @@ class TestTop(Elaboratable):
             m.d.sync += [amo_pending.eq(1), amo_op.eq(bus.amo), amo_src.eq(bus.wdata), amo_addr.eq(bus.addr)]
         with m.If(amo_pending):
             m.d.sync += amo_pending.eq(0)
-            m.d.comb += [wp.addr.eq(amo_addr[2:]), wp.data.eq(_amo_result(amo_op, rp.data, amo_src)),
-                         wp.en.eq(0b1111)]
+            m.d.comb += [wp.addr.eq(amo_addr[2:]), wp.data.eq(_amo_result(amo_op, rp.data, amo_src)), wp.en.eq(0b1111)]
         with m.Else():
-            m.d.comb += [wp.addr.eq(bus.addr[2:]), wp.data.eq(bus.wdata),
-                         wp.en.eq(Mux(plain_write, bus.mask, 0))]
+            m.d.comb += [wp.addr.eq(bus.addr[2:]), wp.data.eq(bus.wdata), wp.en.eq(Mux(plain_write, bus.mask, 0))]
         self._reservation(m, accept, in_ram, sc_ok, resv_valid, resv_addr, mmio_data)
         self._mmio(m, accept & is_mmio & (bus.amo == AmoOp.NONE), mmio_data)
 
-    def _reservation(self, m: Module, accept: Value, in_ram: Value, sc_ok: Value, resv_valid: Signal,
-                     resv_addr: Signal, mmio_data: Signal) -> None:
+    def _reservation(
+        self,
+        m: Module,
+        accept: Value,
+        in_ram: Value,
+        sc_ok: Value,
+        resv_valid: Signal,
+        resv_addr: Signal,
+        mmio_data: Signal,
+    ) -> None:
         bus = self.core.dbus
         with m.If(accept & in_ram & (bus.amo == AmoOp.LR)):
             m.d.sync += [resv_valid.eq(1), resv_addr.eq(bus.addr)]
@@ -186,8 +228,9 @@ class RunResult:
     memory: dict[int, int]  # word address -> value, for the words asked for
 
 
-def run_program(image: list[int], cfg: HarnessConfig | None = None, *, budget: int = 100_000,
-                read_words: tuple[int, ...] = ()) -> RunResult:
+def run_program(
+    image: list[int], cfg: HarnessConfig | None = None, *, budget: int = 100_000, read_words: tuple[int, ...] = ()
+) -> RunResult:
     """Run until the program writes EXIT; raise :class:`CycleBudgetExceeded` after ``budget`` cycles."""
     cfg = cfg or HarnessConfig()
     words = cfg.ram_bytes // 4

@@ -44,23 +44,43 @@ def _rem(a: int, b: int) -> int:
 
 # funct7 << 3 | funct3 of OP instructions -> operation on two unsigned 32-bit values.
 _OP: dict[int, Callable[[int, int], int]] = {
-    0x000: lambda a, b: a + b, 0x100: lambda a, b: a - b, 0x001: lambda a, b: a << (b & 31),
-    0x002: lambda a, b: int(_s32(a) < _s32(b)), 0x003: lambda a, b: int(a < b),
-    0x004: lambda a, b: a ^ b, 0x005: lambda a, b: a >> (b & 31),
-    0x105: lambda a, b: _s32(a) >> (b & 31), 0x006: lambda a, b: a | b, 0x007: lambda a, b: a & b,
-    0x008: lambda a, b: a * b, 0x009: lambda a, b: (_s32(a) * _s32(b)) >> 32,
-    0x00A: lambda a, b: (_s32(a) * b) >> 32, 0x00B: lambda a, b: (a * b) >> 32,
-    0x00C: _div, 0x00D: lambda a, b: a // b if b else MASK, 0x00E: _rem, 0x00F: lambda a, b: a % b if b else a,
+    0x000: lambda a, b: a + b,
+    0x100: lambda a, b: a - b,
+    0x001: lambda a, b: a << (b & 31),
+    0x002: lambda a, b: int(_s32(a) < _s32(b)),
+    0x003: lambda a, b: int(a < b),
+    0x004: lambda a, b: a ^ b,
+    0x005: lambda a, b: a >> (b & 31),
+    0x105: lambda a, b: _s32(a) >> (b & 31),
+    0x006: lambda a, b: a | b,
+    0x007: lambda a, b: a & b,
+    0x008: lambda a, b: a * b,
+    0x009: lambda a, b: (_s32(a) * _s32(b)) >> 32,
+    0x00A: lambda a, b: (_s32(a) * b) >> 32,
+    0x00B: lambda a, b: (a * b) >> 32,
+    0x00C: _div,
+    0x00D: lambda a, b: a // b if b else MASK,
+    0x00E: _rem,
+    0x00F: lambda a, b: a % b if b else a,
 }
 _AMO: dict[int, Callable[[int, int], int]] = {
-    0b00001: lambda o, s: s, 0b00000: lambda o, s: o + s, 0b00100: lambda o, s: o ^ s,
-    0b01100: lambda o, s: o & s, 0b01000: lambda o, s: o | s,
-    0b10000: lambda o, s: o if _s32(o) < _s32(s) else s, 0b10100: lambda o, s: s if _s32(o) < _s32(s) else o,
-    0b11000: lambda o, s: min(o, s), 0b11100: lambda o, s: max(o, s),
+    0b00001: lambda o, s: s,
+    0b00000: lambda o, s: o + s,
+    0b00100: lambda o, s: o ^ s,
+    0b01100: lambda o, s: o & s,
+    0b01000: lambda o, s: o | s,
+    0b10000: lambda o, s: o if _s32(o) < _s32(s) else s,
+    0b10100: lambda o, s: s if _s32(o) < _s32(s) else o,
+    0b11000: lambda o, s: min(o, s),
+    0b11100: lambda o, s: max(o, s),
 }
 _BRANCH: dict[int, Callable[[int, int], bool]] = {
-    0: lambda a, b: a == b, 1: lambda a, b: a != b, 4: lambda a, b: _s32(a) < _s32(b),
-    5: lambda a, b: _s32(a) >= _s32(b), 6: lambda a, b: a < b, 7: lambda a, b: a >= b,
+    0: lambda a, b: a == b,
+    1: lambda a, b: a != b,
+    4: lambda a, b: _s32(a) < _s32(b),
+    5: lambda a, b: _s32(a) >= _s32(b),
+    6: lambda a, b: a < b,
+    7: lambda a, b: a >= b,
 }
 
 
@@ -82,7 +102,7 @@ class Iss:
     def load(self, addr: int, size: int) -> int:
         if addr % size or addr + size > len(self.mem):
             raise IssError(f"load of {size} bytes at {addr:#x}")
-        return int.from_bytes(self.mem[addr:addr + size], "little")
+        return int.from_bytes(self.mem[addr : addr + size], "little")
 
     def store(self, addr: int, size: int, value: int) -> None:
         if addr == self.exit_addr and size == 4:
@@ -92,7 +112,7 @@ class Iss:
             raise IssError(f"store of {size} bytes at {addr:#x}")
         if self.reservation == addr & ~3:
             self.reservation = None
-        self.mem[addr:addr + size] = (value & ((1 << 8 * size) - 1)).to_bytes(size, "little")
+        self.mem[addr : addr + size] = (value & ((1 << 8 * size) - 1)).to_bytes(size, "little")
 
     def run(self, max_steps: int) -> None:
         for _ in range(max_steps):
@@ -162,15 +182,43 @@ class Iss:
 
 def encode(op: str, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
     """Encode one instruction of the subset the random tests use (R, I, S, U, AMO types, csrrw)."""
-    r_ops = {"add": (0, 0), "sub": (0x20, 0), "sll": (0, 1), "slt": (0, 2), "sltu": (0, 3), "xor": (0, 4),
-             "srl": (0, 5), "sra": (0x20, 5), "or": (0, 6), "and": (0, 7), "mul": (1, 0), "mulh": (1, 1),
-             "mulhsu": (1, 2), "mulhu": (1, 3), "div": (1, 4), "divu": (1, 5), "rem": (1, 6), "remu": (1, 7)}
+    r_ops = {
+        "add": (0, 0),
+        "sub": (0x20, 0),
+        "sll": (0, 1),
+        "slt": (0, 2),
+        "sltu": (0, 3),
+        "xor": (0, 4),
+        "srl": (0, 5),
+        "sra": (0x20, 5),
+        "or": (0, 6),
+        "and": (0, 7),
+        "mul": (1, 0),
+        "mulh": (1, 1),
+        "mulhsu": (1, 2),
+        "mulhu": (1, 3),
+        "div": (1, 4),
+        "divu": (1, 5),
+        "rem": (1, 6),
+        "remu": (1, 7),
+    }
     i_ops = {"addi": 0, "slti": 2, "sltiu": 3, "xori": 4, "ori": 6, "andi": 7}
     shifts = {"slli": (0, 1), "srli": (0, 5), "srai": (0x20, 5)}
     loads = {"lb": 0, "lh": 1, "lw": 2, "lbu": 4, "lhu": 5}
     stores = {"sb": 0, "sh": 1, "sw": 2}
-    amos = {"amoswap.w": 1, "amoadd.w": 0, "amoxor.w": 4, "amoand.w": 12, "amoor.w": 8, "amomin.w": 16,
-            "amomax.w": 20, "amominu.w": 24, "amomaxu.w": 28, "lr.w": 2, "sc.w": 3}
+    amos = {
+        "amoswap.w": 1,
+        "amoadd.w": 0,
+        "amoxor.w": 4,
+        "amoand.w": 12,
+        "amoor.w": 8,
+        "amomin.w": 16,
+        "amomax.w": 20,
+        "amominu.w": 24,
+        "amomaxu.w": 28,
+        "lr.w": 2,
+        "sc.w": 3,
+    }
     if op in r_ops:
         f7, f3 = r_ops[op]
         return (f7 << 25) | (rs2 << 20) | (rs1 << 15) | (f3 << 12) | (rd << 7) | 0x33

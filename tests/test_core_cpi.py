@@ -18,8 +18,9 @@ def test_matmul_cpi(opt: str) -> None:
     elf = load_elf(build([C_DIR / "crt0.S", C_DIR / "matmul.c"], flags=tuple(opt.split())).elf)
     sym = elf.symbols
     c_words = tuple(sym["C"] + 4 * n for n in range(N * N))
-    result = run_program(elf.words(0, 64 * 1024), budget=40_000,
-                         read_words=(sym["kernel_cycles"], sym["kernel_instret"], *c_words))
+    result = run_program(
+        elf.words(0, 64 * 1024), budget=40_000, read_words=(sym["kernel_cycles"], sym["kernel_instret"], *c_words)
+    )
     assert result.exit_code == 1
     i, j = np.indices((N, N))
     a = ((i * 7 + j * 3) & 31) - 16

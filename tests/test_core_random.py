@@ -14,12 +14,41 @@ DATA, DUMP, RAM_BYTES = 0x1000, 0x1200, 16 * 1024
 REGS = range(1, 9)  # few registers, so back-to-back dependences (forwarding, hazards) are common
 BASE = 31  # holds DATA, never written by the random part
 
-R_OPS = ["add", "sub", "sll", "slt", "sltu", "xor", "srl", "sra", "or", "and",
-         "mul", "mulh", "mulhsu", "mulhu", "div", "divu", "rem", "remu"]
+R_OPS = [
+    "add",
+    "sub",
+    "sll",
+    "slt",
+    "sltu",
+    "xor",
+    "srl",
+    "sra",
+    "or",
+    "and",
+    "mul",
+    "mulh",
+    "mulhsu",
+    "mulhu",
+    "div",
+    "divu",
+    "rem",
+    "remu",
+]
 I_OPS = ["addi", "slti", "sltiu", "xori", "ori", "andi", "slli", "srli", "srai"]
 MEM_OPS = {"lb": 1, "lh": 2, "lw": 4, "lbu": 1, "lhu": 2, "sb": 1, "sh": 2, "sw": 4}
-AMO_OPS = ["amoswap.w", "amoadd.w", "amoxor.w", "amoand.w", "amoor.w", "amomin.w", "amomax.w",
-           "amominu.w", "amomaxu.w", "lr.w", "sc.w"]
+AMO_OPS = [
+    "amoswap.w",
+    "amoadd.w",
+    "amoxor.w",
+    "amoand.w",
+    "amoor.w",
+    "amomin.w",
+    "amomax.w",
+    "amominu.w",
+    "amomaxu.w",
+    "lr.w",
+    "sc.w",
+]
 WORD = st.one_of(st.integers(0, 0xFFFF_FFFF), st.sampled_from([0, 1, 0xFFFF_FFFF, 0x8000_0000, 0x7FFF_FFFF]))
 
 
@@ -68,18 +97,22 @@ def check_against_iss(init: list[int], body: list[int], data: list[int], stall: 
     iss = Iss(bytearray(b"".join(w.to_bytes(4, "little") for w in image + [0] * (RAM_BYTES // 4 - len(image)))))
     iss.run(len(program) + 10)
     addrs = tuple(range(DATA, DATA + 256, 4)) + tuple(DUMP + 4 * r for r in REGS)
-    result = run_program(image, HarnessConfig(ram_bytes=RAM_BYTES, stall=stall), budget=60 * len(program) + 500,
-                         read_words=addrs)
+    result = run_program(
+        image, HarnessConfig(ram_bytes=RAM_BYTES, stall=stall), budget=60 * len(program) + 500, read_words=addrs
+    )
     assert result.exit_code == 1, "the core trapped on a program the ISS ran without trap"
     got_regs = {r: result.memory[DUMP + 4 * r] for r in REGS}
     assert got_regs == {r: iss.regs[r] for r in REGS}, "register file differs from the ISS"
-    want_mem = {a: int.from_bytes(iss.mem[a:a + 4], "little") for a in addrs}
+    want_mem = {a: int.from_bytes(iss.mem[a : a + 4], "little") for a in addrs}
     assert result.memory == want_mem, "data memory differs from the ISS"
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
-@given(init=st.lists(WORD, min_size=8, max_size=8), body=st.lists(instruction(), min_size=1, max_size=40),
-       data=st.lists(WORD, min_size=64, max_size=64))
+@given(
+    init=st.lists(WORD, min_size=8, max_size=8),
+    body=st.lists(instruction(), min_size=1, max_size=40),
+    data=st.lists(WORD, min_size=64, max_size=64),
+)
 def test_random_program_matches_iss(init: list[int], body: list[int], data: list[int]) -> None:
     check_against_iss(init, body, data, stall=False)
 
@@ -112,13 +145,18 @@ def test_division_by_zero_and_overflow_match_spec() -> None:
     # Every div/rem flavour with a zero divisor and the signed overflow case, against the ISS
     # and the values the spec defines.
     init = [0x8000_0000, 0xFFFF_FFFF, 0, 12345, 0xFFFF_FFF9, 0, 0, 0]
-    body = [encode("div", 6, 5, 3), encode("rem", 7, 5, 3), encode("remu", 8, 4, 3),  # x / 0
-            encode("divu", 4, 4, 3)]
+    body = [
+        encode("div", 6, 5, 3),
+        encode("rem", 7, 5, 3),
+        encode("remu", 8, 4, 3),  # x / 0
+        encode("divu", 4, 4, 3),
+    ]
     body += [encode("div", 1, 1, 2), encode("rem", 2, 1, 2)]  # -2^31 / -1 (x1 overwritten after use)
     check_against_iss(init, body, [0] * 64, stall=False)
     program = build_program(init, body)
     image = program + [0] * (RAM_BYTES // 4 - len(program))
-    regs = run_program(image, HarnessConfig(ram_bytes=RAM_BYTES), budget=2000,
-                       read_words=tuple(DUMP + 4 * r for r in REGS)).memory
+    regs = run_program(
+        image, HarnessConfig(ram_bytes=RAM_BYTES), budget=2000, read_words=tuple(DUMP + 4 * r for r in REGS)
+    ).memory
     got = [regs[DUMP + 4 * r] for r in (6, 7, 8, 4, 1, 2)]
     assert got == [0xFFFF_FFFF, 0xFFFF_FFF9, 12345, 0xFFFF_FFFF, 0x8000_0000, 0]

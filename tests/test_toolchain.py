@@ -42,7 +42,7 @@ def test_elf_loader_finds_segments_and_symbols(tmp_path: Path) -> None:
     assert elf.entry == elf.symbols["_start"] == 0
     words = elf.words(0, 64 * 1024)
     table = elf.symbols["table"]
-    assert words[table // 4:table // 4 + 3] == [10, 20, 30]
+    assert words[table // 4 : table // 4 + 3] == [10, 20, 30]
     assert words[elf.symbols["zeroed"] // 4] == 0
     # The first instruction is the auipc of `la sp, _stack_top`.
     assert words[0] & 0x7F == 0x17 and (words[0] >> 7) & 31 == 2

@@ -1,6 +1,5 @@
 """The integer ALU and branch comparator (combinational)."""
 
-
 from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out

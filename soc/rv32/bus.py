@@ -52,15 +52,17 @@ class BusSignature(wiring.Signature):
     """The master side of a core bus port; ``.flip()`` for the slave side."""
 
     def __init__(self) -> None:
-        super().__init__({
-            "req_valid": Out(1),
-            "req_ready": In(1),
-            "addr": Out(32),
-            "write": Out(1),
-            "wdata": Out(32),
-            "mask": Out(4),
-            "amo": Out(AmoOp),
-            "rsp_valid": In(1),
-            "rdata": In(32),
-            "err": In(1),
-        })
+        super().__init__(
+            {
+                "req_valid": Out(1),
+                "req_ready": In(1),
+                "addr": Out(32),
+                "write": Out(1),
+                "wdata": Out(32),
+                "mask": Out(4),
+                "amo": Out(AmoOp),
+                "rsp_valid": In(1),
+                "rdata": In(32),
+                "err": In(1),
+            }
+        )

@@ -15,7 +15,6 @@ instruction right behind them waits one cycle. Branches are predicted not taken 
 access faults in W, which kills the younger instruction in X before it has any side effect.
 """
 
-
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
@@ -106,8 +105,12 @@ class Core(wiring.Component):
         m.submodules.div = div = self._div = Divider()
         m.submodules.regfile = rf = Memory(shape=32, depth=32, init=[])
         wiring.connect(m, wiring.flipped(self.ibus), fetch.bus)
-        m.d.comb += [csr.timer_irq.eq(self.timer_irq), csr.soft_irq.eq(self.soft_irq),
-                     csr.ext_irq.eq(self.ext_irq), dec.instr.eq(fetch.instr)]
+        m.d.comb += [
+            csr.timer_irq.eq(self.timer_irq),
+            csr.soft_irq.eq(self.soft_irq),
+            csr.ext_irq.eq(self.ext_irq),
+            dec.instr.eq(fetch.instr),
+        ]
         x, w = _XStage(), _WStage()
         self.debug_pc = x.pc  # for test harness messages only
         wp = rf.write_port()
@@ -127,11 +130,18 @@ class Core(wiring.Component):
         self.w_trap = w.valid & w.mem & bus.rsp_valid & bus.err
         raw = Signal(32)
         m.d.comb += raw.eq(bus.rdata >> Cat(Const(0, 3), w.addr[0:2]))
-        loaded = Mux(w.funct3[1], raw, Mux(w.funct3[0],
-                     Cat(raw[0:16], Mux(w.funct3[2], 0, raw[15].replicate(16))),
-                     Cat(raw[0:8], Mux(w.funct3[2], 0, raw[7].replicate(24)))))
-        value = Mux(w.mem, loaded, Mux(w.mul, mul_result(m, w.mul_a.as_signed(), w.mul_b.as_signed(),
-                                                         w.funct3), w.result))
+        loaded = Mux(
+            w.funct3[1],
+            raw,
+            Mux(
+                w.funct3[0],
+                Cat(raw[0:16], Mux(w.funct3[2], 0, raw[15].replicate(16))),
+                Cat(raw[0:8], Mux(w.funct3[2], 0, raw[7].replicate(24))),
+            ),
+        )
+        value = Mux(
+            w.mem, loaded, Mux(w.mul, mul_result(m, w.mul_a.as_signed(), w.mul_b.as_signed(), w.funct3), w.result)
+        )
         w_write = self.w_fire & w.we & ~self.w_trap
         div_write = div.done & ~w_write  # the divider uses write slots W leaves free
         m.d.comb += [
@@ -154,8 +164,11 @@ class Core(wiring.Component):
             b.eq(Mux(fwd_ok & (w.rd == c.rs2), w.result, x.rs2)),
             alu.a.eq(Mux(c.a_zero, 0, Mux(c.a_pc, x.pc, a))),
             alu.b.eq(Mux(c.b_four, 4, Mux(c.b_imm, c.imm, b))),
-            alu.op.eq(Mux(c.alu_add, 0, c.funct3)), alu.alt.eq(c.alu_alt & ~c.alu_add),
-            br.a.eq(a), br.b.eq(b), br.funct3.eq(c.funct3),
+            alu.op.eq(Mux(c.alu_add, 0, c.funct3)),
+            alu.alt.eq(c.alu_alt & ~c.alu_add),
+            br.a.eq(a),
+            br.b.eq(b),
+            br.funct3.eq(c.funct3),
         ]
         target = Signal(32)
         m.d.comb += target.eq(Cat(Const(0, 1), (Mux(c.jalr, a, x.pc) + c.imm)[1:32]))
@@ -241,8 +254,13 @@ class Core(wiring.Component):
         trap = self.w_trap | x_trap
         m.d.comb += [
             csr.trap.eq(trap),
-            csr.cause.eq(Mux(self.w_trap, Mux(w.store_like, Cause.STORE_FAULT, Cause.LOAD_FAULT),
-                             Mux(take_irq, csr.irq_cause, ex["cause"]))),
+            csr.cause.eq(
+                Mux(
+                    self.w_trap,
+                    Mux(w.store_like, Cause.STORE_FAULT, Cause.LOAD_FAULT),
+                    Mux(take_irq, csr.irq_cause, ex["cause"]),
+                )
+            ),
             csr.tval.eq(Mux(self.w_trap, w.addr, Mux(take_irq, 0, ex["tval"]))),
             csr.epc.eq(Mux(self.w_trap, w.pc, x.pc)),
             csr.mret.eq(self.x_fire & c.mret),
@@ -268,18 +286,25 @@ class Core(wiring.Component):
         mul_a, mul_b = mul_operands(ex["a"], ex["b"], c.funct3)
         with m.If(~w.valid | self.w_fire):
             m.d.sync += [
-                w.valid.eq(self.x_fire), w.pc.eq(x.pc), w.rd.eq(c.rd),
+                w.valid.eq(self.x_fire),
+                w.pc.eq(x.pc),
+                w.rd.eq(c.rd),
                 w.we.eq(c.writes_rd & ~c.div),
                 w.result.eq(Mux(c.csr, csr.rdata, ex["alu"])),
-                w.mem.eq(ex["mem"]), w.store_like.eq(ex["store_like"]),
-                w.funct3.eq(Mux(c.amo != AmoOp.NONE, 0b010, c.funct3)), w.addr.eq(ex["alu"]),
-                w.mul.eq(c.mul), w.mul_a.eq(mul_a), w.mul_b.eq(mul_b),
+                w.mem.eq(ex["mem"]),
+                w.store_like.eq(ex["store_like"]),
+                w.funct3.eq(Mux(c.amo != AmoOp.NONE, 0b010, c.funct3)),
+                w.addr.eq(ex["alu"]),
+                w.mul.eq(c.mul),
+                w.mul_a.eq(mul_a),
+                w.mul_b.eq(mul_b),
             ]
 
     # ---- D -> X ---------------------------------------------------------------------------------
 
-    def _decode_to_execute(self, m: Module, x: _XStage, ex: dict, fetch: Fetch, dec: Decoder,
-                           rf: Memory, wp: object) -> None:
+    def _decode_to_execute(
+        self, m: Module, x: _XStage, ex: dict, fetch: Fetch, dec: Decoder, rf: Memory, wp: object
+    ) -> None:
         rp1, rp2 = rf.read_port(domain="comb"), rf.read_port(domain="comb")
         d = dec.ctrl
 
@@ -293,8 +318,15 @@ class Core(wiring.Component):
         with m.If(self.flush_x):
             m.d.sync += x.valid.eq(0)
         with m.Elif(take):
-            m.d.sync += [x.valid.eq(fetch.valid), x.pc.eq(fetch.pc), x.instr.eq(fetch.instr),
-                         x.ctrl.eq(d), x.rs1.eq(d_rs1), x.rs2.eq(d_rs2), x.fetch_err.eq(fetch.err)]
+            m.d.sync += [
+                x.valid.eq(fetch.valid),
+                x.pc.eq(fetch.pc),
+                x.instr.eq(fetch.instr),
+                x.ctrl.eq(d),
+                x.rs1.eq(d_rs1),
+                x.rs2.eq(d_rs2),
+                x.fetch_err.eq(fetch.err),
+            ]
         with m.Else():
             # A stalled instruction picks up results as they are written behind it.
             with m.If(wp.en & (wp.addr == x.ctrl.rs1)):

@@ -1,6 +1,5 @@
 """Machine-mode CSRs, trap entry/return and interrupt selection."""
 
-
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -10,11 +9,30 @@ __all__ = ["CSR", "MISA", "CsrFile"]
 MISA = (1 << 30) | (1 << 0) | (1 << 8) | (1 << 12)  # RV32, A, I, M
 
 CSR = {
-    "mstatus": 0x300, "misa": 0x301, "mie": 0x304, "mtvec": 0x305, "mstatush": 0x310,
-    "mscratch": 0x340, "mepc": 0x341, "mcause": 0x342, "mtval": 0x343, "mip": 0x344,
-    "mcycle": 0xB00, "minstret": 0xB02, "mcycleh": 0xB80, "minstreth": 0xB82,
-    "cycle": 0xC00, "time": 0xC01, "instret": 0xC02, "cycleh": 0xC80, "timeh": 0xC81, "instreth": 0xC82,
-    "mvendorid": 0xF11, "marchid": 0xF12, "mimpid": 0xF13, "mhartid": 0xF14,
+    "mstatus": 0x300,
+    "misa": 0x301,
+    "mie": 0x304,
+    "mtvec": 0x305,
+    "mstatush": 0x310,
+    "mscratch": 0x340,
+    "mepc": 0x341,
+    "mcause": 0x342,
+    "mtval": 0x343,
+    "mip": 0x344,
+    "mcycle": 0xB00,
+    "minstret": 0xB02,
+    "mcycleh": 0xB80,
+    "minstreth": 0xB82,
+    "cycle": 0xC00,
+    "time": 0xC01,
+    "instret": 0xC02,
+    "cycleh": 0xC80,
+    "timeh": 0xC81,
+    "instreth": 0xC82,
+    "mvendorid": 0xF11,
+    "marchid": 0xF12,
+    "mimpid": 0xF13,
+    "mhartid": 0xF14,
 }
 
 # Interrupt bits of mie/mip, highest priority first (external, software, timer).
@@ -73,24 +91,41 @@ class CsrFile(wiring.Component):
         regs |= {"mie": Signal(32, name="mie"), "mip": Signal(32, name="mip")}
         regs |= {"mcycle": Signal(64, name="mcycle"), "minstret": Signal(64, name="minstret")}
         regs |= {"mstatus_mie": Signal(name="mstatus_mie"), "mstatus_mpie": Signal(name="mstatus_mpie")}
-        m.d.comb += regs["mip"].eq(Cat(Const(0, 3), self.soft_irq, Const(0, 3), self.timer_irq,
-                                       Const(0, 3), self.ext_irq))
+        m.d.comb += regs["mip"].eq(
+            Cat(Const(0, 3), self.soft_irq, Const(0, 3), self.timer_irq, Const(0, 3), self.ext_irq)
+        )
         m.d.comb += self.mepc.eq(regs["mepc"])
         return regs
 
     def _read(self, m: Module, r: dict[str, Signal]) -> None:
-        mstatus = Cat(Const(0, 3), r["mstatus_mie"], Const(0, 3), r["mstatus_mpie"], Const(0, 3),
-                      Const(0b11, 2))  # MPP is hardwired to machine mode
+        mstatus = Cat(
+            Const(0, 3), r["mstatus_mie"], Const(0, 3), r["mstatus_mpie"], Const(0, 3), Const(0b11, 2)
+        )  # MPP is hardwired to machine mode
         values = {
-            "mstatus": mstatus, "misa": Const(MISA, 32), "mie": r["mie"], "mtvec": r["mtvec"],
-            "mstatush": Const(0, 32), "mscratch": r["mscratch"], "mepc": r["mepc"],
-            "mcause": r["mcause"], "mtval": r["mtval"], "mip": r["mip"],
-            "mcycle": r["mcycle"][0:32], "minstret": r["minstret"][0:32],
-            "mcycleh": r["mcycle"][32:64], "minstreth": r["minstret"][32:64],
+            "mstatus": mstatus,
+            "misa": Const(MISA, 32),
+            "mie": r["mie"],
+            "mtvec": r["mtvec"],
+            "mstatush": Const(0, 32),
+            "mscratch": r["mscratch"],
+            "mepc": r["mepc"],
+            "mcause": r["mcause"],
+            "mtval": r["mtval"],
+            "mip": r["mip"],
+            "mcycle": r["mcycle"][0:32],
+            "minstret": r["minstret"][0:32],
+            "mcycleh": r["mcycle"][32:64],
+            "minstreth": r["minstret"][32:64],
             # time has no separate mtime here: it counts core cycles like cycle.
-            "cycle": r["mcycle"][0:32], "time": r["mcycle"][0:32], "instret": r["minstret"][0:32],
-            "cycleh": r["mcycle"][32:64], "timeh": r["mcycle"][32:64], "instreth": r["minstret"][32:64],
-            "mvendorid": Const(0, 32), "marchid": Const(0, 32), "mimpid": Const(0, 32),
+            "cycle": r["mcycle"][0:32],
+            "time": r["mcycle"][0:32],
+            "instret": r["minstret"][0:32],
+            "cycleh": r["mcycle"][32:64],
+            "timeh": r["mcycle"][32:64],
+            "instreth": r["minstret"][32:64],
+            "mvendorid": Const(0, 32),
+            "marchid": Const(0, 32),
+            "mimpid": Const(0, 32),
             "mhartid": Const(self._hart_id, 32),
         }
         m.d.comb += self.read_only.eq(self.addr[10:12] == 0b11)
@@ -101,8 +136,7 @@ class CsrFile(wiring.Component):
 
     def _write(self, m: Module, r: dict[str, Signal]) -> None:
         w = self.wdata
-        m.d.sync += [r["mcycle"].eq(r["mcycle"] + 1),
-                     r["minstret"].eq(r["minstret"] + self.retire - self.unretire)]
+        m.d.sync += [r["mcycle"].eq(r["mcycle"] + 1), r["minstret"].eq(r["minstret"] + self.retire - self.unretire)]
         with m.If(self.we), m.Switch(self.addr):
             with m.Case(CSR["mstatus"]):
                 m.d.sync += [r["mstatus_mie"].eq(w[3]), r["mstatus_mpie"].eq(w[7])]
@@ -129,8 +163,13 @@ class CsrFile(wiring.Component):
         vectored = r["mtvec"][0] & self.cause[31]
         m.d.comb += self.trap_vector.eq(base + Mux(vectored, self.cause[0:30] << 2, 0))
         with m.If(self.trap):
-            m.d.sync += [r["mepc"].eq(self.epc), r["mcause"].eq(self.cause), r["mtval"].eq(self.tval),
-                         r["mstatus_mpie"].eq(r["mstatus_mie"]), r["mstatus_mie"].eq(0)]
+            m.d.sync += [
+                r["mepc"].eq(self.epc),
+                r["mcause"].eq(self.cause),
+                r["mtval"].eq(self.tval),
+                r["mstatus_mpie"].eq(r["mstatus_mie"]),
+                r["mstatus_mie"].eq(0),
+            ]
         with m.Elif(self.mret):
             m.d.sync += [r["mstatus_mie"].eq(r["mstatus_mpie"]), r["mstatus_mpie"].eq(1)]
 

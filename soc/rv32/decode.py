@@ -1,6 +1,5 @@
 """The instruction decoder: one 32-bit instruction word to the control fields the pipeline uses."""
 
-
 from amaranth.hdl import Cat, Const, Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -16,9 +15,17 @@ OP_BRANCH, OP_JALR, OP_JAL, OP_SYSTEM = 0b11000, 0b11001, 0b11011, 0b11100
 
 # AMO funct5 (instr[31:27]) to the bus operation.
 AMO_FUNCT5 = {
-    0b00010: AmoOp.LR, 0b00011: AmoOp.SC, 0b00001: AmoOp.SWAP, 0b00000: AmoOp.ADD,
-    0b00100: AmoOp.XOR, 0b01100: AmoOp.AND, 0b01000: AmoOp.OR, 0b10000: AmoOp.MIN,
-    0b10100: AmoOp.MAX, 0b11000: AmoOp.MINU, 0b11100: AmoOp.MAXU,
+    0b00010: AmoOp.LR,
+    0b00011: AmoOp.SC,
+    0b00001: AmoOp.SWAP,
+    0b00000: AmoOp.ADD,
+    0b00100: AmoOp.XOR,
+    0b01100: AmoOp.AND,
+    0b01000: AmoOp.OR,
+    0b10000: AmoOp.MIN,
+    0b10100: AmoOp.MAX,
+    0b11000: AmoOp.MINU,
+    0b11100: AmoOp.MAXU,
 }
 
 # Whole-word SYSTEM instructions without operands.
@@ -72,7 +79,10 @@ class Decoder(wiring.Component):
         self.legal = Signal()
         self.writes = Signal()
         m.d.comb += [
-            c.rd.eq(rd), c.rs1.eq(i[15:20]), c.rs2.eq(i[20:25]), c.funct3.eq(i[12:15]),
+            c.rd.eq(rd),
+            c.rs1.eq(i[15:20]),
+            c.rs2.eq(i[20:25]),
+            c.funct3.eq(i[12:15]),
             c.writes_rd.eq(self.writes & (rd != 0)),
             c.illegal.eq(~self.legal | (i[0:2] != 0b11)),
         ]
@@ -96,35 +106,78 @@ class Decoder(wiring.Component):
     def _upper_and_jumps(self, m: Module) -> None:
         c, f3 = self.ctrl, self.instr[12:15]
         with m.Case(OP_LUI):
-            m.d.comb += [self.legal.eq(1), self.writes.eq(1), c.imm.eq(self._imm("u")),
-                         c.a_zero.eq(1), c.b_imm.eq(1), c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq(1),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("u")),
+                c.a_zero.eq(1),
+                c.b_imm.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_AUIPC):
-            m.d.comb += [self.legal.eq(1), self.writes.eq(1), c.imm.eq(self._imm("u")),
-                         c.a_pc.eq(1), c.b_imm.eq(1), c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq(1),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("u")),
+                c.a_pc.eq(1),
+                c.b_imm.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_JAL):
-            m.d.comb += [self.legal.eq(1), self.writes.eq(1), c.imm.eq(self._imm("j")),
-                         c.jal.eq(1), c.a_pc.eq(1), c.b_four.eq(1), c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq(1),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("j")),
+                c.jal.eq(1),
+                c.a_pc.eq(1),
+                c.b_four.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_JALR):
-            m.d.comb += [self.legal.eq(f3 == 0), self.writes.eq(1), c.imm.eq(self._imm("i")),
-                         c.jalr.eq(1), c.uses_rs1.eq(1), c.a_pc.eq(1), c.b_four.eq(1),
-                         c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq(f3 == 0),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("i")),
+                c.jalr.eq(1),
+                c.uses_rs1.eq(1),
+                c.a_pc.eq(1),
+                c.b_four.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_BRANCH):
-            m.d.comb += [self.legal.eq((f3 != 0b010) & (f3 != 0b011)), c.imm.eq(self._imm("b")),
-                         c.branch.eq(1), c.uses_rs1.eq(1), c.uses_rs2.eq(1)]
+            m.d.comb += [
+                self.legal.eq((f3 != 0b010) & (f3 != 0b011)),
+                c.imm.eq(self._imm("b")),
+                c.branch.eq(1),
+                c.uses_rs1.eq(1),
+                c.uses_rs2.eq(1),
+            ]
 
     def _memory(self, m: Module) -> None:
         c, i, f3 = self.ctrl, self.instr, self.instr[12:15]
         with m.Case(OP_LOAD):
-            m.d.comb += [self.legal.eq((f3 != 0b011) & (f3 != 0b110) & (f3 != 0b111)),
-                         self.writes.eq(1), c.imm.eq(self._imm("i")), c.load.eq(1),
-                         c.uses_rs1.eq(1), c.b_imm.eq(1), c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq((f3 != 0b011) & (f3 != 0b110) & (f3 != 0b111)),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("i")),
+                c.load.eq(1),
+                c.uses_rs1.eq(1),
+                c.b_imm.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_STORE):
-            m.d.comb += [self.legal.eq(f3 < 0b011), c.imm.eq(self._imm("s")), c.store.eq(1),
-                         c.uses_rs1.eq(1), c.uses_rs2.eq(1), c.b_imm.eq(1), c.alu_add.eq(1)]
+            m.d.comb += [
+                self.legal.eq(f3 < 0b011),
+                c.imm.eq(self._imm("s")),
+                c.store.eq(1),
+                c.uses_rs1.eq(1),
+                c.uses_rs2.eq(1),
+                c.b_imm.eq(1),
+                c.alu_add.eq(1),
+            ]
         with m.Case(OP_AMO):
             funct5, is_lr = i[27:32], i[27:32] == 0b00010
-            m.d.comb += [self.writes.eq(1), c.uses_rs1.eq(1), c.uses_rs2.eq(~is_lr), c.b_imm.eq(1),
-                         c.alu_add.eq(1)]
+            m.d.comb += [self.writes.eq(1), c.uses_rs1.eq(1), c.uses_rs2.eq(~is_lr), c.b_imm.eq(1), c.alu_add.eq(1)]
             with m.Switch(funct5):
                 for code, op in AMO_FUNCT5.items():
                     with m.Case(code):
@@ -140,23 +193,44 @@ class Decoder(wiring.Component):
         with m.Case(OP_OP_IMM):
             shift = (f3 == 0b001) | (f3 == 0b101)
             shift_ok = (f7 == 0) | ((f7 == 0b0100000) & (f3 == 0b101))
-            m.d.comb += [self.legal.eq(~shift | shift_ok), self.writes.eq(1), c.imm.eq(self._imm("i")),
-                         c.uses_rs1.eq(1), c.b_imm.eq(1), c.alu_alt.eq(shift & i[30])]
+            m.d.comb += [
+                self.legal.eq(~shift | shift_ok),
+                self.writes.eq(1),
+                c.imm.eq(self._imm("i")),
+                c.uses_rs1.eq(1),
+                c.b_imm.eq(1),
+                c.alu_alt.eq(shift & i[30]),
+            ]
         with m.Case(OP_OP):
             alt_ok = (f3 == 0b000) | (f3 == 0b101)
-            m.d.comb += [self.writes.eq(1), c.uses_rs1.eq(1), c.uses_rs2.eq(1),
-                         self.legal.eq((f7 == 0) | (f7 == 1) | ((f7 == 0b0100000) & alt_ok)),
-                         c.alu_alt.eq(f7 == 0b0100000), c.mul.eq((f7 == 1) & ~f3[2]),
-                         c.div.eq((f7 == 1) & f3[2])]
+            m.d.comb += [
+                self.writes.eq(1),
+                c.uses_rs1.eq(1),
+                c.uses_rs2.eq(1),
+                self.legal.eq((f7 == 0) | (f7 == 1) | ((f7 == 0b0100000) & alt_ok)),
+                c.alu_alt.eq(f7 == 0b0100000),
+                c.mul.eq((f7 == 1) & ~f3[2]),
+                c.div.eq((f7 == 1) & f3[2]),
+            ]
 
     def _system(self, m: Module) -> None:
         c, i, f3 = self.ctrl, self.instr, self.instr[12:15]
         with m.Case(OP_SYSTEM):
             with m.If(f3 == 0):
-                m.d.comb += [c.ecall.eq(i == ECALL), c.ebreak.eq(i == EBREAK), c.mret.eq(i == MRET),
-                             self.legal.eq((i == ECALL) | (i == EBREAK) | (i == MRET) | (i == WFI))]
+                m.d.comb += [
+                    c.ecall.eq(i == ECALL),
+                    c.ebreak.eq(i == EBREAK),
+                    c.mret.eq(i == MRET),
+                    self.legal.eq((i == ECALL) | (i == EBREAK) | (i == MRET) | (i == WFI)),
+                ]
             with m.Else():
                 zero_src = i[15:20] == 0
-                m.d.comb += [self.legal.eq(f3 != 0b100), self.writes.eq(1), c.csr.eq(1),
-                             c.csr_imm.eq(f3[2]), c.uses_rs1.eq(~f3[2]), c.imm.eq(i[20:32]),
-                             c.csr_write.eq((f3[0:2] == 0b01) | ~zero_src)]
+                m.d.comb += [
+                    self.legal.eq(f3 != 0b100),
+                    self.writes.eq(1),
+                    c.csr.eq(1),
+                    c.csr_imm.eq(f3[2]),
+                    c.uses_rs1.eq(~f3[2]),
+                    c.imm.eq(i[20:32]),
+                    c.csr_write.eq((f3[0:2] == 0b01) | ~zero_src),
+                ]

@@ -6,7 +6,6 @@ redirect (taken branch, trap, mret) restarts fetch at the new address in the sam
 to requests made before the redirect are counted and dropped as they arrive.
 """
 
-
 from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -41,8 +40,10 @@ class Fetch(wiring.Component):
         depth = self._depth
         inflight, drop = Signal(range(depth + 1)), Signal(range(depth + 2))
         count = Signal(range(depth + 1))
-        fifo = (Array(Signal(32, name=f"fifo_instr{n}") for n in range(depth)),
-                Array(Signal(name=f"fifo_err{n}") for n in range(depth)))
+        fifo = (
+            Array(Signal(32, name=f"fifo_instr{n}") for n in range(depth)),
+            Array(Signal(name=f"fifo_err{n}") for n in range(depth)),
+        )
         fpc, dpc = Signal(32, init=self._reset_pc), Signal(32, init=self._reset_pc)
         hold, hold_addr = Signal(), Signal(32)
         bus = self.bus
@@ -50,8 +51,13 @@ class Fetch(wiring.Component):
         # Request side: a request not yet accepted stays on the bus unchanged (``hold``).
         room = (inflight + Mux(self.redirect, 0, count)) < depth
         new_addr = Mux(self.redirect, self.target, fpc)
-        m.d.comb += [bus.req_valid.eq(hold | room), bus.addr.eq(Mux(hold, hold_addr, new_addr)),
-                     bus.mask.eq(0b1111), bus.write.eq(0), bus.amo.eq(AmoOp.NONE)]
+        m.d.comb += [
+            bus.req_valid.eq(hold | room),
+            bus.addr.eq(Mux(hold, hold_addr, new_addr)),
+            bus.mask.eq(0b1111),
+            bus.write.eq(0),
+            bus.amo.eq(AmoOp.NONE),
+        ]
         accepted = bus.req_valid & bus.req_ready
         presented_new = ~hold & room
         with m.If(presented_new):

@@ -9,7 +9,6 @@ it and moves on; the result is written into the register file later through a fr
 only instructions that touch its destination register (or another divide) wait for it.
 """
 
-
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -57,17 +56,21 @@ class Divider(wiring.Component):
         with m.If(self.start):
             # Divide magnitudes; x/0 falls out of the loop as quotient all ones, remainder x.
             m.d.sync += [
-                quo.eq(Mux(a_neg, -self.a, self.a)), rem.eq(0), divisor.eq(Mux(b_neg, -self.b, self.b)),
-                neg_quo.eq((a_neg ^ b_neg) & (self.b != 0)), neg_rem.eq(a_neg), rem_sel.eq(want_rem),
-                count.eq(32), self.busy.eq(1),
+                quo.eq(Mux(a_neg, -self.a, self.a)),
+                rem.eq(0),
+                divisor.eq(Mux(b_neg, -self.b, self.b)),
+                neg_quo.eq((a_neg ^ b_neg) & (self.b != 0)),
+                neg_rem.eq(a_neg),
+                rem_sel.eq(want_rem),
+                count.eq(32),
+                self.busy.eq(1),
             ]
         with m.Elif(self.busy):
             shifted = Cat(quo[31], rem[0:32])
             diff = Signal(34)
             m.d.comb += diff.eq(shifted - divisor)
             fits = ~diff[33]
-            m.d.sync += [rem.eq(Mux(fits, diff[0:33], shifted)), quo.eq(Cat(fits, quo[0:31])),
-                         count.eq(count - 1)]
+            m.d.sync += [rem.eq(Mux(fits, diff[0:33], shifted)), quo.eq(Cat(fits, quo[0:31])), count.eq(count - 1)]
             with m.If(count == 1):
                 m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         with m.If(self.ack):
