@@ -1,13 +1,14 @@
-"""Floating-point units of the BF16 processing element, checked bit for bit against ``rtl/fp_model.py``.
+"""Floating-point units of the BF16 processing element and the accumulator read-out, checked bit for
+bit against ``rtl/fp_model.py``.
 
-Both units are combinational; the PE decides where the pipeline registers go.
+All units are combinational; their users (the PE, the read-out) decide where the pipeline registers go.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Bf16Mul", "FpAdd"]
+__all__ = ["Bf16Mul", "Fp32Mul", "FpAdd"]
 
 EXP_MAX = 255
 BIAS = 127
@@ -158,3 +159,48 @@ class FpAdd(wiring.Component):
         m.d.comb += exp_r.eq(exp + rounded[precision])
         # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
         return rounded[: precision - 1], exp_r
+
+
+class Fp32Mul(wiring.Component):
+    """fp32 × fp32 → fp32, rounded once to nearest even (the read-out's scale multiply).
+
+    The 24 × 24-bit significand product is exact in 48 bits; it is rounded to 24 bits with guard and
+    sticky bits and an unbounded exponent, then ≥ 2^128 gives ±Inf and < 2^-126 gives ±0, the same
+    range rules as ``FpAdd``. Subnormal inputs read as zero; NaN results are canonical.
+    """
+
+    a: In(32)
+    b: In(32)
+    p: Out(32)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        sa, ea, fa, za, ia, na = _fields(m, self.a, 23, "a")
+        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 23, "b")
+        sign = sa ^ sb
+        nan = na | nb | (ia & zb) | (ib & za)
+
+        prod = Signal(48)
+        m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
+        # The product lies in [1, 4): keep 24 bits below its leading one (bit 47 or 46).
+        sig, guard, sticky = Signal(24), Signal(), Signal()
+        with m.If(prod[47]):
+            m.d.comb += [sig.eq(prod[24:]), guard.eq(prod[23]), sticky.eq(prod[:23] != 0)]
+        with m.Else():
+            m.d.comb += [sig.eq(prod[23:47]), guard.eq(prod[22]), sticky.eq(prod[:22] != 0)]
+        rounded = Signal(25)
+        exp = Signal(signed(11))
+        m.d.comb += [
+            rounded.eq(sig + (guard & (sticky | sig[0]))),
+            # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
+            exp.eq(ea + eb - BIAS + prod[47] + rounded[24]),
+        ]
+        with m.If(nan):
+            m.d.comb += self.p.eq(0x7FC00000)
+        with m.Elif(ia | ib | (exp >= EXP_MAX)):
+            m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
+        with m.Elif(za | zb | (exp <= 0)):
+            m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
+        with m.Else():
+            m.d.comb += self.p.eq(Cat(rounded[:23], exp[:8], sign))
+        return m

@@ -11,7 +11,8 @@ zeros and NaNs compare exactly. The rules (docs/arithmetic.md):
 * any NaN result is the canonical quiet NaN (0x7FC00000 / 0x7FC0), and ∞ - ∞ and 0 × ∞ are NaN.
 
 The model is written against float64 arithmetic, not against the hardware's structure: float64
-holds every bf16 product exactly and, with the exact error term of Knuth's TwoSum, every fp32 sum.
+holds every bf16 product and every fp32 product (24 + 24 bits ≤ 53) exactly and, with the exact error
+term of Knuth's TwoSum, every fp32 sum.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "bf16_mul",
     "f32_bits_to_f64",
     "f64_to_bf16_bits",
+    "fp32_mul",
     "fp_add",
     "ftz32",
 ]
@@ -114,3 +116,12 @@ def fp_add(acc: npt.ArrayLike, x: npt.ArrayLike, acc_mant_bits: int = 23) -> Bit
         err = (a - (s - bb)) + (b - bb)  # TwoSum: s + err == a + b exactly
     err = np.where(np.isfinite(s), err, 0.0)
     return _finish(_round_to_precision(s, err, acc_mant_bits + 1), np.isnan(s), acc_mant_bits)
+
+
+def fp32_mul(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint32]:
+    """fp32 × fp32 → fp32 bit patterns: the exact float64 product rounded once to 24 bits (RNE) with
+    an unbounded exponent, then the range rules (≥ 2^128 → ±Inf, < 2^-126 → ±0)."""
+    x, y = f32_bits_to_f64(a), f32_bits_to_f64(b)
+    with np.errstate(invalid="ignore"):
+        p = x * y  # exact: |p| lies in [2^-252, 2^256) or is 0, Inf or NaN
+    return _finish(_round_to_precision(p, np.zeros_like(p), 24), np.isnan(p), 23)

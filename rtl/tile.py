@@ -197,8 +197,9 @@ class Tile(wiring.Component):
             ev.macs.eq(Mux(ex.rows_issued, cfg.rows * cfg.cols, 0)),
             ev.dma_rd_bytes.eq(dma.bytes_read - last_rd),
             ev.dma_wr_bytes.eq(dma.bytes_written - last_wr),
-            ev.stall[0].eq(g_exec.waiting_prev),
-            ev.stall[1].eq(g_exec.waiting_next),
+            # EXEC stalls: no row entered the mesh while the next EXEC waits for a token.
+            ev.stall[0].eq(g_exec.waiting_prev & ~ex.rows_issued),
+            ev.stall[1].eq(g_exec.waiting_next & ~ex.rows_issued),
             # DMA stalls: a load (store) is with the DMA but no read (write) beat moves this cycle.
             ev.stall[2].eq(g_load.busy & ~(axi.rvalid & axi.rready)),
             ev.stall[3].eq(g_store.busy & ~(axi.wvalid & axi.wready)),

@@ -1,0 +1,216 @@
+"""The accumulator: banked SRAM of rows of ``cols`` accumulator elements, with add-on-write and read-out.
+
+Ports (docs/tile.md, "Accumulator"):
+
+* ``mesh_write`` (valid-only, never stalls): ``{addr, data, accumulate}``.
+* ``dma_write`` (stream): ``{addr, data, mask, accumulate}``; ready unless ``mesh_write`` is valid
+  for the same bank in that cycle.
+* ``read`` (stream): ``{addr, scale, act, out}``; ready unless a write of that cycle needs the
+  bank's read port for an accumulate, and while fewer than ``ACC_READ_DEPTH`` reads are waiting
+  to be taken from ``read_data``.
+* ``read_data`` (stream): ``{data}``, the row after ``rtl.readout``; without backpressure it is
+  valid exactly ``ACC_READ_LATENCY`` cycles after its request was accepted.
+
+Each bank is one ``Memory`` with one read and one write port. A write goes down a three-stage lane
+(mesh lane and DMA lane side by side, so the adders are shared by all banks): S0 reads the old row
+for an accumulate, S1 captures it, S2 adds and writes. Two hazards are closed without stalling: a
+write leaving S2 in the cycle a row is read is seen through the read port's transparency, and the
+op in S2 one cycle later is forwarded element-wise into the S1 capture. So a write accepted in
+cycle t is seen by every write or read accepted in cycle t + 1 or later.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.mac import make_adder
+from rtl.readout import READOUT_LATENCY, Readout, readout_controls
+from rtl.scratchpad import bank_geometry, split_address, valid_only
+
+__all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
+
+# Accept (S0) → row captured (S1) → read-out → FIFO write → FIFO output.
+ACC_READ_LATENCY = 1 + READOUT_LATENCY + 1
+# Reads in flight or waiting; one more than the latency so a consumer that is always ready sees
+# one row per cycle.
+ACC_READ_DEPTH = ACC_READ_LATENCY + 1
+
+
+def acc_geometry(cfg: AccelConfig) -> tuple[int, int]:
+    """(rows, rows per bank) of the accumulator."""
+    return bank_geometry(cfg.acc_kib * 8192, cfg.cols * cfg.acc_bits, cfg.acc_banks)
+
+
+class Accumulator(wiring.Component):
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
+        self.rows, self.bank_rows = acc_geometry(cfg)
+        self.row = data.ArrayLayout(cfg.acc_bits, cfg.cols)
+        addr = range(self.rows)
+        # Created here (added to the module in elaborate) so that testbenches can inspect the contents.
+        self.banks = [Memory(shape=self.row, depth=self.bank_rows, init=[]) for _ in range(cfg.acc_banks)]
+        self._op = data.StructLayout(
+            {
+                "valid": 1,
+                "bank": range(cfg.acc_banks),
+                "index": range(self.bank_rows),
+                "data": self.row,
+                "mask": cfg.cols,
+                "acc": 1,
+            }
+        )
+        super().__init__(
+            {
+                "mesh_write": In(valid_only(data.StructLayout({"addr": addr, "data": self.row, "accumulate": 1}))),
+                "dma_write": In(
+                    stream.Signature(
+                        data.StructLayout({"addr": addr, "data": self.row, "mask": cfg.cols, "accumulate": 1})
+                    )
+                ),
+                "read": In(stream.Signature(data.StructLayout({"addr": addr, **readout_controls()}))),
+                "read_data": Out(stream.Signature(data.StructLayout({"data": self.row}))),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        ports = []
+        for b, mem in enumerate(self.banks):
+            m.submodules[f"bank{b}"] = mem
+            wp = mem.write_port(granularity=1)
+            ports.append((mem.read_port(transparent_for=(wp,)), wp))
+
+        mesh0, dma0 = self._accept_writes(m)
+        read0 = self._accept_read(m, mesh0, dma0)
+        self._drive_read_ports(m, ports, (read0, dma0, mesh0))
+
+        lanes = []
+        for name, op0 in (("mesh", mesh0), ("dma", dma0)):
+            op1, op2, old2 = Signal(self._op, name=f"{name}1"), Signal(self._op, name=f"{name}2"), Signal(self.row)
+            m.d.sync += [op1.eq(op0), op2.eq(op1)]
+            lanes.append((name, op1, op2, old2, self._sum(m, op2, old2, name)))
+        for _name, op1, _op2, old2, _result in lanes:
+            m.d.sync += old2.eq(self._captured(m, ports, lanes, op1.bank, op1.index))
+        for b, (_rp, wp) in enumerate(ports):
+            m.d.comb += wp.en.eq(0)
+            for _name, _op1, op2, _old2, result in lanes:
+                with m.If(op2.valid & (op2.bank == b)):  # the lanes never share a bank (S0 refuses it)
+                    m.d.comb += [wp.addr.eq(op2.index), wp.data.eq(result), wp.en.eq(op2.mask)]
+
+        self._read_out(m, ports, lanes, read0)
+        return m
+
+    def _accept_writes(self, m: Module):
+        """S0 of both lanes: the mesh always, the DMA unless the mesh wants the same bank."""
+        cfg = self.cfg
+        mesh, dma = self.mesh_write, self.dma_write
+        mesh0, dma0 = Signal(self._op, name="mesh0"), Signal(self._op, name="dma0")
+        mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
+        dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
+        m.d.comb += dma.ready.eq(~(mesh.valid & (mesh_bank == dma_bank)))
+        m.d.comb += [
+            mesh0.valid.eq(mesh.valid),
+            mesh0.bank.eq(mesh_bank),
+            mesh0.index.eq(mesh_index),
+            mesh0.data.eq(mesh.payload.data),
+            mesh0.mask.eq(Const(-1, cfg.cols)),
+            mesh0.acc.eq(mesh.payload.accumulate),
+            dma0.valid.eq(dma.valid & dma.ready),
+            dma0.bank.eq(dma_bank),
+            dma0.index.eq(dma_index),
+            dma0.data.eq(dma.payload.data),
+            dma0.mask.eq(dma.payload.mask),
+            dma0.acc.eq(dma.payload.accumulate),
+        ]
+        return mesh0, dma0
+
+    def _accept_read(self, m: Module, mesh0, dma0):
+        """S0 of a read: it takes the bank's read port only if no accumulate of this cycle needs it,
+        and only while the output FIFO has room for every read in flight (so nothing ever stalls)."""
+        cfg = self.cfg
+        bank, index = split_address(m, self.read.payload.addr, self.bank_rows, cfg.acc_banks, "rd")
+        busy = Signal(name="rd_bank_busy")
+        m.d.comb += busy.eq(
+            (mesh0.valid & mesh0.acc & (mesh0.bank == bank)) | (dma0.valid & dma0.acc & (dma0.bank == bank))
+        )
+        outstanding = Signal(range(ACC_READ_DEPTH + 1))
+        m.d.comb += self.read.ready.eq(~busy & (outstanding < ACC_READ_DEPTH))
+        fire = self.read.valid & self.read.ready
+        popped = self.read_data.valid & self.read_data.ready
+        m.d.sync += outstanding.eq(outstanding + fire - popped)
+        read0 = Signal(
+            data.StructLayout({"valid": 1, "bank": bank.shape(), "index": index.shape(), **readout_controls()})
+        )
+        m.d.comb += [read0.valid.eq(fire), read0.bank.eq(bank), read0.index.eq(index)]
+        m.d.comb += [read0.scale.eq(self.read.payload.scale), read0.act.eq(self.read.payload.act)]
+        m.d.comb += read0.out.eq(self.read.payload.out)
+        return read0
+
+    @staticmethod
+    def _drive_read_ports(m: Module, ports, users) -> None:
+        """Read port address per bank; ``users`` in rising priority (read, DMA accumulate, mesh accumulate)."""
+        for b, (rp, _wp) in enumerate(ports):
+            m.d.comb += rp.en.eq(0)  # the port's enable is 1 unless driven: read only when asked
+            for i, user in enumerate(users):
+                needs = user.valid & (user.bank == b) if i == 0 else user.valid & user.acc & (user.bank == b)
+                with m.If(needs):
+                    m.d.comb += [rp.addr.eq(user.index), rp.en.eq(1)]
+
+    def _sum(self, m: Module, op2, old2, name: str):
+        """S2: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
+        cfg = self.cfg
+        result = Signal(self.row, name=f"{name}_result")
+        for k in range(cfg.cols):
+            if cfg.acc_dtype == "int32":
+                # make_adder's int unit is int32 + int16 (a PE product); rows add int32 + int32.
+                total = (old2[k] + op2.data[k])[:32]
+            else:
+                add = make_adder(cfg)
+                m.submodules[f"{name}_add{k}"] = add
+                x32 = Cat(Const(0, 16), op2.data[k]) if cfg.acc_bits == 16 else op2.data[k]
+                m.d.comb += [add.acc.eq(old2[k]), add.x.eq(x32)]
+                total = add.o
+            m.d.comb += result[k].eq(Mux(op2.acc, total, op2.data[k]))
+        return result
+
+    def _captured(self, m: Module, ports, lanes, bank, index):
+        """The row (bank, index) as read in the previous cycle, with each element written by an op now
+        in S2 taken from that op's result (its write lands only at the end of this cycle)."""
+        rdata = Signal(self.row)
+        with m.Switch(bank):
+            for b, (rp, _wp) in enumerate(ports):
+                with m.Case(b):
+                    m.d.comb += rdata.eq(rp.data)
+        row = Signal(self.row)
+        m.d.comb += row.eq(rdata)
+        for _name, _op1, op2, _old2, result in lanes:
+            hit = op2.valid & (op2.bank == bank) & (op2.index == index)
+            for k in range(self.cfg.cols):
+                with m.If(hit & op2.mask[k]):
+                    m.d.comb += row[k].eq(result[k])
+        return row
+
+    def _read_out(self, m: Module, ports, lanes, read0) -> None:
+        """S1 of a read feeds the read-out pipeline, whose rows queue in a FIFO for ``read_data``."""
+        read1 = Signal.like(read0, name="read1")
+        m.d.sync += read1.eq(read0)
+        m.submodules.readout = readout = Readout(self.cfg)
+        m.d.comb += [
+            readout.inp.valid.eq(read1.valid),
+            readout.inp.payload.data.eq(self._captured(m, ports, lanes, read1.bank, read1.index)),
+            readout.inp.payload.scale.eq(read1.scale),
+            readout.inp.payload.act.eq(read1.act),
+            readout.inp.payload.out.eq(read1.out),
+        ]
+        # Never full: reads are accepted only while fewer than ACC_READ_DEPTH rows are owed.
+        m.submodules.fifo = fifo = SyncFIFO(width=self.row.size, depth=ACC_READ_DEPTH)
+        m.d.comb += [
+            fifo.w_en.eq(readout.result.valid),
+            fifo.w_data.eq(readout.result.payload.data),
+            self.read_data.valid.eq(fifo.r_rdy),
+            self.read_data.payload.data.eq(fifo.r_data),
+            fifo.r_en.eq(self.read_data.ready),
+        ]

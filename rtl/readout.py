@@ -1,0 +1,119 @@
+"""The accumulator read-out: scale, activation and narrowing of one row, per element.
+
+``C = act(scale · acc)``, bit-exact against ``rtl/readout_model.py`` (the rules are listed there and
+in docs/arithmetic.md, "Read-out"). The row pipeline has no backpressure: a row entering on ``inp``
+leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
+
+1. register the row and its controls (the accumulator's memory and bank multiplexer feed it);
+2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats);
+3. ReLU and narrowing (saturation to int8 or rounding to bf16).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.fp import Fp32Mul
+
+__all__ = ["READOUT_LATENCY", "Readout", "readout_controls"]
+
+READOUT_LATENCY = 3
+ACT_RELU = 1
+OUT_NARROW = 0  # every other value (1, and the reserved 2–3) keeps the full width, as the DMA sizes it
+
+
+def readout_controls() -> dict[str, int]:
+    """The per-read controls: ``scale`` (shift or fp32 multiplier), ``act`` and ``out`` (docs/tile.md)."""
+    return {"scale": 32, "act": 2, "out": 2}
+
+
+def _valid_only(layout: data.Layout) -> wiring.Signature:
+    return wiring.Signature({"valid": Out(1), "payload": Out(layout)})
+
+
+def _round_shift(m: Module, x, s, name: str) -> Signal:
+    """``round_half_even(x / 2^s)`` of a signed 32-bit ``x``: an arithmetic shift of ``x`` with one
+    extra low bit, which then holds the guard bit; the bits below it make the sticky bit."""
+    ext = Cat(Const(0, 1), x).as_signed()
+    shifted = Signal(signed(33), name=f"{name}_sh")
+    m.d.comb += shifted.eq(ext >> s)
+    guard = shifted[0]
+    sticky = (ext.as_unsigned() & ((Const(1, 34) << s) - 1)[:33]) != 0
+    q = shifted[1:]
+    y = Signal(32, name=f"{name}_y")
+    # No overflow: q + 1 needs 32 bits only when s = 0, and then the guard bit is 0.
+    m.d.comb += y.eq(q + (guard & (sticky | q[0])))
+    return y
+
+
+def _narrow_int(m: Module, y, relu, full, name: str) -> Signal:
+    value = Signal(32, name=f"{name}_r")
+    m.d.comb += value.eq(Mux(relu & y[31], 0, y))
+    sv = value.as_signed()
+    sat = Mux(sv > 127, 127, Mux(sv < -128, -128, sv))
+    return Mux(full, value, Cat(sat[:8], Const(0, 24)))
+
+
+def _narrow_fp(m: Module, y, relu, full, acc_bits: int, name: str):
+    value = Signal(32, name=f"{name}_r")
+    # A NaN from the multiplier is canonical (sign 0), so the sign bit alone picks −0 and negatives.
+    m.d.comb += value.eq(Mux(relu & y[31], 0, y))
+    nan = (value[23:31] == 0xFF) & (value[:23] != 0)
+    rne = Signal(33, name=f"{name}_rne")
+    m.d.comb += rne.eq(value + 0x7FFF + value[16])  # round to nearest even at bit 16
+    bf16 = Mux(nan, 0x7FC0, rne[16:32])
+    if acc_bits == 16:
+        return bf16
+    return Mux(full, value, Cat(bf16, Const(0, 16)))
+
+
+class Readout(wiring.Component):
+    """One row of ``width`` accumulator elements (default ``cfg.cols``) per cycle, fixed latency."""
+
+    def __init__(self, cfg: AccelConfig, width: int | None = None) -> None:
+        self.cfg = cfg
+        self.width = width or cfg.cols
+        row = data.ArrayLayout(cfg.acc_bits, self.width)
+        super().__init__(
+            {
+                "inp": In(_valid_only(data.StructLayout({"data": row, **readout_controls()}))),
+                "result": Out(_valid_only(data.StructLayout({"data": row}))),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        s1 = Signal(data.StructLayout({"valid": 1, "payload": self.inp.payload.shape()}))
+        m.d.sync += [s1.valid.eq(self.inp.valid), s1.payload.eq(self.inp.payload)]
+
+        ys = data.ArrayLayout(32, self.width)
+        y = Signal(ys)
+        relu, full, valid2 = Signal(), Signal(), Signal()
+        m.d.sync += [
+            valid2.eq(s1.valid),
+            relu.eq(s1.payload.act == ACT_RELU),
+            full.eq(s1.payload.out != OUT_NARROW),
+        ]
+        for k in range(self.width):
+            m.d.sync += y[k].eq(self._arith(m, s1.payload.data[k], s1.payload.scale, k))
+
+        m.d.sync += self.result.valid.eq(valid2)
+        for k in range(self.width):
+            if cfg.acc_dtype == "int32":
+                narrowed = _narrow_int(m, y[k], relu, full, f"e{k}")
+            else:
+                narrowed = _narrow_fp(m, y[k], relu, full, cfg.acc_bits, f"e{k}")
+            m.d.sync += self.result.payload.data[k].eq(narrowed)
+        return m
+
+    def _arith(self, m: Module, x, scale, k: int):
+        """Stage 2 of element ``k``: the shifted (int32) or scaled (fp) value, 32 bits."""
+        if self.cfg.acc_dtype == "int32":
+            return _round_shift(m, x.as_signed(), scale[:5], f"e{k}")
+        mul = Fp32Mul()
+        m.submodules[f"mul{k}"] = mul
+        x32 = Cat(Const(0, 16), x) if self.cfg.acc_bits == 16 else x
+        m.d.comb += [mul.a.eq(x32), mul.b.eq(scale)]
+        return mul.p

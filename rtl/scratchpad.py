@@ -1,0 +1,123 @@
+"""The scratchpad: banked single-cycle SRAM of rows of ``dim`` input elements (docs/tile.md).
+
+* ``read[p]`` (streams, ``p`` < ``read_ports``): ``{addr}``. Per bank, the lowest-numbered valid
+  port wins; a port that loses sees ``ready = 0`` and keeps its request. The row comes back on the
+  valid-only ``read_data[p]`` exactly ``SP_READ_LATENCY`` cycles after the request was accepted.
+* ``write`` (stream, always ready): ``{addr, data, mask}``; element ``k`` is written when ``mask[k]``.
+
+A read accepted in the same cycle as a write to the same row returns the new data (the read ports
+are transparent for the write port), so "written before or in the cycle of the read" is the rule.
+Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from rtl.config import AccelConfig
+
+__all__ = ["SP_READ_LATENCY", "Scratchpad", "bank_geometry", "sp_geometry", "split_address"]
+
+SP_READ_LATENCY = 1
+
+
+def bank_geometry(total_bits: int, row_bits: int, banks: int) -> tuple[int, int]:
+    """(rows, rows per bank): as many rows as fit, rounded down to a multiple of ``banks``."""
+    rows = (total_bits // row_bits) // banks * banks
+    assert rows >= banks, "memory smaller than one row per bank"
+    return rows, rows // banks
+
+
+def sp_geometry(cfg: AccelConfig) -> tuple[int, int]:
+    dim = max(cfg.rows, cfg.cols)
+    return bank_geometry(cfg.sp_kib * 8192, dim * cfg.in_bits, cfg.sp_banks)
+
+
+def split_address(m: Module, addr, bank_rows: int, banks: int, name: str) -> tuple[Signal, Signal]:
+    """(bank, index) of a row address: bank ``addr // bank_rows``, index ``addr % bank_rows``.
+
+    Power-of-two banks are bit slices; otherwise one comparison per bank boundary (``banks`` ≤ 16)
+    replaces a divider.
+    """
+    bank = Signal(range(banks), name=f"{name}_bank")
+    index = Signal(range(bank_rows), name=f"{name}_index")
+    if bank_rows & (bank_rows - 1) == 0:
+        shift = ceil_log2(bank_rows)
+        m.d.comb += [index.eq(addr[:shift]), bank.eq(addr[shift:])]
+        return bank, index
+    m.d.comb += [bank.eq(0), index.eq(addr)]
+    for k in range(1, banks):  # ascending: the highest boundary passed is assigned last and wins
+        with m.If(addr >= k * bank_rows):
+            m.d.comb += [bank.eq(k), index.eq(addr - k * bank_rows)]
+    return bank, index
+
+
+def valid_only(layout: data.Layout) -> wiring.Signature:
+    """A pipeline output with no backpressure."""
+    return wiring.Signature({"valid": Out(1), "payload": Out(layout)})
+
+
+class Scratchpad(wiring.Component):
+    def __init__(self, cfg: AccelConfig, read_ports: int = 3) -> None:
+        self.cfg = cfg
+        self.dim = max(cfg.rows, cfg.cols)
+        self.n_read = read_ports
+        self.rows, self.bank_rows = sp_geometry(cfg)
+        row = data.ArrayLayout(cfg.in_bits, self.dim)
+        addr = range(self.rows)
+        super().__init__(
+            {
+                "read": In(stream.Signature(data.StructLayout({"addr": addr}))).array(read_ports),
+                "read_data": Out(valid_only(data.StructLayout({"data": row}))).array(read_ports),
+                "write": In(stream.Signature(data.StructLayout({"addr": addr, "data": row, "mask": self.dim}))),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        row = data.ArrayLayout(cfg.in_bits, self.dim)
+        w_bank, w_index = split_address(m, self.write.payload.addr, self.bank_rows, cfg.sp_banks, "w")
+        m.d.comb += self.write.ready.eq(1)
+
+        read_ports = []
+        for b in range(cfg.sp_banks):
+            mem = Memory(shape=row, depth=self.bank_rows, init=[])
+            m.submodules[f"bank{b}"] = mem
+            wp = mem.write_port(granularity=1)
+            rp = mem.read_port(transparent_for=(wp,))
+            hit = self.write.valid & (w_bank == b)
+            m.d.comb += [wp.addr.eq(w_index), wp.data.eq(self.write.payload.data)]
+            m.d.comb += wp.en.eq(self.write.payload.mask & hit.replicate(self.dim))
+            read_ports.append(rp)
+
+        banks = self._arbitrate(m, read_ports)
+        for p in range(self.n_read):
+            resp_bank = Signal.like(banks[p], name=f"resp_bank{p}")
+            m.d.sync += [
+                self.read_data[p].valid.eq(self.read[p].valid & self.read[p].ready),
+                resp_bank.eq(banks[p]),
+            ]
+            with m.Switch(resp_bank):
+                for b, rp in enumerate(read_ports):
+                    with m.Case(b):
+                        m.d.comb += self.read_data[p].payload.data.eq(rp.data)
+        return m
+
+    def _arbitrate(self, m: Module, read_ports: list) -> list[Signal]:
+        """Fixed priority per bank: a port is ready unless a lower-numbered valid port wants its bank."""
+        split = [
+            split_address(m, r.payload.addr, self.bank_rows, self.cfg.sp_banks, f"r{p}")
+            for p, r in enumerate(self.read)
+        ]
+        for p in range(self.n_read):
+            blocked = [self.read[q].valid & (split[q][0] == split[p][0]) for q in range(p)]
+            m.d.comb += self.read[p].ready.eq(~Cat(*blocked).any() if blocked else 1)
+        for b, rp in enumerate(read_ports):
+            m.d.comb += rp.en.eq(0)  # the port's enable is 1 unless driven: read only on a request
+            for p in reversed(range(self.n_read)):  # the lowest port is assigned last and wins
+                with m.If(self.read[p].valid & (split[p][0] == b)):
+                    m.d.comb += [rp.addr.eq(split[p][1]), rp.en.eq(1)]
+        return [bank for bank, _ in split]
