@@ -26,7 +26,20 @@ from rtl.divider import Divider
 from rtl.exec_unit import exec_op_layout
 from rtl.ops import KIND, GemmCmd, deps_layout, dma_desc_layout
 
-__all__ = ["GemmLoop", "pack"]
+__all__ = ["GemmLoop", "pack", "sp_layout"]
+
+
+def sp_layout(cfg: AccelConfig) -> tuple[int, int, int]:
+    """Scratchpad rows of the loop's buffers: (weight slots, A region, rows per A half).
+
+    The EXEC unit reads activations and the next weight tile in the same cycles, on two read
+    ports; in one bank they would take turns and starve the weights. So with two or more banks
+    the weight slots live in the last bank and the A halves in the others.
+    """
+    bank_rows = cfg.sp_rows // cfg.sp_banks
+    if cfg.sp_banks == 1:
+        return 0, 2 * cfg.rows, (cfg.sp_rows - 2 * cfg.rows) // 2
+    return (cfg.sp_banks - 1) * bank_rows, 0, (cfg.sp_banks - 1) * bank_rows // 2
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -67,7 +80,7 @@ class GemmLoop(wiring.Component):
         R, C = cfg.rows, cfg.cols
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
         narrow_e = 1 if cfg.dtype == "int8" else 2
-        a_half = (cfg.sp_rows - 2 * R) // 2
+        b_base, a_base, a_half = sp_layout(cfg)
         m.submodules.div = div = Divider(24)
 
         c = Signal(GemmCmd)
@@ -83,9 +96,12 @@ class GemmLoop(wiring.Component):
         nw = Mux(c.n - n0 < C, c.n - n0, C)
         kw = Mux(c.k - k0 < R, c.k - k0, R)
         first_n, last_k = n0 == 0, k0 + R >= c.k
-        b_slot = Mux(g[0], R, 0)
-        a_slot = 2 * R + Mux(odd_block, a_half, 0) + kt * mb
-        c_slot = Mux(p[0], mb, 0)
+        b_slot = b_base + Mux(g[0], R, 0)
+        a_slot = a_base + Mux(odd_block, a_half, 0) + kt * mb
+        # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
+        # that bank's read port: with two or more banks the slots sit in different banks.
+        acc_bank_rows = cfg.acc_rows // cfg.acc_banks
+        c_slot = Mux(p[0], acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
         out_e = Mux(c.out == 0, narrow_e, acc_e)
         has_bias = (c.bias != 0) | c.acc_c
 
@@ -200,7 +216,8 @@ class GemmLoop(wiring.Component):
                 self._divide(m, div, a_half, div.quotient)  # A rows per M block: all K slices fit
                 m.next = "BLOCK"
             with m.State("BLOCK"), m.If(div.done):
-                limit = min(cfg.acc_rows // 2, 0xFFFF)  # two C slots in the accumulator
+                # Two C slots in the accumulator, a bank each where there are two or more banks.
+                limit = min(cfg.acc_rows // cfg.acc_banks if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
                 cap = Mux(div.quotient < limit, div.quotient, limit)
                 m.d.sync += sizes["mb"].eq(Mux(c.m < cap, c.m, cap))
                 self._divide(m, div, c.n + C - 1, C)

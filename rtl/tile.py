@@ -1,13 +1,13 @@
 """The accelerator tile: AXI4-Lite command slave, AXI4 DMA master, one interrupt (docs/tile.md).
 
 Commands flow registers → queue → decoder → one dependency gate per unit (LOAD, EXEC, STORE).
-LOAD and STORE share the DMA through an arbiter that remembers who issued each descriptor, so
-completions return to the right gate. Four token counters carry the dependencies between
+LOAD and STORE each have a DMA engine; they share the AXI port by channel (reads for loads,
+writes for stores), so DMA in both directions overlaps. Four token counters carry the dependencies between
 neighbouring units.
 """
 
 from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from rtl.accumulator import Accumulator
@@ -26,6 +26,9 @@ from rtl.scratchpad import Scratchpad
 __all__ = ["Tile"]
 
 UNIT_LOAD, UNIT_EXEC, UNIT_STORE = 2, 3, 4
+# Read bursts the load engine keeps in flight: A's K slices arrive as one short row per burst, so
+# covering a 32-cycle memory latency at one beat per cycle takes about 32 of them.
+LOAD_READS_IN_FLIGHT = 32
 DMA_TO_ISA = {
     DmaError.MISALIGNED: ERR["MISALIGNED"],
     DmaError.RANGE: ERR["SP_RANGE"],
@@ -58,7 +61,6 @@ class Tile(wiring.Component):
         m.submodules.g_load = g_load = Gate(dma_desc_layout(), UNIT_LOAD)
         m.submodules.g_exec = g_exec = Gate(dec.exec.p.op.shape(), UNIT_EXEC)
         m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
-        m.submodules.dma = dma = Dma(cfg, max_reads=8)
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
         m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
         m.submodules.acc = acc = Accumulator(cfg)
@@ -86,15 +88,13 @@ class Tile(wiring.Component):
                 source_dec.ready.eq(~gemm.busy & gate.inp.ready),
             ]
         m.d.comb += gemm.store_finished.eq(g_store.engine_done.valid)
-        wiring.connect(m, wiring.flipped(self.m_axi), dma.m_axi)
-
-        self._dma_sharing(m, dma, g_load, g_store)
+        dma_load, dma_store = self._dma_engines(m, g_load, g_store)
         connect(m, g_exec.engine, ex.op)
         m.d.comb += [
             g_exec.engine_done.valid.eq(ex.done.valid),
             ex.done.ready.eq(g_exec.engine_done.ready),
         ]
-        self._memories(m, sp, acc, dma, ex)
+        self._memories(m, sp, acc, dma_load, dma_store, ex)
         self._tokens(m, g_load, g_exec, g_store, cmdif.flush)
 
         gates = (g_load, g_exec, g_store)
@@ -118,60 +118,55 @@ class Tile(wiring.Component):
         ]
         for g in gates:
             m.d.comb += g.flush.eq(cmdif.flush)
-        self._events(m, cmdif, dma, ex, g_load, g_exec, g_store)
+        self._events(m, cmdif, dma_load, dma_store, ex, g_load, g_exec, g_store)
         return m
 
-    @staticmethod
-    def _dma_sharing(m: Module, dma: Dma, g_load: Gate, g_store: Gate) -> None:
-        """Round-robin the two gates onto the DMA; completions return in issue order."""
-        m.submodules.issuer = issuer = fifo.SyncFIFOBuffered(width=1, depth=16)
-        prefer_store = Signal()
-        pick_store = g_store.engine.valid & (prefer_store | ~g_load.engine.valid)
-        chosen = Mux(pick_store, g_store.engine.payload, g_load.engine.payload)
-        offer = (g_load.engine.valid | g_store.engine.valid) & issuer.w_rdy
-        m.d.comb += [
-            dma.cmd.valid.eq(offer),
-            dma.cmd.payload.eq(chosen),
-            g_store.engine.ready.eq(dma.cmd.ready & issuer.w_rdy & pick_store),
-            g_load.engine.ready.eq(dma.cmd.ready & issuer.w_rdy & ~pick_store),
-            issuer.w_en.eq(offer & dma.cmd.ready),
-            issuer.w_data.eq(pick_store),
-        ]
-        with m.If(offer & dma.cmd.ready):
-            m.d.sync += prefer_store.eq(~pick_store)
-
-        to_store = issuer.r_data[0]
-        code = Signal(8)
-        for dma_code, isa_code in DMA_TO_ISA.items():
-            with m.If(dma.done.payload.code == dma_code):
-                m.d.comb += code.eq(isa_code)
-        for gate, mine in ((g_load, ~to_store), (g_store, to_store)):
+    def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[Dma, Dma]:
+        """Two DMA engines on one AXI port: loads use only the read channels and stores only the
+        write channels, so a store never holds up the next weight load (and vice versa)."""
+        m.submodules.dma_load = load = Dma(self.cfg, max_reads=LOAD_READS_IN_FLIGHT)
+        m.submodules.dma_store = store = Dma(self.cfg)
+        read_channels = ("ar", "r")
+        for name, _member in Axi4Signature(self.cfg.dma_bits).members.items():
+            engine = load if name.startswith(read_channels) else store
+            port, inner = getattr(self.m_axi, name), getattr(engine.m_axi, name)
+            if Axi4Signature(self.cfg.dma_bits).members[name].flow == Out:
+                m.d.comb += port.eq(inner)
+            else:
+                m.d.comb += inner.eq(port)
+        for gate, engine in ((g_load, load), (g_store, store)):
+            connect(m, gate.engine, engine.cmd)
+            code = Signal(8)
+            for dma_code, isa_code in DMA_TO_ISA.items():
+                with m.If(engine.done.payload.code == dma_code):
+                    m.d.comb += code.eq(isa_code)
             m.d.comb += [
-                gate.engine_done.valid.eq(dma.done.valid & mine),
-                gate.engine_done.payload.error.eq(dma.done.payload.error),
+                gate.engine_done.valid.eq(engine.done.valid),
+                gate.engine_done.payload.error.eq(engine.done.payload.error),
                 gate.engine_done.payload.code.eq(code),
+                engine.done.ready.eq(gate.engine_done.ready),
             ]
-        m.d.comb += [dma.done.ready.eq(1), issuer.r_en.eq(dma.done.valid)]
+        return load, store
 
     @staticmethod
-    def _memories(m: Module, sp: Scratchpad, acc: Accumulator, dma: Dma, ex: ExecUnit) -> None:
+    def _memories(m: Module, sp: Scratchpad, acc: Accumulator, load: Dma, store: Dma, ex: ExecUnit) -> None:
         # Read port 0: activations (EXEC), 1: weights (EXEC), 2: DMA store from the scratchpad.
         connect(m, ex.sp_a, sp.read[0])
         connect(m, ex.sp_b, sp.read[1])
-        connect(m, dma.sp_read, sp.read[2])
-        for consumer, port in ((ex.sp_a_data, 0), (ex.sp_b_data, 1), (dma.sp_read_data, 2)):
+        connect(m, store.sp_read, sp.read[2])
+        for consumer, port in ((ex.sp_a_data, 0), (ex.sp_b_data, 1), (store.sp_read_data, 2)):
             m.d.comb += [
                 consumer.valid.eq(sp.read_data[port].valid),
                 consumer.payload.data.eq(sp.read_data[port].payload.data),
             ]
-        connect(m, dma.sp_write, sp.write)
+        connect(m, load.sp_write, sp.write)
         m.d.comb += [
             acc.mesh_write.valid.eq(ex.acc_write.valid),
             acc.mesh_write.payload.eq(ex.acc_write.payload),
         ]
-        connect(m, dma.acc_write, acc.dma_write)
-        connect(m, dma.acc_read, acc.read)
-        connect(m, acc.read_data, dma.acc_read_data)
+        connect(m, load.acc_write, acc.dma_write)
+        connect(m, store.acc_read, acc.read)
+        connect(m, acc.read_data, store.acc_read_data)
 
     @staticmethod
     def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, flush) -> None:
@@ -187,16 +182,18 @@ class Tile(wiring.Component):
             m.d.comb += avail.eq(count != 0)
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
 
-    def _events(self, m: Module, cmdif, dma: Dma, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate) -> None:
+    def _events(
+        self, m: Module, cmdif, load: Dma, store: Dma, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate
+    ) -> None:
         cfg = self.cfg
         last_rd, last_wr = Signal(32), Signal(32)
-        m.d.sync += [last_rd.eq(dma.bytes_read), last_wr.eq(dma.bytes_written)]
-        axi = dma.m_axi
+        m.d.sync += [last_rd.eq(load.bytes_read), last_wr.eq(store.bytes_written)]
+        axi = self.m_axi
         ev = cmdif.events
         m.d.comb += [
             ev.macs.eq(Mux(ex.rows_issued, cfg.rows * cfg.cols, 0)),
-            ev.dma_rd_bytes.eq(dma.bytes_read - last_rd),
-            ev.dma_wr_bytes.eq(dma.bytes_written - last_wr),
+            ev.dma_rd_bytes.eq(load.bytes_read - last_rd),
+            ev.dma_wr_bytes.eq(store.bytes_written - last_wr),
             # EXEC stalls: no row entered the mesh while the next EXEC waits for a token.
             ev.stall[0].eq(g_exec.waiting_prev & ~ex.rows_issued),
             ev.stall[1].eq(g_exec.waiting_next & ~ex.rows_issued),
