@@ -88,6 +88,7 @@ class GemmLoop(wiring.Component):
         m0, n0, k0, kt, chunk = (Signal(16, name=n) for n in ("m0", "n0", "k0", "kt", "chunk"))
         g, p, stores_done = Signal(32), Signal(32), Signal(32)
         odd_block = Signal()  # parity of the M block: which A half it uses
+        a_waits = Signal()
         with m.If(self.store_finished):
             m.d.sync += stores_done.eq(stores_done + 1)
 
@@ -105,11 +106,19 @@ class GemmLoop(wiring.Component):
         out_e = Mux(c.out == 0, narrow_e, acc_e)
         has_bias = (c.bias != 0) | c.acc_c
 
-        def go_first_load() -> None:
+        # Where a step starts: A slices are loaded in an M block's first N tile only. Callers say
+        # whether that is so, because n0 may be changing in the same cycle.
+        def go_data_loads(first) -> None:
+            with m.If(first):
+                m.next = "LOAD_A"
+            with m.Else():
+                m.next = "LOAD_B"
+
+        def go_first_load(first) -> None:
             with m.If(has_bias):
                 m.next = "BIAS"
             with m.Else():
-                m.next = "LOAD_B"
+                go_data_loads(first)
 
         # The generator writes into small queues in front of the gates, so it runs ahead of them
         # (the next step's loads are issued while this step computes).
@@ -138,7 +147,6 @@ class GemmLoop(wiring.Component):
                 elems=nw,
                 local_addr=c_slot,
             ),
-            wait_next=g >= 2,
         )
         b_load = op(
             desc(
@@ -150,9 +158,11 @@ class GemmLoop(wiring.Component):
                 local_addr=b_slot,
                 transpose=c.trans_b,
             ),
-            # The step's first LOAD waits for the weight slot; with a bias that was the bias load.
-            wait_next=(g >= 2) & ~((kt == 0) & has_bias),
-            signal_next=~first_n,
+            # The weight load waits for its slot (freed by the EXEC two steps back) and, being the
+            # step's last load, tells EXEC the step's data is in place. A and bias loads ahead of
+            # it need no token, so they stream while earlier steps still compute.
+            wait_next=(g >= 2) & ~a_waits,
+            signal_next=1,
         )
         a_load = op(
             desc(
@@ -164,7 +174,7 @@ class GemmLoop(wiring.Component):
                 local_addr=a_slot + chunk,
                 transpose=c.trans_a,
             ),
-            signal_next=last_a,
+            wait_next=(g >= 2) & a_waits & (chunk == 0),
         )
         exec_op = pack(
             ex.p.shape(),
@@ -213,16 +223,19 @@ class GemmLoop(wiring.Component):
                     m.next = "K_TILES"
             with m.State("K_TILES"), m.If(div.done):
                 m.d.sync += sizes["k_tiles"].eq(div.quotient)
-                self._divide(m, div, a_half, div.quotient)  # A rows per M block: all K slices fit
+                self._divide(m, div, 2 * a_half, div.quotient)  # A rows that fit with all K slices
                 m.next = "BLOCK"
             with m.State("BLOCK"), m.If(div.done):
                 # Two C slots in the accumulator, a bank each where there are two or more banks.
                 limit = min(cfg.acc_rows // cfg.acc_banks if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
-                cap = Mux(div.quotient < limit, div.quotient, limit)
-                m.d.sync += sizes["mb"].eq(Mux(c.m < cap, c.m, cap))
+                # All of M in one block uses the whole A region; more blocks double-buffer it in halves.
+                whole = (c.m <= div.quotient) & (c.m <= limit)
+                half = div.quotient >> 1
+                block = Mux(whole, c.m, Mux(half < limit, half, limit))
+                m.d.sync += sizes["mb"].eq(block)
                 self._divide(m, div, c.n + C - 1, C)
                 m.next = "N_TILES"
-                with m.If(div.quotient == 0):
+                with m.If(block == 0):
                     m.d.comb += self.too_large.eq(1)
                     m.next = "IDLE"
             with m.State("N_TILES"), m.If(div.done):
@@ -232,25 +245,26 @@ class GemmLoop(wiring.Component):
             with m.State("M_BLOCKS"), m.If(div.done):
                 pairs = div.quotient * sizes["n_tiles"]
                 m.d.sync += [sizes["pairs"].eq(pairs), sizes["groups"].eq(pairs * sizes["k_tiles"])]
-                go_first_load()
+                # With one step per M block, an A load could overwrite the half that the step two
+                # back still reads: then the A load, not the weight load, takes the token.
+                m.d.sync += a_waits.eq(sizes["n_tiles"] * sizes["k_tiles"] < 2)
+                go_first_load(1)
             with m.State("BIAS"):
                 # The C slot's previous STORE (two pairs back) must be finished (see module doc).
                 m.d.comb += load.valid.eq((p < 2) | (stores_done + 1 >= p))
                 with m.If(load.valid & load.ready):
-                    m.next = "LOAD_B"
-            with m.State("LOAD_B"):
-                m.d.comb += load.valid.eq(1)
-                with m.If(load.ready):
-                    m.d.sync += chunk.eq(0)
-                    m.next = "LOAD_A"
-                    with m.If(~first_n):
-                        m.next = "EXEC"
+                    go_data_loads(first_n)
             with m.State("LOAD_A"):
                 m.d.comb += load.valid.eq(1)
                 with m.If(load.ready):
                     m.d.sync += chunk.eq(chunk + cfg.dim)
                     with m.If(last_a):
-                        m.next = "EXEC"
+                        m.d.sync += chunk.eq(0)
+                        m.next = "LOAD_B"
+            with m.State("LOAD_B"):
+                m.d.comb += load.valid.eq(1)
+                with m.If(load.ready):
+                    m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
@@ -259,17 +273,17 @@ class GemmLoop(wiring.Component):
                         m.next = "STORE"
                     with m.Else():
                         m.d.sync += [k0.eq(k0 + R), kt.eq(kt + 1)]
-                        m.next = "LOAD_B"
+                        go_data_loads(first_n)
             with m.State("STORE"):
                 m.d.comb += store.valid.eq(1)
                 with m.If(store.ready):
                     m.d.sync += [p.eq(p + 1), k0.eq(0), kt.eq(0)]
                     with m.If(n0 + C < c.n):
                         m.d.sync += n0.eq(n0 + C)
-                        go_first_load()
+                        go_first_load(0)
                     with m.Elif(m0 + mb < c.m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block)]
-                        go_first_load()
+                        go_first_load(1)
                     with m.Else():
                         m.next = "IDLE"
         m.d.comb += [

@@ -63,7 +63,7 @@ class Tile(wiring.Component):
         m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
         m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
-        m.submodules.acc = acc = Accumulator(cfg)
+        m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
         m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)

@@ -292,7 +292,8 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     if bad.size:
         first = tuple(bad[0])
         raise AssertionError(
-            f"GEMM {case}: {len(bad)} wrong at {[tuple(int(i) for i in b) for b in bad[:8]]}, "
+            f"GEMM {case}: {len(bad)} wrong in rows {sorted({int(r) for r in bad[:, 0]})}, "
+            f"columns {sorted({int(c) for c in bad[:, 1]})}, "
             f"first {got[first]:#x} != {want[first]:#x}; "
             f"{cycles} cycles, counters {counters}"
         )
