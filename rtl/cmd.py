@@ -55,6 +55,7 @@ ERR = {
     "BAD_DEPS": 0x09,
     "QUEUE_FULL": 0x0A,
     "BAD_SHAPE": 0x0B,
+    "DEADLOCK": 0x0C,
 }
 UNIT_QUEUE = 5
 

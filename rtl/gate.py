@@ -38,6 +38,7 @@ class Gate(wiring.Component):
                 "waiting_prev": Out(1),  # has an operation, waits for a token from the previous unit
                 "waiting_next": Out(1),
                 "busy": Out(1),
+                "running": Out(1),  # an operation is with the engine
                 "flush": In(1),
             }
         )
@@ -77,5 +78,6 @@ class Gate(wiring.Component):
             self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),
             # The level, not r_rdy: the FIFO's output lags a write and busy must not dip meanwhile.
             self.busy.eq(self.inp.valid | (flight.level != 0)),
+            self.running.eq(flight.level != 0),
         ]
         return m

@@ -102,6 +102,7 @@ class Tile(wiring.Component):
         for source in reversed(errors):  # the decoder's error wins a tie: it is the oldest command
             with m.If(source.valid):
                 m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
+        self._deadlock(m, dec, gates, ex, gemm, cmdif)
         with m.If(gemm.too_large):
             m.d.comb += [
                 cmdif.error.valid.eq(1),
@@ -167,6 +168,28 @@ class Tile(wiring.Component):
         connect(m, load.acc_write, acc.dma_write)
         connect(m, store.acc_read, acc.read)
         connect(m, acc.read_data, store.acc_read_data)
+
+    @staticmethod
+    def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, gemm: GemmLoop, cmdif) -> None:
+        """Raise DEADLOCK when nothing can ever move: no engine runs, every unit holding an operation
+        waits for a token, and the next command cannot be dispatched (so it cannot bring one).
+        An empty queue is not a deadlock: software may still push the command that gives the token."""
+        waiting = [~g.inp.valid | g.waiting_prev | g.waiting_next for g in gates]
+        quiet = ~ex.busy & ~gemm.busy
+        for g in gates:
+            quiet = quiet & ~g.running
+        for w in waiting:
+            quiet = quiet & w
+        stuck = quiet & dec.cmd.valid & ~dec.cmd.ready & (gates[0].busy | gates[1].busy | gates[2].busy)
+        count = Signal(3)
+        m.d.sync += count.eq(Mux(stuck, Mux(count == 7, 7, count + 1), 0))
+        with m.If(count == 4):  # held for several cycles: not a token in transit
+            m.d.comb += [
+                cmdif.error.valid.eq(1),
+                cmdif.error.payload.unit.eq(1),
+                cmdif.error.payload.code.eq(ERR["DEADLOCK"]),
+                cmdif.error.payload.seq.eq(dec.cmd.payload.seq),
+            ]
 
     @staticmethod
     def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, flush) -> None:
