@@ -88,7 +88,6 @@ class GemmLoop(wiring.Component):
         m0, n0, k0, kt, chunk = (Signal(16, name=n) for n in ("m0", "n0", "k0", "kt", "chunk"))
         g, p, stores_done = Signal(32), Signal(32), Signal(32)
         odd_block = Signal()  # parity of the M block: which A half it uses
-        prefetched = Signal()  # this M block's A slices were loaded during the previous block
         a_waits = Signal()
         with m.If(self.store_finished):
             m.d.sync += stores_done.eq(stores_done + 1)
@@ -107,19 +106,19 @@ class GemmLoop(wiring.Component):
         out_e = Mux(c.out == 0, narrow_e, acc_e)
         has_bias = (c.bias != 0) | c.acc_c
 
-        # Where a step starts: A slices are loaded in an M block's first N tile, unless they were
-        # prefetched. Callers say whether that is so, because n0 may be changing in the same cycle.
-        def go_data_loads(need_a) -> None:
-            with m.If(need_a):
+        # Where a step starts: A slices are loaded in an M block's first N tile only. Callers say
+        # whether that is so, because n0 may be changing in the same cycle.
+        def go_data_loads(first) -> None:
+            with m.If(first):
                 m.next = "LOAD_A"
             with m.Else():
                 m.next = "LOAD_B"
 
-        def go_first_load(need_a) -> None:
+        def go_first_load(first) -> None:
             with m.If(has_bias):
                 m.next = "BIAS"
             with m.Else():
-                go_data_loads(need_a)
+                go_data_loads(first)
 
         # The generator writes into small queues in front of the gates, so it runs ahead of them
         # (the next step's loads are issued while this step computes).
@@ -136,31 +135,9 @@ class GemmLoop(wiring.Component):
         def desc(**fields):
             return pack(dma_desc_layout(), **fields)
 
-        def a_slice(block_m0, block_rows, odd, wait):
-            """One K slice of an M block's A rows (transposed A: one dim-wide chunk of it)."""
-            rows_left = block_rows - chunk
-            block = Mux(rows_left < cfg.dim, rows_left, cfg.dim)
-            slot = a_base + Mux(odd, a_half, 0) + kt * mb
-            normal = c.a + block_m0 * c.lda + k0 * in_e
-            transposed = c.a + k0 * c.lda + (block_m0 + chunk) * in_e
-            payload = desc(
-                kind=KIND["mem_to_sp"],
-                dram_addr=Mux(c.trans_a, transposed, normal),
-                dram_stride=c.lda,
-                rows=Mux(c.trans_a, kw, block_rows),
-                elems=Mux(c.trans_a, block, kw),
-                local_addr=slot + chunk,
-                transpose=c.trans_a,
-            )
-            return op(payload, wait_next=wait), ~c.trans_a | (chunk + cfg.dim >= block_rows)
-
-        next_m0 = m0 + mb
-        next_rows = Mux(c.m - next_m0 < mb, c.m - next_m0, mb)
-        a_load, last_a = a_slice(m0, mb_rows, odd_block, (g >= 2) & a_waits & (chunk == 0))
-        # The next M block's slices, loaded during this block's second N tile into the other half:
-        # behind this step's weight load (and its token), so the half's old reader has finished.
-        prefetch, last_prefetch = a_slice(next_m0, next_rows, ~odd_block, 0)
-        prefetch_here = (n0 == C) & (next_m0 < c.m)
+        rows_left = mb_rows - chunk
+        a_block = Mux(rows_left < cfg.dim, rows_left, cfg.dim)
+        last_a = ~c.trans_a | (chunk + cfg.dim >= mb_rows)
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
@@ -186,6 +163,18 @@ class GemmLoop(wiring.Component):
             # it need no token, so they stream while earlier steps still compute.
             wait_next=(g >= 2) & ~a_waits,
             signal_next=1,
+        )
+        a_load = op(
+            desc(
+                kind=KIND["mem_to_sp"],
+                dram_addr=Mux(c.trans_a, c.a + k0 * c.lda + (m0 + chunk) * in_e, c.a + m0 * c.lda + k0 * in_e),
+                dram_stride=c.lda,
+                rows=Mux(c.trans_a, kw, mb_rows),
+                elems=Mux(c.trans_a, a_block, kw),
+                local_addr=a_slot + chunk,
+                transpose=c.trans_a,
+            ),
+            wait_next=(g >= 2) & a_waits & (chunk == 0),
         )
         exec_op = pack(
             ex.p.shape(),
@@ -229,7 +218,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), k0.eq(0), kt.eq(0), g.eq(0), p.eq(0)]
-                    m.d.sync += [stores_done.eq(0), odd_block.eq(0), prefetched.eq(0)]
+                    m.d.sync += [stores_done.eq(0), odd_block.eq(0)]
                     self._divide(m, div, self.cmd.p.k + R - 1, R)
                     m.next = "K_TILES"
             with m.State("K_TILES"), m.If(div.done):
@@ -243,12 +232,6 @@ class GemmLoop(wiring.Component):
                 whole = (c.m <= div.quotient) & (c.m <= limit)
                 half = div.quotient >> 1
                 block = Mux(whole, c.m, Mux(half < limit, half, limit))
-                # Even when all of M fits, two blocks let the second's A load during the first's
-                # later N tiles (prefetch): only the first half's A is then exposed. Worth it when
-                # there are several N tiles to hide behind and the blocks stay long.
-                split = whole & (c.n > C) & (c.m >= 8 * R)
-                halved = (c.m + 1) >> 1
-                block = Mux(split, Mux(halved < half, halved, half), block)
                 m.d.sync += sizes["mb"].eq(block)
                 self._divide(m, div, c.n + C - 1, C)
                 m.next = "N_TILES"
@@ -270,7 +253,7 @@ class GemmLoop(wiring.Component):
                 # The C slot's previous STORE (two pairs back) must be finished (see module doc).
                 m.d.comb += load.valid.eq((p < 2) | (stores_done + 1 >= p))
                 with m.If(load.valid & load.ready):
-                    go_data_loads(first_n & ~prefetched)
+                    go_data_loads(first_n)
             with m.State("LOAD_A"):
                 m.d.comb += load.valid.eq(1)
                 with m.If(load.ready):
@@ -282,15 +265,6 @@ class GemmLoop(wiring.Component):
                 m.d.comb += load.valid.eq(1)
                 with m.If(load.ready):
                     m.next = "EXEC"
-                    with m.If(prefetch_here):
-                        m.next = "PREFETCH_A"
-            with m.State("PREFETCH_A"):
-                m.d.comb += load.valid.eq(1)
-                with m.If(load.ready):
-                    m.d.sync += chunk.eq(chunk + cfg.dim)
-                    with m.If(last_prefetch):
-                        m.d.sync += chunk.eq(0)
-                        m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
@@ -299,7 +273,7 @@ class GemmLoop(wiring.Component):
                         m.next = "STORE"
                     with m.Else():
                         m.d.sync += [k0.eq(k0 + R), kt.eq(kt + 1)]
-                        go_data_loads(first_n & ~prefetched)
+                        go_data_loads(first_n)
             with m.State("STORE"):
                 m.d.comb += store.valid.eq(1)
                 with m.If(store.ready):
@@ -308,20 +282,12 @@ class GemmLoop(wiring.Component):
                         m.d.sync += n0.eq(n0 + C)
                         go_first_load(0)
                     with m.Elif(m0 + mb < c.m):
-                        # With two or more N tiles the next block's A was prefetched (second tile).
-                        was_prefetched = sizes["n_tiles"] >= 2
-                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), prefetched.eq(was_prefetched)]
-                        go_first_load(~was_prefetched)
+                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block)]
+                        go_first_load(1)
                     with m.Else():
                         m.next = "IDLE"
         m.d.comb += [
-            load.payload.eq(
-                Mux(
-                    fsm.ongoing("BIAS"),
-                    bias_load,
-                    Mux(fsm.ongoing("LOAD_B"), b_load, Mux(fsm.ongoing("PREFETCH_A"), prefetch, a_load)),
-                )
-            ),
+            load.payload.eq(Mux(fsm.ongoing("BIAS"), bias_load, Mux(fsm.ongoing("LOAD_B"), b_load, a_load))),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
         ]
