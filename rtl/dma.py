@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.axi import AXI_BURST_INCR, AXI_RESP_DECERR, AXI_RESP_SLVERR, Axi4Signature
 from rtl.config import AccelConfig
+from rtl.ops import dma_desc_layout
 
 __all__ = [
     "DESCRIPTOR",
@@ -66,21 +67,7 @@ class DmaError:
     TOO_LARGE = 6
 
 
-DESCRIPTOR = data.StructLayout(
-    {
-        "kind": 2,
-        "dram_addr": 32,
-        "dram_stride": 32,
-        "rows": 16,
-        "elems": 16,
-        "local_addr": 16,
-        "transpose": 1,
-        "accumulate": 1,
-        "scale": 32,
-        "act": 2,
-        "out": 2,
-    }
-)
+DESCRIPTOR = dma_desc_layout()  # the descriptor format the LOAD/STORE units send (rtl/ops.py)
 DONE = data.StructLayout({"error": 1, "code": 4})
 
 BURST_MAX_BEATS = 256

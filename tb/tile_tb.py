@@ -115,23 +115,8 @@ def gemm_commands(cfg: AccelConfig, m: int, k: int, n: int, addr: dict[str, int]
 
 
 def gemm_reference(cfg: AccelConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The tile's result bits: each K tile summed in the mesh from +0, then added in the accumulator."""
-    m, k = a.shape
-    n = b.shape[1]
-    out = np.zeros((m, n), dtype=np.uint32)
-    for n0 in range(0, n, cfg.cols):
-        nw = min(cfg.cols, n - n0)
-        acc = None
-        for k0 in range(0, k, cfg.rows):
-            kw = min(cfg.rows, k - k0)
-            a_t = np.zeros((m, cfg.rows), a.dtype)
-            a_t[:, :kw] = a[:, k0 : k0 + kw]
-            w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
-            w_t[:kw, :nw] = b[k0 : k0 + kw, n0 : n0 + nw]
-            part = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), dtype=np.uint32))
-            acc = part if acc is None else add_rows(cfg, acc, part)
-        out[:, n0 : n0 + nw] = acc[:, :nw]
-    return out
+    """The raw-command GEMM's result: the loop's order, no bias, identity read-out at full width."""
+    return gemm_loop_reference(cfg, a, b, None, {"scale": unit_scale(cfg), "act": 0, "out": 1})
 
 
 def put(t: Tile, addr: int, array: np.ndarray) -> None:
