@@ -94,3 +94,28 @@ def test_tile_random_command_streams() -> None:
         run_cocotb(b, "tb.tile_tb", testcase="tile_random_commands", env=env, name="random")
 
     check()
+
+
+LARGE = [
+    AccelConfig(rows=8, cols=8, dtype="int8"),
+    AccelConfig(rows=8, cols=8, dtype="bf16"),
+    AccelConfig(rows=4, cols=8, dtype="bf16"),
+    AccelConfig(rows=16, cols=16, dtype="int8"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", LARGE, ids=lambda c: c.name)
+def test_tile_large(cfg: AccelConfig, scale: str) -> None:
+    """Larger and non-square tiles: the GEMM loop over odd shapes and options (fewer at small scale)."""
+    cases = [
+        {"m": 3, "k": 5, "n": 7},
+        {"m": 33, "k": 17, "n": 19, "bias": 1, "out": 0, "act": 1},
+        {"m": 20, "k": 40, "n": 9, "trans_a": 1, "trans_b": 1},
+        {"m": 64, "k": 64, "n": 64},
+        {"m": 4, "k": 129, "n": 40, "bias": 2},
+        {"m": 17, "k": 33, "n": 9, "acc_c": 1},
+    ]
+    b = build("tile", cfg)
+    args = {"cases": cases[:3] if scale == "small" else cases}
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env={"PYARD_TB_ARGS": json.dumps(args)})
