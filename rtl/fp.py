@@ -28,6 +28,15 @@ def _fields(m: Module, value, mant_bits: int, prefix: str):
     return sign, exp, frac, is_zero, is_inf, is_nan
 
 
+def _product_operands(m: Module, a, b, mant_bits: int):
+    """Fields of both operands of a multiply, and the product's sign and IEEE special cases:
+    NaN for any NaN operand or 0 × ∞, infinite for any infinite operand, zero for any zero one."""
+    sa, ea, fa, za, ia, na = _fields(m, a, mant_bits, "a")
+    sb, eb, fb, zb, ib, nb = _fields(m, b, mant_bits, "b")
+    special = {"sign": sa ^ sb, "nan": na | nb | (ia & zb) | (ib & za), "inf": ia | ib, "zero": za | zb}
+    return (ea, fa), (eb, fb), special
+
+
 class Bf16Mul(wiring.Component):
     """bf16 × bf16 → fp32. The 8 × 8-bit significand product is exact in fp32, so nothing is rounded:
     the unit only normalizes, overflows to ±Inf and flushes results below 2^-126 to ±0."""
@@ -38,12 +47,8 @@ class Bf16Mul(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
-        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
-        sign = sa ^ sb
-        nan = na | nb | (ia & zb) | (ib & za)
-        inf = ia | ib
-        zero = za | zb
+        (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 7)
+        sign, nan, inf, zero = special["sign"], special["nan"], special["inf"], special["zero"]
 
         prod = Signal(16)
         exp = Signal(signed(11))
@@ -175,10 +180,8 @@ class Fp32Mul(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        sa, ea, fa, za, ia, na = _fields(m, self.a, 23, "a")
-        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 23, "b")
-        sign = sa ^ sb
-        nan = na | nb | (ia & zb) | (ib & za)
+        (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 23)
+        sign, nan = special["sign"], special["nan"]
 
         prod = Signal(48)
         m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
@@ -197,9 +200,9 @@ class Fp32Mul(wiring.Component):
         ]
         with m.If(nan):
             m.d.comb += self.p.eq(0x7FC00000)
-        with m.Elif(ia | ib | (exp >= EXP_MAX)):
+        with m.Elif(special["inf"] | (exp >= EXP_MAX)):
             m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
-        with m.Elif(za | zb | (exp <= 0)):
+        with m.Elif(special["zero"] | (exp <= 0)):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
             m.d.comb += self.p.eq(Cat(rounded[:23], exp[:8], sign))
