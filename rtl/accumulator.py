@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.mac import make_adder
 from rtl.readout import READOUT_LATENCY, Readout, readout_controls
-from rtl.scratchpad import bank_geometry, split_address, valid_only
+from rtl.scratchpad import checked_geometry, split_address, valid_only
 
 __all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
 
@@ -41,7 +41,7 @@ ACC_READ_DEPTH = ACC_READ_LATENCY + 1
 
 def acc_geometry(cfg: AccelConfig) -> tuple[int, int]:
     """(rows, rows per bank) of the accumulator."""
-    return bank_geometry(cfg.acc_kib * 8192, cfg.cols * cfg.acc_bits, cfg.acc_banks)
+    return checked_geometry(cfg.acc_rows, cfg.acc_bank_rows)
 
 
 class Accumulator(wiring.Component):

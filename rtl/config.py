@@ -123,6 +123,14 @@ class AccelConfig:
         return rows - rows % self.acc_banks
 
     @property
+    def sp_bank_rows(self) -> int:
+        return self.sp_rows // self.sp_banks
+
+    @property
+    def acc_bank_rows(self) -> int:
+        return self.acc_rows // self.acc_banks
+
+    @property
     def name(self) -> str:
         base = f"{self.rows}x{self.cols}-{self.dtype}"
         return base if self.acc_dtype == ACC_DTYPES[self.dtype][0] else f"{base}-acc{self.acc_dtype}"

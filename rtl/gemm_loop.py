@@ -36,7 +36,7 @@ def sp_layout(cfg: AccelConfig) -> tuple[int, int, int]:
     ports; in one bank they would take turns and starve the weights. So with two or more banks
     the weight slots live in the last bank and the A halves in the others.
     """
-    bank_rows = cfg.sp_rows // cfg.sp_banks
+    bank_rows = cfg.sp_bank_rows
     if cfg.sp_banks == 1:
         return 0, 2 * cfg.rows, (cfg.sp_rows - 2 * cfg.rows) // 2
     return (cfg.sp_banks - 1) * bank_rows, 0, (cfg.sp_banks - 1) * bank_rows // 2
@@ -101,8 +101,7 @@ class GemmLoop(wiring.Component):
         a_slot = a_base + Mux(odd_block, a_half, 0) + kt * mb
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks.
-        acc_bank_rows = cfg.acc_rows // cfg.acc_banks
-        c_slot = Mux(p[0], acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
+        c_slot = Mux(p[0], cfg.acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
         out_e = Mux(c.out == 0, narrow_e, acc_e)
         has_bias = (c.bias != 0) | c.acc_c
 
@@ -227,7 +226,7 @@ class GemmLoop(wiring.Component):
                 m.next = "BLOCK"
             with m.State("BLOCK"), m.If(div.done):
                 # Two C slots in the accumulator, a bank each where there are two or more banks.
-                limit = min(cfg.acc_rows // cfg.acc_banks if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+                limit = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
                 # All of M in one block uses the whole A region; more blocks double-buffer it in halves.
                 whole = (c.m <= div.quotient) & (c.m <= limit)
                 half = div.quotient >> 1

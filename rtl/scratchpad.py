@@ -18,21 +18,19 @@ from amaranth.utils import ceil_log2
 
 from rtl.config import AccelConfig
 
-__all__ = ["SP_READ_LATENCY", "Scratchpad", "bank_geometry", "sp_geometry", "split_address"]
+__all__ = ["SP_READ_LATENCY", "Scratchpad", "checked_geometry", "sp_geometry", "split_address"]
 
 SP_READ_LATENCY = 1
 
 
-def bank_geometry(total_bits: int, row_bits: int, banks: int) -> tuple[int, int]:
-    """(rows, rows per bank): as many rows as fit, rounded down to a multiple of ``banks``."""
-    rows = (total_bits // row_bits) // banks * banks
-    assert rows >= banks, "memory smaller than one row per bank"
-    return rows, rows // banks
+def checked_geometry(rows: int, bank_rows: int) -> tuple[int, int]:
+    assert bank_rows >= 1, "memory smaller than one row per bank"
+    return rows, bank_rows
 
 
 def sp_geometry(cfg: AccelConfig) -> tuple[int, int]:
-    dim = max(cfg.rows, cfg.cols)
-    return bank_geometry(cfg.sp_kib * 8192, dim * cfg.in_bits, cfg.sp_banks)
+    """(rows, rows per bank) of the scratchpad, as the config defines them."""
+    return checked_geometry(cfg.sp_rows, cfg.sp_bank_rows)
 
 
 def split_address(m: Module, addr, bank_rows: int, banks: int, name: str) -> tuple[Signal, Signal]:
