@@ -1,0 +1,262 @@
+/* Driver for the pyard accelerator tile: command push, completion, errors, GEMM and Conv2D. */
+#include "pyard.h"
+
+static pyard_error_t last_error;
+static char detail[96]; /* what a driver-side (PYARD_E*) error was about */
+
+pyard_error_t pyard_last_error(void) { return last_error; }
+
+const char *pyard_error_name(unsigned code) {
+  static const char *const names[] = {"OK",         "BAD_OPCODE", "ZERO_DIM", "TOO_LARGE",  "SP_RANGE",
+                                      "ACC_RANGE",  "MISALIGNED", "AXI_SLVERR", "AXI_DECERR", "BAD_DEPS",
+                                      "QUEUE_FULL", "BAD_SHAPE",  "DEADLOCK"};
+  return code < sizeof names / sizeof names[0] ? names[code] : "UNKNOWN";
+}
+
+const char *pyard_unit_name(unsigned unit) {
+  static const char *const names[] = {"no", "decode", "load", "exec", "store", "queue"};
+  return unit < sizeof names / sizeof names[0] ? names[unit] : "unknown";
+}
+
+void pyard_perror(const char *what, int err) {
+  if (err == 0) {
+    printf("%s: ok\n", what);
+  } else if (err <= PYARD_EINVAL && err >= PYARD_ENODEV) {
+    printf("%s: %s\n", what, detail);
+  } else {
+    printf("%s: %s unit reported %s (0x%02x) on command #%u\n", what, pyard_unit_name(last_error.unit),
+           pyard_error_name(last_error.code), last_error.code, last_error.seq);
+  }
+}
+
+int pyard_init(void) {
+  uint32_t id = pyard_read(PYARD_REG_ID);
+  if (id != PYARD_ID_VALUE) {
+    snprintf(detail, sizeof detail, "no accelerator at %p (ID reads 0x%08x)", (void *)PYARD_ACCEL_BASE, (unsigned)id);
+    return PYARD_ENODEV;
+  }
+  pyard_write(PYARD_REG_IRQ_ENABLE, 0);
+  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE | PYARD_CONTROL_CLEAR_ERROR | PYARD_CONTROL_ZERO_COUNTERS);
+  last_error = (pyard_error_t){0, 0, 0};
+  return 0;
+}
+
+/* Records the error in `status`, clears it (which discards queued commands and releases units
+ * waiting for tokens) and waits until the units still running have finished. */
+static int take_error(uint32_t status) {
+  last_error.unit = PYARD_STATUS_UNIT(status);
+  last_error.code = PYARD_STATUS_CODE(status);
+  last_error.seq = pyard_read(PYARD_REG_ERROR_SEQ);
+  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_ERROR);
+  while (pyard_read(PYARD_REG_STATUS) & PYARD_STATUS_BUSY) {
+  }
+  return -(int)last_error.code;
+}
+
+int pyard_push(const uint32_t *words, unsigned n) {
+  uint32_t status;
+  while (PYARD_STATUS_FREE(status = pyard_read(PYARD_REG_STATUS)) == 0 || (status & PYARD_STATUS_ERROR)) {
+    if (status & PYARD_STATUS_ERROR) return take_error(status);
+  }
+  for (unsigned k = 0; k < n && k < 16; k++) pyard_write(PYARD_REG_CMD(k), words[k]);
+  pyard_write(PYARD_REG_CMD_PUSH, 1);
+  return 0;
+}
+
+int pyard_fence(void) {
+  const uint32_t fence = PYARD_OP_FENCE;
+  return pyard_push(&fence, 1);
+}
+
+int pyard_wait(void) {
+  uint32_t status;
+  do {
+    status = pyard_read(PYARD_REG_STATUS);
+    if (status & PYARD_STATUS_ERROR) return take_error(status);
+  } while (status & PYARD_STATUS_BUSY);
+  return 0;
+}
+
+static volatile int irq_seen;
+
+/* The tile's irq is a level: mask it at the tile so mret does not re-enter; STATUS keeps the state. */
+static void on_accel_irq(void) {
+  pyard_write(PYARD_REG_IRQ_ENABLE, 0);
+  irq_seen = 1;
+}
+
+int pyard_wait_irq(void) {
+  irq_seen = 0;
+  pyard_external_irq_hook = on_accel_irq;
+  pyard_write(PYARD_REG_IRQ_ENABLE, 3);
+  __asm__ volatile("csrs mie, %0" ::"r"(1u << 11));
+  __asm__ volatile("csrsi mstatus, 8");
+  while (!irq_seen) __asm__ volatile("wfi");
+  __asm__ volatile("csrci mstatus, 8");
+  __asm__ volatile("csrc mie, %0" ::"r"(1u << 11));
+  pyard_external_irq_hook = 0;
+  return pyard_wait();
+}
+
+/* Checks that `rows` rows of `cols` elements, `stride` elements apart, lie in main memory. */
+static int in_main_memory(const char *name, const void *p, size_t rows, size_t cols, size_t stride, size_t esize) {
+  uintptr_t base = (uintptr_t)p;
+  uint64_t last = (uint64_t)base + ((uint64_t)(rows ? rows - 1 : 0) * stride + cols) * esize;
+  if (base < PYARD_MEM_BASE || last > (uint64_t)PYARD_MEM_BASE + PYARD_MEM_SIZE) {
+    snprintf(detail, sizeof detail, "%s at %p is not in main memory [0x%08x, +0x%x): the DMA cannot reach it", name,
+             p, (unsigned)PYARD_MEM_BASE, (unsigned)PYARD_MEM_SIZE);
+    return PYARD_ENOTMEM;
+  }
+  return 0;
+}
+
+static int invalid(const char *field, unsigned value, const char *allowed) {
+  snprintf(detail, sizeof detail, "%s = %u is invalid: allowed %s", field, value, allowed);
+  return PYARD_EINVAL;
+}
+
+static int check_gemm(const pyard_gemm_t *g) {
+  if (g->M > 65535) return invalid("M", g->M, "1 to 65535");
+  if (g->K > 65535) return invalid("K", g->K, "1 to 65535");
+  if (g->N > 65535) return invalid("N", g->N, "1 to 65535");
+  if ((unsigned)g->act > 3) return invalid("act", (unsigned)g->act, "PYARD_ACT_NONE or PYARD_ACT_RELU");
+  if ((unsigned)g->bias > 3) return invalid("bias", (unsigned)g->bias, "PYARD_BIAS_NONE, _FULL or _ROW");
+  const size_t c_bytes = g->full_c ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
+  int err = g->transpose_a ? in_main_memory("A", g->A, g->K, g->M, g->stride_a, PYARD_IN_BYTES)
+                           : in_main_memory("A", g->A, g->M, g->K, g->stride_a, PYARD_IN_BYTES);
+  if (!err) {
+    err = g->transpose_b ? in_main_memory("B", g->B, g->N, g->K, g->stride_b, PYARD_IN_BYTES)
+                         : in_main_memory("B", g->B, g->K, g->N, g->stride_b, PYARD_IN_BYTES);
+  }
+  if (!err) err = in_main_memory("C", g->C, g->M, g->N, g->stride_c, c_bytes);
+  if (!err && g->bias && !g->accumulate) {
+    err = in_main_memory("D", g->D, g->bias == PYARD_BIAS_ROW ? 1 : g->M, g->N, g->stride_d, PYARD_ACC_BYTES);
+  }
+  return err;
+}
+
+int pyard_gemm_push(const pyard_gemm_t *g) {
+  int err = check_gemm(g);
+  if (err) return err;
+  const size_t c_bytes = g->full_c ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
+  const uint32_t flags = (uint32_t)g->transpose_a << 12 | (uint32_t)g->transpose_b << 13 |
+                         (uint32_t)(g->accumulate ? 0 : g->bias) << 14 | (uint32_t)g->accumulate << 16 |
+                         (uint32_t)g->act << 17 | (uint32_t)g->full_c << 19;
+  const uint32_t words[13] = {
+      PYARD_OP_GEMM | flags,
+      (uint32_t)g->M,
+      (uint32_t)g->K,
+      (uint32_t)g->N,
+      (uint32_t)(uintptr_t)g->A,
+      (uint32_t)(g->stride_a * PYARD_IN_BYTES),
+      (uint32_t)(uintptr_t)g->B,
+      (uint32_t)(g->stride_b * PYARD_IN_BYTES),
+      (uint32_t)(uintptr_t)g->C,
+      (uint32_t)(g->stride_c * c_bytes),
+      (uint32_t)(uintptr_t)g->D,
+      (uint32_t)(g->bias == PYARD_BIAS_ROW ? 0 : g->stride_d * PYARD_ACC_BYTES),
+      g->scale,
+  };
+  return pyard_push(words, 13);
+}
+
+/* Starts a blocking operation: `done` is cleared so that it (and the interrupt) mean this batch. */
+static int run_blocking(int err) {
+  if (!err) err = pyard_fence();
+  return err ? err : pyard_wait();
+}
+
+int pyard_gemm(const pyard_gemm_t *g) {
+  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
+  return run_blocking(pyard_gemm_push(g));
+}
+
+int pyard_matmul(size_t M, size_t K, size_t N, const void *A, const void *B, const void *D, void *C, size_t stride_a,
+                 size_t stride_b, size_t stride_d, size_t stride_c, uint32_t scale, int act, int bias, bool accumulate,
+                 bool transpose_a, bool transpose_b, bool full_c) {
+  const pyard_gemm_t g = {M, K, N, A, B, D, C, stride_a, stride_b, stride_d, stride_c,
+                          scale, act, bias, accumulate, transpose_a, transpose_b, full_c};
+  return pyard_gemm(&g);
+}
+
+unsigned pyard_conv2d_out_dim(unsigned in, unsigned k, unsigned stride, unsigned pad) {
+  if (stride == 0 || in + 2 * pad < k) return 0;
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+static int check_conv2d(const pyard_conv2d_t *c) {
+  const struct {
+    const char *name;
+    unsigned value, max;
+  } fields[] = {
+      {"batch", c->batch, 65535}, {"in_ch", c->in_ch, 65535}, {"in_h", c->in_h, 65535}, {"in_w", c->in_w, 65535},
+      {"out_ch", c->out_ch, 65535}, {"k_h", c->k_h, 255},     {"k_w", c->k_w, 255},     {"stride", c->stride, 255},
+      {"pad", c->pad, 255},         {"act", (unsigned)c->act, 3},
+  };
+  for (unsigned i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    if (fields[i].value > fields[i].max) {
+      snprintf(detail, sizeof detail, "%s = %u is invalid: allowed 0 to %u", fields[i].name, fields[i].value,
+               fields[i].max);
+      return PYARD_EINVAL;
+    }
+  }
+  const unsigned oh = pyard_conv2d_out_dim(c->in_h, c->k_h, c->stride, c->pad);
+  const unsigned ow = pyard_conv2d_out_dim(c->in_w, c->k_w, c->stride, c->pad);
+  const size_t out_bytes = c->full_out ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
+  int err = in_main_memory("input", c->input, (size_t)c->batch * c->in_h * c->in_w, c->in_ch, c->in_ch, PYARD_IN_BYTES);
+  if (!err) {
+    err = in_main_memory("weights", c->weights, (size_t)c->k_h * c->k_w * c->in_ch, c->out_ch, c->out_ch,
+                         PYARD_IN_BYTES);
+  }
+  if (!err) err = in_main_memory("output", c->output, (size_t)c->batch * oh * ow, c->out_ch, c->out_ch, out_bytes);
+  if (!err && c->bias) err = in_main_memory("bias", c->bias, 1, c->out_ch, c->out_ch, PYARD_ACC_BYTES);
+  return err;
+}
+
+int pyard_conv2d(const pyard_conv2d_t *c) {
+  int err = check_conv2d(c);
+  if (err) return err;
+  const uint32_t flags = (uint32_t)(c->bias ? PYARD_BIAS_ROW : 0) << 14 | (uint32_t)c->act << 17 |
+                         (uint32_t)c->full_out << 19;
+  const uint32_t words[10] = {
+      PYARD_OP_CONV2D | flags,
+      c->batch | c->in_ch << 16,
+      c->in_h | c->in_w << 16,
+      c->out_ch | c->k_h << 16 | c->k_w << 24,
+      c->stride | c->pad << 8,
+      (uint32_t)(uintptr_t)c->input,
+      (uint32_t)(uintptr_t)c->weights,
+      (uint32_t)(uintptr_t)c->output,
+      (uint32_t)(uintptr_t)c->bias,
+      c->scale,
+  };
+  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
+  return run_blocking(pyard_push(words, 10));
+}
+
+pyard_counters_t pyard_read_counters(void) {
+  pyard_counters_t c;
+  uint32_t hi, lo;
+  do {  // MACS is 64 bits read as two words: retry if the high word moved
+    hi = pyard_read(PYARD_REG_MACS_HI);
+    lo = pyard_read(PYARD_REG_MACS_LO);
+  } while (hi != pyard_read(PYARD_REG_MACS_HI));
+  c.macs = (uint64_t)hi << 32 | lo;
+  c.cycles_busy = pyard_read(PYARD_REG_CYCLES_BUSY);
+  c.dma_rd_bytes = pyard_read(PYARD_REG_DMA_RD_BYTES);
+  c.dma_wr_bytes = pyard_read(PYARD_REG_DMA_WR_BYTES);
+  c.stall_exec_on_load = pyard_read(PYARD_REG_STALL_EXEC_ON_LOAD);
+  c.stall_exec_on_store = pyard_read(PYARD_REG_STALL_EXEC_ON_STORE);
+  c.stall_dma_read = pyard_read(PYARD_REG_STALL_DMA_READ);
+  c.stall_dma_write = pyard_read(PYARD_REG_STALL_DMA_WRITE);
+  c.stall_queue = pyard_read(PYARD_REG_STALL_QUEUE);
+  return c;
+}
+
+void pyard_print_counters(const pyard_counters_t *c) {
+  printf("accelerator: busy %u cycles, %llu MACs, DMA read %u B, written %u B\n", (unsigned)c->cycles_busy,
+         (unsigned long long)c->macs, (unsigned)c->dma_rd_bytes, (unsigned)c->dma_wr_bytes);
+  printf("stalls: exec on load %u, exec on store %u, DMA read %u, DMA write %u, queue %u\n",
+         (unsigned)c->stall_exec_on_load, (unsigned)c->stall_exec_on_store, (unsigned)c->stall_dma_read,
+         (unsigned)c->stall_dma_write, (unsigned)c->stall_queue);
+}

@@ -1,0 +1,168 @@
+/* Driver for the pyard accelerator tile (registers and commands of docs/isa.md).
+ *
+ * One hart drives the tile at a time (the command staging registers are shared). Blocking calls
+ * (pyard_matmul, pyard_conv2d, pyard_wait) return 0 or a negative error: -code for an error the
+ * tile reported (PYARD_ERR_*), or a PYARD_E* driver error for bad arguments. The failing unit,
+ * code and command sequence number are kept for pyard_perror(). */
+#ifndef PYARD_H
+#define PYARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyard_rt.h"
+
+/* ---- registers (byte offsets from PYARD_ACCEL_BASE) ---- */
+#define PYARD_REG_ID 0x000
+#define PYARD_REG_HWCFG 0x004
+#define PYARD_REG_STATUS 0x008
+#define PYARD_REG_CONTROL 0x00C
+#define PYARD_REG_IRQ_ENABLE 0x010
+#define PYARD_REG_ERROR_SEQ 0x014
+#define PYARD_REG_SP_ROWS 0x018
+#define PYARD_REG_ACC_ROWS 0x01C
+#define PYARD_REG_CMD(k) (0x040 + 4 * (k))
+#define PYARD_REG_CMD_PUSH 0x080
+#define PYARD_REG_CYCLES_BUSY 0x100
+#define PYARD_REG_MACS_LO 0x104
+#define PYARD_REG_MACS_HI 0x108
+#define PYARD_REG_DMA_RD_BYTES 0x10C
+#define PYARD_REG_DMA_WR_BYTES 0x110
+#define PYARD_REG_STALL_EXEC_ON_LOAD 0x114
+#define PYARD_REG_STALL_EXEC_ON_STORE 0x118
+#define PYARD_REG_STALL_DMA_READ 0x11C
+#define PYARD_REG_STALL_DMA_WRITE 0x120
+#define PYARD_REG_STALL_QUEUE 0x124
+
+#define PYARD_ID_VALUE 0x50594144u
+
+#define PYARD_STATUS_BUSY (1u << 0)
+#define PYARD_STATUS_DONE (1u << 1)
+#define PYARD_STATUS_ERROR (1u << 2)
+#define PYARD_STATUS_UNIT(s) (((s) >> 4) & 7u)
+#define PYARD_STATUS_CODE(s) (((s) >> 8) & 0xffu)
+#define PYARD_STATUS_FREE(s) (((s) >> 16) & 0xffu)
+
+#define PYARD_CONTROL_CLEAR_DONE 1u
+#define PYARD_CONTROL_CLEAR_ERROR 2u
+#define PYARD_CONTROL_ZERO_COUNTERS 4u
+
+/* ---- commands ---- */
+enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_OP_FENCE = 0x04,
+       PYARD_OP_GEMM = 0x10, PYARD_OP_CONV2D = 0x11 };
+#define PYARD_WAIT_PREV (1u << 8)
+#define PYARD_WAIT_NEXT (1u << 9)
+#define PYARD_SIGNAL_PREV (1u << 10)
+#define PYARD_SIGNAL_NEXT (1u << 11)
+
+/* Error codes the tile reports (STATUS[15:8]). */
+enum { PYARD_ERR_BAD_OPCODE = 0x01, PYARD_ERR_ZERO_DIM, PYARD_ERR_TOO_LARGE, PYARD_ERR_SP_RANGE, PYARD_ERR_ACC_RANGE,
+       PYARD_ERR_MISALIGNED, PYARD_ERR_AXI_SLVERR, PYARD_ERR_AXI_DECERR, PYARD_ERR_BAD_DEPS, PYARD_ERR_QUEUE_FULL,
+       PYARD_ERR_BAD_SHAPE, PYARD_ERR_DEADLOCK };
+/* Errors found by the driver before anything is pushed. */
+#define PYARD_EINVAL (-100)  /* an argument out of its field's range */
+#define PYARD_ENOTMEM (-101) /* a matrix pointer outside main memory (the DMA reaches only main memory) */
+#define PYARD_ENODEV (-102)  /* no tile answers at PYARD_ACCEL_BASE */
+
+/* ---- element types of this configuration ---- */
+#if PYARD_DTYPE_INT8
+typedef int8_t pyard_in_t; /* int8 */
+#else
+typedef uint16_t pyard_in_t; /* bf16 bit pattern */
+#endif
+#if PYARD_ACC_INT32
+typedef int32_t pyard_acc_t;
+#elif PYARD_ACC_FP32
+typedef uint32_t pyard_acc_t; /* fp32 bit pattern */
+#else
+typedef uint16_t pyard_acc_t; /* bf16 bit pattern */
+#endif
+#define PYARD_IN_BYTES (PYARD_IN_BITS / 8)
+#define PYARD_ACC_BYTES (PYARD_ACC_BITS / 8)
+/* The identity read-out scale: a shift of 0 (int32 accumulators) or 1.0f (float accumulators). */
+#define PYARD_SCALE_ONE (PYARD_ACC_INT32 ? 0u : 0x3F800000u)
+
+enum { PYARD_ACT_NONE = 0, PYARD_ACT_RELU = 1 };
+enum { PYARD_BIAS_NONE = 0, PYARD_BIAS_FULL = 1, PYARD_BIAS_ROW = 2 };
+
+/* ---- the tile ---- */
+static inline uint32_t pyard_read(uint32_t offset) { return PYARD_REG32(PYARD_ACCEL_BASE + offset); }
+static inline void pyard_write(uint32_t offset, uint32_t value) { PYARD_REG32(PYARD_ACCEL_BASE + offset) = value; }
+
+/* Checks the ID register, clears done/error and the counters. 0 or PYARD_ENODEV. */
+int pyard_init(void);
+/* Pushes one command of `n` words (n <= 16), first waiting for a free queue slot. Returns 0, or the
+ * error already raised by the tile (nothing is pushed then). */
+int pyard_push(const uint32_t *words, unsigned n);
+/* Pushes a FENCE (waits for every earlier command). */
+int pyard_fence(void);
+/* Polls STATUS until the tile is idle or reports an error. 0 or -code. An error is recorded
+ * (pyard_last_error), cleared, and the tile left idle and ready for new commands. */
+int pyard_wait(void);
+/* As pyard_wait, but sleeps on the accelerator interrupt (machine external interrupt). */
+int pyard_wait_irq(void);
+
+typedef struct {
+  unsigned unit; /* 1 decode, 2 load, 3 exec, 4 store, 5 queue */
+  unsigned code; /* PYARD_ERR_* */
+  unsigned seq;  /* sequence number of the failing command (numbered from 0 as pushed) */
+} pyard_error_t;
+/* The last error pyard_wait saw (all zero when none). */
+pyard_error_t pyard_last_error(void);
+const char *pyard_error_name(unsigned code);
+const char *pyard_unit_name(unsigned unit);
+/* Prints "<what>: <unit> unit reported <NAME> (0x..) on command #<seq>" for a return value `err`. */
+void pyard_perror(const char *what, int err);
+
+/* ---- GEMM: C = act(scale · (A·B + D)), the whole tiled loop in one command ----
+ * Dimensions M×K times K×N. Strides are in elements: A and B in pyard_in_t, D in pyard_acc_t, C in
+ * pyard_acc_t when full_c, else pyard_in_t. With transpose_a, A is stored K×M; with transpose_b, B
+ * is stored N×K. bias: PYARD_BIAS_NONE, _FULL (D is M×N) or _ROW (one row of N, repeated).
+ * accumulate: C (full width) is read as D and overwritten. scale: a right shift (int32
+ * accumulators) or an fp32 bit pattern (float accumulators); PYARD_SCALE_ONE for none. A, B, C and
+ * D must be in main memory (PYARD_MEM buffers or pyard_alloc). Blocks until the result is in memory. */
+int pyard_matmul(size_t M, size_t K, size_t N, const void *A, const void *B, const void *D, void *C, size_t stride_a,
+                 size_t stride_b, size_t stride_d, size_t stride_c, uint32_t scale, int act, int bias, bool accumulate,
+                 bool transpose_a, bool transpose_b, bool full_c);
+
+/* The same as one descriptor; pyard_gemm_push only queues it (follow with pyard_fence + pyard_wait). */
+typedef struct {
+  size_t M, K, N;
+  const void *A, *B, *D;
+  void *C;
+  size_t stride_a, stride_b, stride_d, stride_c;
+  uint32_t scale;
+  int act, bias;
+  bool accumulate, transpose_a, transpose_b, full_c;
+} pyard_gemm_t;
+int pyard_gemm_push(const pyard_gemm_t *g);
+int pyard_gemm(const pyard_gemm_t *g);
+
+/* ---- Conv2D: implicit-im2col convolution (docs/isa.md CONV2D) ----
+ * input NHWC (pyard_in_t), weights HWIO (kh × kw × C_in × C_out, pyard_in_t), output NHWC
+ * (pyard_in_t, or pyard_acc_t with full_out), bias C_out pyard_acc_t values or NULL. Output size
+ * OH = (H + 2·pad − kh) / stride + 1, OW likewise. Blocks until the result is in memory. */
+typedef struct {
+  unsigned batch, in_ch, in_h, in_w, out_ch, k_h, k_w, stride, pad;
+  const void *input, *weights, *bias;
+  void *output;
+  uint32_t scale;
+  int act;
+  bool full_out;
+} pyard_conv2d_t;
+int pyard_conv2d(const pyard_conv2d_t *c);
+/* Output height/width of a convolution (0 when the kernel does not fit). */
+unsigned pyard_conv2d_out_dim(unsigned in, unsigned k, unsigned stride, unsigned pad);
+
+/* ---- counters ---- */
+typedef struct {
+  uint32_t cycles_busy;
+  uint64_t macs;
+  uint32_t dma_rd_bytes, dma_wr_bytes;
+  uint32_t stall_exec_on_load, stall_exec_on_store, stall_dma_read, stall_dma_write, stall_queue;
+} pyard_counters_t;
+pyard_counters_t pyard_read_counters(void);
+void pyard_print_counters(const pyard_counters_t *c);
+
+#endif

@@ -1,0 +1,115 @@
+"""Build a firmware program for a SoC config: runtime + accelerator driver + the program's sources.
+
+``build_firmware(cfg, sources)`` writes the config's ``pyard_soc.h`` and ``link.ld`` (soc/memmap.py),
+then compiles ``firmware/runtime/*``, ``firmware/driver/*`` and the sources with the compiler
+sim/toolchain.py finds, into one ELF. Builds are cached under ``build/fw/<hash>/`` keyed by the
+compiler, the flags and the contents of every source, header and the linker script, so a test run
+compiles each program once. Only an ELF is produced: the SoC's regions are far apart (0x0 ITCM,
+0x1000_0000 data RAM), so a flat image would be hundreds of MiB; the simulator loads PT_LOAD
+segments instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from soc.config import SocConfig
+from soc.memmap import write_firmware_files
+from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain
+
+__all__ = ["BUILD_DIR", "DRIVER_DIR", "RUNTIME_DIR", "build_firmware", "firmware_dir", "library_sources"]
+
+REPO = Path(__file__).resolve().parent.parent
+RUNTIME_DIR = REPO / "firmware" / "runtime"
+DRIVER_DIR = REPO / "firmware" / "driver"
+BUILD_DIR = REPO / "build" / "fw"
+# -O2 for speed; sections + --gc-sections keep unused runtime/driver code out of the ITCM.
+OPT_FLAGS = (
+    "-O2",
+    "-Wall",
+    "-Wextra",
+    "-ffunction-sections",
+    "-fdata-sections",
+    "-fno-asynchronous-unwind-tables",
+    "-Wl,--gc-sections",
+)
+
+
+def library_sources() -> list[Path]:
+    """The runtime and driver sources linked into every program (crt0 first)."""
+    runtime = sorted(RUNTIME_DIR.glob("*.[cS]"), key=lambda p: (p.name != "crt0.S", p.name))
+    return [*runtime, *sorted(DRIVER_DIR.glob("*.c"))]
+
+
+def firmware_dir(cfg: SocConfig, out_dir: Path = BUILD_DIR) -> Path:
+    """The directory holding the config's generated ``pyard_soc.h`` and ``link.ld`` (written if needed)."""
+    key = hashlib.sha256(cfg.to_json().encode()).hexdigest()[:16]
+    target = out_dir / f"soc-{cfg.name}-{key}"
+    write_firmware_files(cfg, target)
+    return target
+
+
+def _flags(tc: Toolchain, defines: Mapping[str, object], includes: Sequence[Path], extra: Sequence[str]) -> list[str]:
+    defs = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted(defines.items())]
+    return [*tc.arch_flags, *COMMON_FLAGS, *OPT_FLAGS, *extra, *defs, *(f"-I{d}" for d in includes)]
+
+
+def _digest(tc: Toolchain, flags: Sequence[str], inputs: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    h.update(repr((tc, tuple(flags))).encode())
+    for path in inputs:
+        h.update(str(path).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_firmware(
+    cfg: SocConfig,
+    sources: Sequence[Path | str],
+    *,
+    defines: Mapping[str, object] | None = None,
+    flags: Sequence[str] = (),
+    include_dirs: Sequence[Path | str] = (),
+    out_dir: Path = BUILD_DIR,
+) -> Path:
+    """Compile and link ``sources`` (C or assembly) with the runtime and driver for ``cfg``; returns the ELF.
+
+    ``defines`` become ``-D`` flags (a value of None defines the name alone), e.g.
+    ``{"PYARD_NHARTS_ACTIVE": 2}`` runs the program on two harts of a larger SoC.
+    """
+    tc = find_toolchain()
+    gen = firmware_dir(cfg, out_dir)
+    srcs = [Path(s).resolve() for s in sources]
+    missing = [str(s) for s in srcs if not s.is_file()]
+    if missing:
+        raise ToolchainError(f"no such firmware source: {', '.join(missing)}")
+    user_dirs = [Path(d).resolve() for d in include_dirs] + sorted({s.parent for s in srcs})
+    includes = [gen, RUNTIME_DIR, DRIVER_DIR, *dict.fromkeys(user_dirs)]
+    all_flags = _flags(tc, defines or {}, includes, flags)
+    all_srcs = [*library_sources(), *srcs]
+    headers = sorted({p for d in includes for p in d.glob("*.h")})
+    link_ld = gen / "link.ld"
+    key = _digest(tc, all_flags, [*all_srcs, *headers, link_ld])
+    target = out_dir / key
+    elf = target / "image.elf"
+    if elf.exists():
+        return elf
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Build privately and rename into place, so parallel test workers never see a half-written ELF.
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
+    libs = ["-lgcc"] if tc.name == "gcc" else []  # gcc needs libgcc last; zig's clang needs none here
+    cmd = [*tc.cc, *all_flags, f"-Wl,-T,{link_ld}", *map(str, all_srcs), "-o", str(tmp / "image.elf"), *libs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ToolchainError(f"firmware build failed:\n{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+    try:
+        tmp.rename(target)
+    except OSError:  # another worker finished the same build first; its result is identical
+        shutil.rmtree(tmp)
+    return elf
