@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain
 from soc.config import SocConfig
 from soc.memmap import write_firmware_files
-from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain
 
 __all__ = ["BUILD_DIR", "DRIVER_DIR", "RUNTIME_DIR", "build_firmware", "firmware_dir", "library_sources"]
 
