@@ -22,7 +22,7 @@ from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchai
 from soc.config import SocConfig
 from soc.memmap import write_firmware_files
 
-__all__ = ["BUILD_DIR", "DRIVER_DIR", "RUNTIME_DIR", "build_firmware", "firmware_dir", "library_sources"]
+__all__ = ["BUILD_DIR", "DRIVER_DIR", "RUNTIME_DIR", "build_firmware", "c_bytes", "firmware_dir", "library_sources"]
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIME_DIR = REPO / "firmware" / "runtime"
@@ -113,3 +113,13 @@ def build_firmware(
     except OSError:  # another worker finished the same build first; its result is identical
         shutil.rmtree(tmp)
     return elf
+
+
+def c_bytes(name: str, data: bytes, *, const: bool = True) -> str:
+    """A C definition of ``data`` as a word-aligned byte array (padded to whole words), for
+    generated test inputs: ``const`` arrays go to .rodata in the data RAM."""
+    data = data + bytes(-len(data) % 4)
+    rows = (", ".join(str(b) for b in data[i : i + 24]) for i in range(0, len(data), 24))
+    body = ",\n  ".join(rows)
+    qual = "static const " if const else "static "
+    return f"{qual}uint8_t {name}[{len(data)}] __attribute__((aligned(4))) = {{\n  {body}\n}};\n"
