@@ -12,15 +12,17 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from rtl.config import AccelConfig
 from sim import verilator
 from sim.generate import REPO, source_hash, to_verilog
 
+T = TypeVar("T")
 BUILD_ROOT = Path(os.environ.get("PYARD_BUILD_DIR", REPO / "build"))
 
 
@@ -63,33 +65,54 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()[:16]
 
 
-def build(top: str, cfg: AccelConfig, *, waves: bool | None = None, root: Path | None = None) -> Build:
-    """Generate and Verilate ``top`` for ``cfg`` unless an identical build exists.
+def cached_build(
+    sim_root: Path,
+    memo_parts: tuple[str, ...],
+    generate: Callable[[], tuple[str, T]],
+    make: Callable[[Path, T, float], None],
+) -> tuple[Path, bool]:
+    """The directory of a build, made only when no identical one exists; returns (directory, cached).
 
-    Two cache levels: (config, generator sources) → hash of the generated Verilog, so unchanged
-    sources skip generation; and (Verilog, Verilator, waves) → the compiled model, so a source
-    change that leaves the Verilog of this top unchanged never recompiles it.
+    Two cache levels: ``memo_parts`` (config, generator sources …) → the directory name, so
+    unchanged inputs skip generation; and ``generate()`` → (directory name from the generated
+    design, design), so a source change that leaves the design unchanged never recompiles it.
+    ``make(directory, design, generate_seconds)`` builds into the directory and writes
+    ``built.ok``; concurrent callers asking for the same build wait on a file lock.
     """
-    waves = waves_requested() if waves is None else waves
-    sim_root = (root or BUILD_ROOT) / "sim"
-    memo = sim_root / "memo" / f"{_digest(top, cfg.to_json(), source_hash(), str(waves))}.json"
+    memo = sim_root / "memo" / f"{_digest(*memo_parts)}.json"
     if memo.exists():
         directory = sim_root / json.loads(memo.read_text())["directory"]
         if (directory / "built.ok").exists():
-            return _result(top, cfg, directory, waves, cached=True)
+            return directory, True
     start = time.monotonic()
-    verilog = to_verilog(top, cfg)
+    name, design = generate()
     generate_seconds = time.monotonic() - start
-    name = f"{top}-{cfg.name}-{_digest(verilog, str(verilator.verilator_root()), str(waves))}"
     directory = sim_root / name
     with _locked(directory.with_suffix(".lock")):
         cached = (directory / "built.ok").exists()
         if not cached:
-            _verilate(top, cfg, directory, verilog, waves, generate_seconds)
+            make(directory, design, generate_seconds)
     memo.parent.mkdir(parents=True, exist_ok=True)
     tmp = memo.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"directory": name}))
     os.replace(tmp, memo)  # atomic: a concurrent reader sees the old memo or the new one
+    return directory, cached
+
+
+def build(top: str, cfg: AccelConfig, *, waves: bool | None = None, root: Path | None = None) -> Build:
+    """Generate and Verilate ``top`` for ``cfg`` unless an identical build exists (:func:`cached_build`)."""
+    waves = waves_requested() if waves is None else waves
+
+    def generate() -> tuple[str, str]:
+        verilog = to_verilog(top, cfg)
+        return f"{top}-{cfg.name}-{_digest(verilog, str(verilator.verilator_root()), str(waves))}", verilog
+
+    directory, cached = cached_build(
+        (root or BUILD_ROOT) / "sim",
+        (top, cfg.to_json(), source_hash(), str(waves)),
+        generate,
+        lambda directory, verilog, seconds: _verilate(top, cfg, directory, verilog, waves, seconds),
+    )
     return _result(top, cfg, directory, waves, cached=cached)
 
 

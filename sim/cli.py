@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from rtl.config import ConfigError
 
 # Modules that contribute sub-commands, in the order `pyard --help` lists them.
-COMMAND_MODULES = ("sim.verilog_cmd", "sim.bench_cmd", "sim.fptt_cli")
+COMMAND_MODULES = ("sim.verilog_cmd", "sim.run", "sim.bench_cmd", "sim.fptt_cli")
 
 
 class UsageError(Exception):

@@ -70,7 +70,7 @@ class SocConfig:
             object.__setattr__(self, "dram_banks", default_banks(self.cores))
         _check_pow2("dram_banks", self.dram_banks, 1, 32)
         _check_pow2("mem_mib", self.mem_mib, 1, 256)
-        _check_int("mem_latency", self.mem_latency, 1, 1024)
+        _check_int("mem_latency", self.mem_latency, 4, 1024)
         # The stacks must leave at least half of the data RAM for .rodata/.data/.bss.
         _check_int("stack_kib", self.stack_kib, 1, max(1, self.dram_kib // (2 * self.cores)))
 

@@ -23,6 +23,7 @@ from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
+from soc.amo import amo_result
 from soc.rv32 import AmoOp, Core, CoreConfig
 
 __all__ = [
@@ -49,41 +50,6 @@ class HarnessConfig:
     ram_bytes: int = 64 * 1024
     stall: bool = False
     core: CoreConfig = field(default_factory=CoreConfig)
-
-
-def _amo_result(op: Value, old: Value, src: Value) -> Value:
-    """The value an AMO stores, given the old memory word and the register operand."""
-    lt = old.as_signed() < src.as_signed()
-    ltu = old < src
-    return Mux(
-        op == AmoOp.SWAP,
-        src,
-        Mux(
-            op == AmoOp.ADD,
-            old + src,
-            Mux(
-                op == AmoOp.XOR,
-                old ^ src,
-                Mux(
-                    op == AmoOp.AND,
-                    old & src,
-                    Mux(
-                        op == AmoOp.OR,
-                        old | src,
-                        Mux(
-                            op == AmoOp.MIN,
-                            Mux(lt, old, src),
-                            Mux(
-                                op == AmoOp.MAX,
-                                Mux(lt, src, old),
-                                Mux(op == AmoOp.MINU, Mux(ltu, old, src), Mux(ltu, src, old)),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    )
 
 
 class TestTop(Elaboratable):
@@ -175,7 +141,7 @@ class TestTop(Elaboratable):
             m.d.sync += [amo_pending.eq(1), amo_op.eq(bus.amo), amo_src.eq(bus.wdata), amo_addr.eq(bus.addr)]
         with m.If(amo_pending):
             m.d.sync += amo_pending.eq(0)
-            m.d.comb += [wp.addr.eq(amo_addr[2:]), wp.data.eq(_amo_result(amo_op, rp.data, amo_src)), wp.en.eq(0b1111)]
+            m.d.comb += [wp.addr.eq(amo_addr[2:]), wp.data.eq(amo_result(amo_op, rp.data, amo_src)), wp.en.eq(0b1111)]
         with m.Else():
             m.d.comb += [wp.addr.eq(bus.addr[2:]), wp.data.eq(bus.wdata), wp.en.eq(Mux(plain_write, bus.mask, 0))]
         self._reservation(m, accept, in_ram, sc_ok, resv_valid, resv_addr, mmio_data)

@@ -91,6 +91,7 @@ class Core(wiring.Component):
     timer_irq: In(1)
     soft_irq: In(1)
     ext_irq: In(1)
+    instret: Out(64)  # minstret, for run statistics outside the core
 
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
@@ -110,6 +111,7 @@ class Core(wiring.Component):
             csr.soft_irq.eq(self.soft_irq),
             csr.ext_irq.eq(self.ext_irq),
             dec.instr.eq(fetch.instr),
+            self.instret.eq(csr.minstret),
         ]
         x, w = _XStage(), _WStage()
         self.debug_pc = x.pc  # for test harness messages only

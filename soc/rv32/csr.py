@@ -72,6 +72,7 @@ class CsrFile(wiring.Component):
     ext_irq: In(1)
     irq: Out(1)
     irq_cause: Out(32)
+    minstret: Out(64)  # for the SoC's run statistics
 
     def __init__(self, hart_id: int) -> None:
         self._hart_id = hart_id
@@ -94,7 +95,7 @@ class CsrFile(wiring.Component):
         m.d.comb += regs["mip"].eq(
             Cat(Const(0, 3), self.soft_irq, Const(0, 3), self.timer_irq, Const(0, 3), self.ext_irq)
         )
-        m.d.comb += self.mepc.eq(regs["mepc"])
+        m.d.comb += [self.mepc.eq(regs["mepc"]), self.minstret.eq(regs["minstret"])]
         return regs
 
     def _read(self, m: Module, r: dict[str, Signal]) -> None:

@@ -1,0 +1,208 @@
+"""Run a program on the SoC in Verilator: ``run_elf`` and the ``pyard run`` command.
+
+The SoC simulator is built once per config (sim/soc_build.py); a run converts the ELF into a load
+image, starts the simulator (the clock runs in C++), streams the console and returns a
+:class:`RunResult` read from the simulator's result file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.soc_build import build_soc
+from soc.config import SocConfig
+from soc.memmap import DRAM_BASE, ITCM_BASE, MEM_BASE
+
+__all__ = ["BUDGET_EXIT_STATUS", "LoadError", "RunResult", "load_image", "run_elf"]
+
+BUDGET_EXIT_STATUS = 124  # `pyard run` status when the cycle budget ran out (as timeout(1) does)
+DEFAULT_MAX_CYCLES = 100_000_000
+
+
+class LoadError(ValueError):
+    """The ELF does not fit the SoC's memories."""
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None  # the value written to EXIT, None if the cycle budget ran out first
+    console: str
+    cycles: int
+    instret: list[int]  # per hart
+    counters: dict[str, int]  # accelerator counters (docs/isa.md) at the end of the run
+    dumps: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def cpi(self) -> list[float | None]:
+        return [self.cycles / n if n else None for n in self.instret]
+
+    @property
+    def exit_status(self) -> int:
+        """The process exit status for this run: the exit code's low byte, kept non-zero when it is."""
+        if self.exit_code is None:
+            return BUDGET_EXIT_STATUS
+        return self.exit_code & 0xFF or (1 if self.exit_code else 0)
+
+    def summary(self) -> str:
+        lines = [f"cycles {self.cycles}"]
+        for h, (n, cpi) in enumerate(zip(self.instret, self.cpi, strict=True)):
+            lines.append(f"hart {h}: instructions {n}, CPI {cpi:.3f}" if cpi else f"hart {h}: instructions 0")
+        lines.append("accelerator: " + ", ".join(f"{k} {v}" for k, v in self.counters.items()))
+        return "\n".join(lines)
+
+
+def load_image(cfg: SocConfig, elf: Path) -> bytes:
+    """(address, word) pairs of the ELF's non-zero words, after checking every segment fits a memory."""
+    from sim.toolchain import load_elf
+
+    regions = {
+        "ITCM": (ITCM_BASE, cfg.itcm_bytes),
+        "data RAM": (DRAM_BASE, cfg.dram_bytes),
+        "main memory": (MEM_BASE, cfg.mem_bytes),
+    }
+    out = bytearray()
+    for addr, data in load_elf(elf).segments:
+        data = data.rstrip(b"\0")  # memories start zeroed: trailing zeros (.bss, NOLOAD) need no load
+        if not data:
+            continue
+        if not any(base <= addr and addr + len(data) <= base + size for base, size in regions.values()):
+            names = ", ".join(f"{n} {b:#x}+{s:#x}" for n, (b, s) in regions.items())
+            raise LoadError(f"{elf}: segment at {addr:#x} (+{len(data)} bytes) is outside the SoC memories ({names})")
+        start = addr & ~3
+        data = bytes(addr - start) + data
+        data += bytes(-len(data) % 4)
+        for offset in range(0, len(data), 4):
+            (word,) = struct.unpack_from("<I", data, offset)
+            if word:
+                out += struct.pack("<II", start + offset, word)
+    return bytes(out)
+
+
+def run_elf(
+    cfg: SocConfig,
+    elf: Path,
+    max_cycles: int = DEFAULT_MAX_CYCLES,
+    dumps: dict[str, tuple[int, int]] | None = None,
+    trace: Path | None = None,
+    on_console: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run ``elf`` until a hart writes EXIT or ``max_cycles`` pass; ``dumps`` name (address, length)
+    ranges read back at the end. ``on_console`` receives console text as the program writes it."""
+    sim = build_soc(cfg, trace=trace is not None)
+    with tempfile.TemporaryDirectory(prefix="pyard-run-") as tmp:
+        work = Path(tmp)
+        (work / "image.bin").write_bytes(load_image(cfg, Path(elf)))
+        cmd = [str(sim.executable), "--image", str(work / "image.bin"), "--result", str(work / "result.json")]
+        cmd += ["--max-cycles", str(max_cycles)]
+        for n, (name, (addr, length)) in enumerate((dumps or {}).items()):
+            cmd += ["--dump", f"{addr:#x}:{length}:{work / f'dump{n}.bin'}"]
+            del name
+        if trace is not None:
+            cmd += ["--trace", str(Path(trace).resolve())]
+        console = _stream(cmd, on_console)
+        result = json.loads((work / "result.json").read_text())
+        if result["dump_errors"]:
+            bad = ", ".join(f"{a:#x}" for a in result["dump_errors"])
+            raise LoadError(f"cannot read back the dump ranges at {bad} (unmapped or ITCM)")
+        read = {name: (work / f"dump{n}.bin").read_bytes() for n, name in enumerate(dumps or {})}
+    return RunResult(
+        exit_code=result["exit_code"] if result["exited"] else None,
+        console=console,
+        cycles=result["cycles"],
+        instret=result["instret"],
+        counters=_counters(result["counters"]),
+        dumps=read,
+    )
+
+
+def _counters(raw: dict[str, int]) -> dict[str, int]:
+    out = {k: v for k, v in raw.items() if not k.startswith("macs_")}
+    out["macs"] = raw["macs_lo"] | raw["macs_hi"] << 32
+    return out
+
+
+def _stream(cmd: Sequence[str], on_console: Callable[[str], None] | None) -> str:
+    """Run the simulator, passing its stdout (the console) on as it comes; return all of it."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    parts: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            text = decoder.decode(chunk)
+            parts.append(text)
+            if on_console and text:
+                on_console(text)
+        stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"the SoC simulator failed (status {proc.returncode}): {stderr.strip()}")
+    return "".join(parts)
+
+
+# ---- pyard run -----------------------------------------------------------------------------------
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from sim.soc_args import add_soc_args
+
+    p = sub.add_parser("run", help="run a C program or an ELF on the SoC in Verilator")
+    add_soc_args(p)
+    p.add_argument("program", nargs="+", type=Path, help="C/assembly sources (built with the runtime) or one ELF")
+    p.add_argument("--max-cycles", type=int, default=DEFAULT_MAX_CYCLES, help="cycle budget (default 1e8)")
+    p.add_argument("--trace", type=Path, default=None, help="write an FST waveform (a separate, traced build)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sim.cli import UsageError
+    from sim.soc_args import soc_config_from_args
+
+    cfg = soc_config_from_args(args)
+    if args.max_cycles < 1:
+        raise UsageError(f"--max-cycles = {args.max_cycles} is invalid: allowed a positive integer")
+    elf = _program(cfg, args.program)
+    try:
+        result = run_elf(cfg, elf, args.max_cycles, trace=args.trace, on_console=_echo)
+    except LoadError as err:
+        raise UsageError(str(err)) from None
+    if result.exit_code is None:
+        print(f"\npyard: stopped: no EXIT within {args.max_cycles} cycles (--max-cycles)", file=sys.stderr)
+    if args.json:
+        stats = {"config": cfg.name, "exit_code": result.exit_code, "cycles": result.cycles}
+        stats |= {"instret": result.instret, "cpi": result.cpi, "counters": result.counters}
+        print(json.dumps(stats, indent=2), file=sys.stderr)
+    else:
+        print(result.summary(), file=sys.stderr)
+    return result.exit_status
+
+
+def _echo(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _program(cfg: SocConfig, paths: list[Path]) -> Path:
+    from sim.cli import UsageError
+
+    for path in paths:
+        if not path.is_file():
+            raise UsageError(f"program = {str(path)!r} is invalid: allowed an existing C, assembly or ELF file")
+    if len(paths) == 1 and paths[0].read_bytes()[:4] == b"\x7fELF":
+        return paths[0]
+    if any(p.suffix not in (".c", ".S", ".s") for p in paths):
+        raise UsageError("program: allowed one ELF file, or C (.c) and assembly (.S) sources")
+    try:
+        from sim.firmware import build_firmware
+    except ImportError:
+        raise UsageError("program: building C sources needs sim/firmware.py (not there yet); give an ELF") from None
+    return build_firmware(cfg, paths)

@@ -1,0 +1,125 @@
+"""Cached Verilator builds of the SoC simulator: the generated ``soc_sim`` top plus the C++ harness.
+
+One build per (SoC config, generator sources, harness sources, tracing), made with
+:func:`sim.build.cached_build`, so an unchanged config is never rebuilt; a traced build is a
+separate cached build. The result is a stand-alone executable (``soc_sim``) that runs a program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim import verilator
+from sim.build import BUILD_ROOT, cached_build
+from sim.generate import REPO, source_hash
+from soc.config import SocConfig
+from soc.memmap import write_firmware_files
+
+__all__ = ["HARNESS_DIR", "SIM_RAM", "SocBuild", "build_soc", "soc_verilog"]
+
+HARNESS_DIR = REPO / "sim" / "harness"
+SIM_RAM = REPO / "soc" / "sim_ram.v"
+TOP = "soc_sim"
+# Verilator options: speed over everything (no assertions, X as whatever is fastest, zero-initialised
+# state), and the C++ compiled at -O2 on both make jobs (this machine has two cores).
+VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert", "-Wno-fatal", "-Wno-lint")
+VERILATOR_ARGS += ("-Wno-style", "--output-split", "20000")
+MAKE_FLAGS = "OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2 CFG_CXXFLAGS_PCH_I=-include"
+
+
+@dataclass(frozen=True)
+class SocBuild:
+    cfg: SocConfig
+    directory: Path
+    trace: bool
+    cached: bool
+    generate_seconds: float
+    verilate_seconds: float  # Verilator and C++ compile
+
+    @property
+    def executable(self) -> Path:
+        return self.directory / TOP
+
+
+def soc_verilog(cfg: SocConfig) -> str:
+    from amaranth.back import verilog
+
+    from soc.soc import SocSim
+
+    return verilog.convert(SocSim(cfg), name=TOP, emit_src=False)
+
+
+def _harness_hash() -> str:
+    h = hashlib.sha256()
+    for path in sorted(HARNESS_DIR.glob("*")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_soc(cfg: SocConfig, *, trace: bool = False, root: Path | None = None) -> SocBuild:
+    """The SoC simulator for ``cfg``, built unless an identical build exists."""
+    harness = _harness_hash()
+
+    def generate() -> tuple[str, str]:
+        text = soc_verilog(cfg)
+        key = hashlib.sha256(
+            "\0".join((text, cfg.to_json(), harness, str(verilator.verilator_root()), str(trace))).encode()
+        )
+        return f"{TOP}-{cfg.name}-{key.hexdigest()[:16]}", text
+
+    directory, cached = cached_build(
+        (root or BUILD_ROOT) / "sim",
+        (TOP, cfg.to_json(), source_hash(), harness, str(trace)),
+        generate,
+        lambda directory, text, seconds: _compile(cfg, directory, text, trace, seconds),
+    )
+    times = json.loads((directory / "built.ok").read_text())
+    return SocBuild(cfg, directory, trace, cached, times["generate_seconds"], times["verilate_seconds"])
+
+
+def _compile(cfg: SocConfig, directory: Path, text: str, trace: bool, generate_seconds: float) -> None:
+    if trace and not Path("/usr/include/lz4.h").exists():
+        raise verilator.ToolError("FST waveforms need the lz4 headers (Debian liblz4-dev): run ./install.sh")
+    start = time.monotonic()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{TOP}.v").write_text(text)
+    (directory / "config.json").write_text(cfg.to_json())
+    write_firmware_files(cfg, directory)
+    cmd = [
+        str(verilator.verilator_root() / "bin" / "verilator"),
+        "--cc",
+        "--exe",
+        "--build",
+        "-j",
+        str(min(2, os.cpu_count() or 1)),
+        "--top-module",
+        TOP,
+        *VERILATOR_ARGS,
+        "--Mdir",
+        str(directory / "obj"),
+        "-o",
+        str(directory / TOP),
+        "-CFLAGS",
+        f"-O2 -I{directory}" + (" -DPYARD_TRACE" if trace else ""),
+        "-MAKEFLAGS",
+        MAKE_FLAGS,
+        *(["--trace-fst"] if trace else []),
+        str(SIM_RAM),
+        str(directory / f"{TOP}.v"),
+        str(HARNESS_DIR / "soc_main.cpp"),
+    ]
+    log = directory / "build.log"
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, env=verilator.verilator_env(), stdout=out, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise verilator.ToolError(f"Verilator build of {cfg.name} failed (see {log}):\n{tail}")
+    times = {"generate_seconds": generate_seconds, "verilate_seconds": time.monotonic() - start}
+    (directory / "built.ok").write_text(json.dumps(times))

@@ -1,0 +1,57 @@
+"""A hart's private instruction memory: a fetch port, a read-only data port and a loader write port."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from soc.rv32.bus import AmoOp, BusSignature
+
+__all__ = ["Itcm", "LoadPortSignature"]
+
+
+class LoadPortSignature(wiring.Signature):
+    """Word writes from the program loader (``en`` for one cycle per word)."""
+
+    def __init__(self, addr_bits: int) -> None:
+        super().__init__({"en": Out(1), "addr": Out(addr_bits), "data": Out(32)})
+
+
+class Itcm(wiring.Component):
+    """``size`` bytes at address 0, one-cycle access on both ports, never stalling.
+
+    The fetch port answers ``err`` outside the memory (fetch access fault). The data port lets a
+    program read its constants in ``.text``; stores and AMOs answer ``err`` (store access fault).
+    The address decoder in front of the data port only sends ITCM-range addresses.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.words = size // 4
+        super().__init__(
+            {
+                "fetch": In(BusSignature()),
+                "data": In(BusSignature()),
+                "load": In(LoadPortSignature((self.words - 1).bit_length() or 1)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.mem = mem = self.mem = Memory(shape=32, depth=self.words, init=[])
+        index = slice(2, 2 + (self.words - 1).bit_length())
+        for bus, writable in ((self.fetch, False), (self.data, True)):
+            rp = mem.read_port()
+            err = Signal()
+            accept = bus.req_valid  # always ready: one cycle per access
+            m.d.comb += [rp.addr.eq(bus.addr[index]), rp.en.eq(accept), bus.req_ready.eq(1)]
+            m.d.comb += [bus.rdata.eq(rp.data), bus.err.eq(err)]
+            m.d.sync += bus.rsp_valid.eq(accept)
+            bad = bus.addr >= self.size
+            if writable:
+                bad = bad | bus.write | (bus.amo != AmoOp.NONE)
+            with m.If(accept):
+                m.d.sync += err.eq(bad)
+        wp = mem.write_port()
+        m.d.comb += [wp.en.eq(self.load.en), wp.addr.eq(self.load.addr), wp.data.eq(self.load.data)]
+        return m

@@ -1,0 +1,191 @@
+"""The SoC top: harts with private ITCMs, the banked data RAM, MMIO, the accelerator tile and main memory.
+
+``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``), shared
+by the harts (through a core-bus → AXI4 bridge) and the tile's DMA. ``SocSim`` adds the simulated
+main memory (soc/main_memory.py) for Verilator runs. See docs/soc.md for the memory map and the blocks.
+
+Both have a debug bus (``dbg``, a core-bus slave) used by the program loader before the harts are
+released (``hold``) and to read results after the run: it reaches the data RAM, MMIO, the
+accelerator registers and main memory like a hart does, and writes to ITCM addresses go to every
+hart's ITCM.
+"""
+
+from amaranth.hdl import Module, ResetInserter, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from rtl.axi import Axi4Signature, AxiLiteSignature
+from soc.arbiter import BusArbiter
+from soc.axi_arbiter import Axi4Arbiter
+from soc.bridge import BusToAxi
+from soc.config import SocConfig
+from soc.decoder import BusDecoder
+from soc.dram import BankedRam
+from soc.itcm import Itcm
+from soc.main_memory import MainMemory
+from soc.memmap import ACCEL_BASE, ACCEL_SIZE, DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, MMIO_SIZE
+from soc.mmio import Mmio
+from soc.rv32 import Core
+from soc.rv32.bus import BusSignature
+
+__all__ = ["TILE_ID_BITS", "Soc", "SocSim"]
+
+TILE_ID_BITS = 4  # the tile's AXI ID width; the SoC's main-memory port has one more bit (who asked)
+
+
+def _connect_unless(m: Module, master: wiring.PureInterface, slave: wiring.PureInterface, block: Value) -> None:
+    """Connect two core-bus ports, refusing requests while ``block``: a hart held in reset still
+    drives its request lines, and a memory that took those requests would answer the hart with
+    responses it never asked for once it is released."""
+    for name in ("addr", "write", "wdata", "mask", "amo"):
+        m.d.comb += getattr(slave, name).eq(getattr(master, name))
+    for name in ("rsp_valid", "rdata", "err"):
+        m.d.comb += getattr(master, name).eq(getattr(slave, name))
+    m.d.comb += [slave.req_valid.eq(master.req_valid & ~block), master.req_ready.eq(slave.req_ready & ~block)]
+
+
+class _ItcmLoader(wiring.Component):
+    """The debug bus' view of the ITCMs: word writes broadcast to every hart's load port; reads err."""
+
+    def __init__(self, harts: int, addr_bits: int) -> None:
+        self.addr_bits = addr_bits
+        super().__init__({"bus": In(BusSignature()), "en": Out(1), "addr": Out(addr_bits), "data": Out(32)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bus = self.bus
+        m.d.comb += [bus.req_ready.eq(1), self.addr.eq(bus.addr[2 : 2 + self.addr_bits]), self.data.eq(bus.wdata)]
+        m.d.comb += self.en.eq(bus.req_valid & bus.write)
+        m.d.sync += [bus.rsp_valid.eq(bus.req_valid), bus.err.eq(~bus.write)]
+        return m
+
+
+class Soc(wiring.Component):
+    def __init__(self, cfg: SocConfig) -> None:
+        self.cfg = cfg
+        super().__init__(
+            {
+                "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
+                "dbg": In(BusSignature()),
+                "hold": In(1),
+                "console_valid": Out(1),
+                "console_data": Out(8),
+                "exit_valid": Out(1),
+                "exit_code": Out(32),
+                "instret": Out(data.ArrayLayout(64, cfg.cores)),
+            }
+        )
+
+    def _regions(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        cfg = self.cfg
+        return {
+            "itcm": ((ITCM_BASE, cfg.itcm_bytes),),
+            "dram": ((DRAM_BASE, cfg.dram_bytes),),
+            "periph": ((MMIO_BASE, MMIO_SIZE), (ACCEL_BASE, ACCEL_SIZE), (MEM_BASE, cfg.mem_bytes)),
+        }
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cfg, n = self.cfg, self.cfg.cores
+        regions = self._regions()
+        data_targets = (regions["itcm"], regions["dram"], regions["periph"])
+        m.submodules.dram = dram = BankedRam(cfg.dram_bytes, cfg.dram_banks, n + 1)
+        m.submodules.periph_arbiter = arbiter = BusArbiter(n + 1)
+        m.submodules.mmio = mmio = self._mmio(m)
+        from rtl.tile import Tile  # the tile pulls in every accelerator block
+
+        m.submodules.tile = tile = Tile(cfg.accel)
+        self._peripheral_bus(m, arbiter, mmio, tile)
+
+        for h in range(n):
+            core = Core(cfg.core.__class__(hart_id=h, reset_pc=ITCM_BASE, fetch_depth=cfg.core.fetch_depth))
+            m.submodules[f"core{h}"] = ResetInserter({"sync": self.hold})(core)
+            m.submodules[f"itcm{h}"] = itcm = Itcm(cfg.itcm_bytes)
+            m.submodules[f"dec{h}"] = dec = BusDecoder(data_targets)
+            _connect_unless(m, core.ibus, itcm.fetch, self.hold)
+            _connect_unless(m, core.dbus, dec.bus, self.hold)
+            connect(m, dec.out[0], itcm.data)
+            connect(m, dec.out[1], dram.ports[h])
+            connect(m, dec.out[2], arbiter.masters[h])
+            m.d.comb += [
+                core.timer_irq.eq(mmio.timer_irq[h]),
+                core.soft_irq.eq(mmio.soft_irq[h]),
+                core.ext_irq.eq(tile.irq),
+                self.instret[h].eq(core.instret),
+            ]
+            self._itcms = [*getattr(self, "_itcms", []), itcm]
+            self._cores = [*getattr(self, "_cores", []), core]
+        self._debug_bus(m, data_targets, dram, arbiter)
+        return m
+
+    def _mmio(self, m: Module) -> Mmio:
+        mmio = Mmio(self.cfg.cores)
+        m.d.comb += [
+            self.console_valid.eq(mmio.console_valid),
+            self.console_data.eq(mmio.console_data),
+            self.exit_valid.eq(mmio.exit_valid),
+            self.exit_code.eq(mmio.exit_code),
+        ]
+        return mmio
+
+    def _peripheral_bus(self, m: Module, arbiter: BusArbiter, mmio: Mmio, tile: wiring.Component) -> None:
+        cfg = self.cfg
+        targets = (((MMIO_BASE, MMIO_SIZE),), ((ACCEL_BASE, ACCEL_SIZE),), ((MEM_BASE, cfg.mem_bytes),))
+        m.submodules.periph_dec = dec = BusDecoder(targets)
+        m.submodules.accel_bridge = accel = BusToAxi(AxiLiteSignature(), offset=ACCEL_BASE)
+        m.submodules.mem_bridge = mem = BusToAxi(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS))
+        m.submodules.axi_arbiter = axi_arb = Axi4Arbiter(cfg.mem_bits, TILE_ID_BITS)
+        connect(m, arbiter.slave, dec.bus)
+        connect(m, dec.out[0], mmio.bus)
+        connect(m, dec.out[1], accel.bus)
+        connect(m, dec.out[2], mem.bus)
+        connect(m, accel.axi, tile.s_axil)
+        connect(m, mem.axi, axi_arb.m0)
+        connect(m, tile.m_axi, axi_arb.m1)
+        connect(m, axi_arb.out, wiring.flipped(self.m_axi))
+
+    def _debug_bus(self, m: Module, data_targets: tuple, dram: BankedRam, arbiter: BusArbiter) -> None:
+        n = self.cfg.cores
+        m.submodules.dbg_dec = dec = BusDecoder(data_targets)
+        m.submodules.itcm_loader = loader = _ItcmLoader(n, (self.cfg.itcm_bytes // 4 - 1).bit_length())
+        connect(m, wiring.flipped(self.dbg), dec.bus)
+        connect(m, dec.out[0], loader.bus)
+        connect(m, dec.out[1], dram.ports[n])
+        connect(m, dec.out[2], arbiter.masters[n])
+        for itcm in self._itcms:
+            m.d.comb += [itcm.load.en.eq(loader.en), itcm.load.addr.eq(loader.addr), itcm.load.data.eq(loader.data)]
+
+
+class SocSim(wiring.Component):
+    """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives."""
+
+    def __init__(self, cfg: SocConfig) -> None:
+        self.cfg = cfg
+        super().__init__(
+            {
+                "dbg": In(BusSignature()),
+                "hold": In(1),
+                "console_valid": Out(1),
+                "console_data": Out(8),
+                "exit_valid": Out(1),
+                "exit_code": Out(32),
+                "instret": Out(data.ArrayLayout(64, cfg.cores)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        cfg = self.cfg
+        m.submodules.soc = soc = Soc(cfg)
+        m.submodules.mem = mem = MainMemory(MEM_BASE, cfg.mem_bytes, cfg.mem_bits, TILE_ID_BITS + 1, cfg.mem_latency)
+        connect(m, soc.m_axi, mem.axi)
+        connect(m, wiring.flipped(self.dbg), soc.dbg)
+        m.d.comb += [
+            soc.hold.eq(self.hold),
+            self.console_valid.eq(soc.console_valid),
+            self.console_data.eq(soc.console_data),
+            self.exit_valid.eq(soc.exit_valid),
+            self.exit_code.eq(soc.exit_code),
+            self.instret.eq(soc.instret),
+        ]
+        return m
