@@ -25,6 +25,7 @@ def dma_desc_layout() -> data.StructLayout:
             "local_addr": 16,
             "transpose": 1,
             "accumulate": 1,
+            "zero": 1,  # loads: write zero rows, read no memory
             "scale": 32,
             "act": 2,
             "out": 2,
@@ -32,7 +33,7 @@ def dma_desc_layout() -> data.StructLayout:
     )
 
 
-# A decoded GEMM loop command (docs/isa.md, "GEMM").
+# A decoded loop command (docs/isa.md, "GEMM" and "CONV2D").
 GemmCmd = data.StructLayout(
     {
         "m": 16,
@@ -54,5 +55,15 @@ GemmCmd = data.StructLayout(
         "act": 2,
         "out": 2,
         "seq": 16,
+        # CONV2D (docs/isa.md): the loop runs it as the GEMM of its implicit im2col matrix.
+        "conv": 1,
+        "batch": 16,
+        "cin": 16,
+        "h": 16,
+        "w": 16,
+        "kh": 8,
+        "kw": 8,
+        "stride": 8,
+        "pad": 8,
     }
 )

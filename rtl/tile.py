@@ -16,7 +16,7 @@ from rtl.axil import AxiLiteRegs
 from rtl.cmd import ERR, CommandInterface
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
-from rtl.dma import Dma, DmaError
+from rtl.dma import DmaError, DmaRead, DmaWrite, share_axi
 from rtl.exec_unit import ExecUnit
 from rtl.gate import Gate
 from rtl.gemm_loop import GemmLoop
@@ -122,19 +122,12 @@ class Tile(wiring.Component):
         self._events(m, cmdif, dma_load, dma_store, ex, g_load, g_exec, g_store)
         return m
 
-    def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[Dma, Dma]:
+    def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[DmaRead, DmaWrite]:
         """Two DMA engines on one AXI port: loads use only the read channels and stores only the
         write channels, so a store never holds up the next weight load (and vice versa)."""
-        m.submodules.dma_load = load = Dma(self.cfg, max_reads=LOAD_READS_IN_FLIGHT)
-        m.submodules.dma_store = store = Dma(self.cfg)
-        read_channels = ("ar", "r")
-        for name, _member in Axi4Signature(self.cfg.dma_bits).members.items():
-            engine = load if name.startswith(read_channels) else store
-            port, inner = getattr(self.m_axi, name), getattr(engine.m_axi, name)
-            if Axi4Signature(self.cfg.dma_bits).members[name].flow == Out:
-                m.d.comb += port.eq(inner)
-            else:
-                m.d.comb += inner.eq(port)
+        m.submodules.dma_load = load = DmaRead(self.cfg, max_reads=LOAD_READS_IN_FLIGHT)
+        m.submodules.dma_store = store = DmaWrite(self.cfg)
+        share_axi(m, self.m_axi, load, store)
         for gate, engine in ((g_load, load), (g_store, store)):
             connect(m, gate.engine, engine.cmd)
             code = Signal(8)
@@ -150,7 +143,7 @@ class Tile(wiring.Component):
         return load, store
 
     @staticmethod
-    def _memories(m: Module, sp: Scratchpad, acc: Accumulator, load: Dma, store: Dma, ex: ExecUnit) -> None:
+    def _memories(m: Module, sp: Scratchpad, acc: Accumulator, load: DmaRead, store: DmaWrite, ex: ExecUnit) -> None:
         # Read port 0: activations (EXEC), 1: weights (EXEC), 2: DMA store from the scratchpad.
         connect(m, ex.sp_a, sp.read[0])
         connect(m, ex.sp_b, sp.read[1])
@@ -206,7 +199,7 @@ class Tile(wiring.Component):
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
 
     def _events(
-        self, m: Module, cmdif, load: Dma, store: Dma, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate
+        self, m: Module, cmdif, load: DmaRead, store: DmaWrite, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate
     ) -> None:
         cfg = self.cfg
         last_rd, last_wr = Signal(32), Signal(32)
