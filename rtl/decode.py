@@ -17,7 +17,7 @@ from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
 
 __all__ = ["OP", "Decoder"]
 
-OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "GEMM": 0x10}
+OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "GEMM": 0x10, "CONV2D": 0x11}
 UNIT_DECODE = 1
 
 
@@ -75,7 +75,7 @@ class Decoder(wiring.Component):
             self.store.valid.eq(ok & is_op["STORE"]),
             self.exec.valid.eq(ok & is_op["EXEC"]),
             # A loop command starts only when everything before it has finished (it owns the tile).
-            self.loop.valid.eq(ok & is_op["GEMM"] & self.units_idle),
+            self.loop.valid.eq(ok & (is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle),
             self.error.valid.eq(self.cmd.valid & (code != 0)),
             self.error.payload.unit.eq(UNIT_DECODE),
             self.error.payload.code.eq(code),
@@ -87,34 +87,78 @@ class Decoder(wiring.Component):
             | (is_op["STORE"] & self.store.ready)
             | (is_op["EXEC"] & self.exec.ready)
             | (is_op["FENCE"] & self.units_idle)
-            | (is_op["GEMM"] & self.units_idle & self.loop.ready)
+            | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
         )
         m.d.comb += self.cmd.ready.eq((code != 0) | accepted | self.flush)
         return m
 
     def _gemm(self, m: Module, w) -> None:
+        """Both loop commands: GEMM's words as they are, CONV2D's as the GEMM of its im2col matrix
+        (N = C_out; B, C and D are C_out elements wide; M and K follow from the shape, in the loop)."""
         f, p = w[0], self.loop.p
+        cfg = self.cfg
+        conv = w[0][:8] == OP["CONV2D"]
+        cout = w[3][:16]
+        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, cfg.acc_bits // 8)
         m.d.comb += [
-            p.trans_a.eq(f[12]),
-            p.trans_b.eq(f[13]),
             p.bias.eq(f[14:16]),
-            p.acc_c.eq(f[16]),
             p.act.eq(f[17:19]),
             p.out.eq(f[19:21]),
-            p.m.eq(w[1]),
-            p.k.eq(w[2]),
-            p.n.eq(w[3]),
-            p.a.eq(w[4]),
-            p.lda.eq(w[5]),
-            p.b.eq(w[6]),
-            p.ldb.eq(w[7]),
-            p.c.eq(w[8]),
-            p.ldc.eq(w[9]),
-            p.d.eq(w[10]),
-            p.ldd.eq(w[11]),
-            p.scale.eq(w[12]),
             p.seq.eq(self.cmd.p.seq),
+            p.conv.eq(conv),
+            p.batch.eq(w[1][:16]),
+            p.cin.eq(w[1][16:]),
+            p.h.eq(w[2][:16]),
+            p.w.eq(w[2][16:]),
+            p.kh.eq(w[3][16:24]),
+            p.kw.eq(w[3][24:]),
+            p.stride.eq(w[4][:8]),
+            p.pad.eq(w[4][8:16]),
         ]
+        with m.If(conv):
+            m.d.comb += [
+                p.n.eq(cout),
+                p.a.eq(w[5]),
+                p.b.eq(w[6]),
+                p.ldb.eq(cout * (cfg.in_bits // 8)),
+                p.c.eq(w[7]),
+                p.ldc.eq(cout * out_e),
+                p.d.eq(w[8]),
+                p.scale.eq(w[9]),
+            ]
+        with m.Else():
+            m.d.comb += [
+                p.trans_a.eq(f[12]),
+                p.trans_b.eq(f[13]),
+                p.acc_c.eq(f[16]),
+                p.m.eq(w[1]),
+                p.k.eq(w[2]),
+                p.n.eq(w[3]),
+                p.a.eq(w[4]),
+                p.lda.eq(w[5]),
+                p.b.eq(w[6]),
+                p.ldb.eq(w[7]),
+                p.c.eq(w[8]),
+                p.ldc.eq(w[9]),
+                p.d.eq(w[10]),
+                p.ldd.eq(w[11]),
+                p.scale.eq(w[12]),
+            ]
+
+    def _conv_checks(self, w, conv) -> list:
+        """CONV2D rules: no zero size, a kernel of at most 7 × 7 that fits the padded input, a
+        non-zero stride, bias none or per channel, element-aligned addresses."""
+        cfg = self.cfg
+        f = w[0]
+        in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
+        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, acc_e)
+        batch, cin, h, wd, cout, kh, kw = w[1][:16], w[1][16:], w[2][:16], w[2][16:], w[3][:16], w[3][16:24], w[3][24:]
+        stride, pad = w[4][:8], w[4][8:16]
+        zero = (batch == 0) | (cin == 0) | (h == 0) | (wd == 0) | (cout == 0) | (kh == 0) | (kw == 0)
+        bad = (kh > 7) | (kw > 7) | (stride == 0) | (h + 2 * pad < kh) | (wd + 2 * pad < kw) | f[14]
+        bias_addr = Mux(f[15], w[8], 0)  # read only with a per-channel bias
+        misaligned = (((w[5] | w[6]) & (in_e - 1)) | (w[7] & (out_e - 1)) | (bias_addr & (acc_e - 1))) != 0
+        return [(conv & zero, "ZERO_DIM"), (conv & bad, "BAD_SHAPE"), (conv & misaligned, "MISALIGNED")]
 
     def _gemm_checks(self, w, gemm) -> list:
         """GEMM rules: dimensions 1–65535, element-aligned operands, a valid bias and output."""
@@ -154,6 +198,7 @@ class Decoder(wiring.Component):
             desc.local_addr.eq(w[4][:16]),
             desc.transpose.eq(~store & w[0][13]),
             desc.accumulate.eq(~store & w[0][14]),
+            desc.zero.eq(~store & w[0][15]),
             desc.act.eq(w[0][13:15]),
             desc.out.eq(w[0][15:17]),
             desc.scale.eq(w[5]),
@@ -176,7 +221,7 @@ class Decoder(wiring.Component):
             m.d.comb += esize.eq(acc_bytes)
         with m.If(narrow):
             m.d.comb += esize.eq(narrow_bytes)
-        misaligned = ((w[1] | w[2]) & (esize - 1)) != 0
+        misaligned = (((w[1] | w[2]) & (esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
         width = Signal(16)
         m.d.comb += width.eq(Mux(sp_target, cfg.dim, cfg.cols))
         span = Mux(transpose, elems, rows)
@@ -186,9 +231,10 @@ class Decoder(wiring.Component):
         m_rows = w[3][:16]
         b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
         k_rows = w[1][16:]
+        loop = (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
 
         checks = [
-            (~(load | store | ex | (opcode == OP["FENCE"]) | (opcode == OP["GEMM"])), "BAD_OPCODE"),
+            (~(load | store | ex | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
@@ -199,6 +245,7 @@ class Decoder(wiring.Component):
             (ex & (c_end > cfg.acc_rows), "ACC_RANGE"),
             (dma & misaligned, "MISALIGNED"),
             *self._gemm_checks(w, opcode == OP["GEMM"]),
+            *self._conv_checks(w, opcode == OP["CONV2D"]),
         ]
         m.d.comb += code.eq(0)
         for cond, name in reversed(checks):  # the first listed rule wins

@@ -24,6 +24,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.divider import Divider
 from rtl.exec_unit import exec_op_layout
+from rtl.im2col import Im2col
 from rtl.ops import KIND, GemmCmd, deps_layout, dma_desc_layout
 
 __all__ = ["GemmLoop", "pack", "sp_layout"]
@@ -82,10 +83,15 @@ class GemmLoop(wiring.Component):
         narrow_e = 1 if cfg.dtype == "int8" else 2
         b_base, a_base, a_half = sp_layout(cfg)
         m.submodules.div = div = Divider(24)
+        m.submodules.im2col = im2col = Im2col(cfg)
 
         c = Signal(GemmCmd)
         sizes = {name: Signal(32, name=name) for name in ("k_tiles", "mb", "n_tiles", "groups", "pairs")}
         m0, n0, k0, kt, chunk = (Signal(16, name=n) for n in ("m0", "n0", "k0", "kt", "chunk"))
+        # The K tile: GEMM walks k0 over K; CONV2D walks k0 over C_in at kernel position (ky, kx),
+        # and kbase = (ky·kw + kx)·C_in places that slice in the flat (kh, kw, c_in) order of B.
+        kx, ky = Signal(3), Signal(3)
+        kbase = Signal(16)
         g, p, stores_done = Signal(32), Signal(32), Signal(32)
         odd_block = Signal()  # parity of the M block: which A half it uses
         a_waits = Signal()
@@ -95,8 +101,12 @@ class GemmLoop(wiring.Component):
         mb = sizes["mb"][:16]
         mb_rows = Mux(c.m - m0 < mb, c.m - m0, mb)
         nw = Mux(c.n - n0 < C, c.n - n0, C)
-        kw = Mux(c.k - k0 < R, c.k - k0, R)
-        first_n, last_k = n0 == 0, k0 + R >= c.k
+        kdim = Mux(c.conv, c.cin, c.k)
+        kw = Mux(kdim - k0 < R, kdim - k0, R)
+        kflat = kbase + k0
+        last_slice = k0 + R >= kdim
+        last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
+        first_n, last_k = n0 == 0, last_slice & last_pos
         b_slot = b_base + Mux(g[0], R, 0)
         a_slot = a_base + Mux(odd_block, a_half, 0) + kt * mb
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
@@ -150,7 +160,7 @@ class GemmLoop(wiring.Component):
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=Mux(c.trans_b, c.b + n0 * c.ldb + k0 * in_e, c.b + k0 * c.ldb + n0 * in_e),
+                dram_addr=Mux(c.trans_b, c.b + n0 * c.ldb + kflat * in_e, c.b + kflat * c.ldb + n0 * in_e),
                 dram_stride=c.ldb,
                 rows=Mux(c.trans_b, nw, kw),
                 elems=Mux(c.trans_b, kw, nw),
@@ -175,6 +185,8 @@ class GemmLoop(wiring.Component):
             ),
             wait_next=(g >= 2) & a_waits & (chunk == 0),
         )
+        conv_a_load = op(im2col.desc.p.as_value(), wait_next=(g >= 2) & a_waits & im2col.first)
+        self._im2col_inputs(m, im2col, c, mb_rows, a_slot, kx, ky, k0, kw)
         exec_op = pack(
             ex.p.shape(),
             op=pack(
@@ -217,12 +229,26 @@ class GemmLoop(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), k0.eq(0), kt.eq(0), g.eq(0), p.eq(0)]
-                    m.d.sync += [stores_done.eq(0), odd_block.eq(0)]
-                    self._divide(m, div, self.cmd.p.k + R - 1, R)
-                    m.next = "K_TILES"
+                    m.d.sync += [stores_done.eq(0), odd_block.eq(0), kx.eq(0), ky.eq(0), kbase.eq(0)]
+                    with m.If(self.cmd.p.conv):
+                        m.d.comb += im2col.setup.eq(1)
+                        m.next = "CONV_SIZE"
+                    with m.Else():
+                        self._divide(m, div, self.cmd.p.k + R - 1, R)
+                        m.next = "K_TILES"
+            with m.State("CONV_SIZE"), m.If(im2col.ready):
+                # M = batch · OH · OW output pixels; K tiles: kh · kw kernel positions of C_in slices.
+                pixels = c.batch * im2col.oh * im2col.ow
+                m.d.sync += c.m.eq(pixels)
+                self._divide(m, div, c.cin + R - 1, R)
+                m.next = "K_TILES"
+                with m.If(pixels >> 16 != 0):
+                    m.d.comb += self.too_large.eq(1)
+                    m.next = "IDLE"
             with m.State("K_TILES"), m.If(div.done):
-                m.d.sync += sizes["k_tiles"].eq(div.quotient)
-                self._divide(m, div, 2 * a_half, div.quotient)  # A rows that fit with all K slices
+                k_tiles = Mux(c.conv, div.quotient * c.kh * c.kw, div.quotient)
+                m.d.sync += sizes["k_tiles"].eq(k_tiles)
+                self._divide(m, div, 2 * a_half, k_tiles)  # A rows that fit with all K slices
                 m.next = "BLOCK"
             with m.State("BLOCK"), m.If(div.done):
                 # Two C slots in the accumulator, a bank each where there are two or more banks.
@@ -254,12 +280,7 @@ class GemmLoop(wiring.Component):
                 with m.If(load.valid & load.ready):
                     go_data_loads(first_n)
             with m.State("LOAD_A"):
-                m.d.comb += load.valid.eq(1)
-                with m.If(load.ready):
-                    m.d.sync += chunk.eq(chunk + cfg.dim)
-                    with m.If(last_a):
-                        m.d.sync += chunk.eq(0)
-                        m.next = "LOAD_B"
+                self._load_a(m, c, load, im2col, chunk, last_a)
             with m.State("LOAD_B"):
                 m.d.comb += load.valid.eq(1)
                 with m.If(load.ready):
@@ -271,22 +292,29 @@ class GemmLoop(wiring.Component):
                     with m.If(last_k):
                         m.next = "STORE"
                     with m.Else():
-                        m.d.sync += [k0.eq(k0 + R), kt.eq(kt + 1)]
+                        self._next_k_tile(m, c, k0, kt, kx, ky, kbase, last_slice)
                         go_data_loads(first_n)
             with m.State("STORE"):
                 m.d.comb += store.valid.eq(1)
                 with m.If(store.ready):
-                    m.d.sync += [p.eq(p + 1), k0.eq(0), kt.eq(0)]
+                    m.d.sync += [p.eq(p + 1), k0.eq(0), kt.eq(0), kx.eq(0), ky.eq(0), kbase.eq(0)]
                     with m.If(n0 + C < c.n):
                         m.d.sync += n0.eq(n0 + C)
                         go_first_load(0)
                     with m.Elif(m0 + mb < c.m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block)]
+                        m.d.comb += im2col.next_block.eq(1)
                         go_first_load(1)
                     with m.Else():
                         m.next = "IDLE"
         m.d.comb += [
-            load.payload.eq(Mux(fsm.ongoing("BIAS"), bias_load, Mux(fsm.ongoing("LOAD_B"), b_load, a_load))),
+            load.payload.eq(
+                Mux(
+                    fsm.ongoing("BIAS"),
+                    bias_load,
+                    Mux(fsm.ongoing("LOAD_B"), b_load, Mux(c.conv, conv_a_load, a_load)),
+                )
+            ),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
         ]
@@ -312,6 +340,46 @@ class GemmLoop(wiring.Component):
             q.r_en.eq(port.ready),
         ]
         return front
+
+    @staticmethod
+    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width) -> None:
+        shape = im2col.shape
+        for name in ("batch", "cin", "h", "w", "kh", "kw", "stride", "pad", "a"):
+            m.d.comb += getattr(shape, name).eq(getattr(c, name))
+        m.d.comb += [
+            im2col.rows.eq(rows),
+            im2col.local.eq(local),
+            im2col.kx.eq(kx),
+            im2col.ky.eq(ky),
+            im2col.c0.eq(k0),
+            im2col.width.eq(width),
+        ]
+
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a) -> None:
+        """A's K slice for this block: the walker's loads (CONV2D), or up to ``dim`` rows per load."""
+        with m.If(c.conv):
+            m.d.comb += [im2col.active.eq(1), load.valid.eq(im2col.desc.valid), im2col.desc.ready.eq(load.ready)]
+            with m.If(load.valid & load.ready & im2col.last):
+                m.next = "LOAD_B"
+        with m.Else():
+            m.d.comb += load.valid.eq(1)
+            with m.If(load.ready):
+                m.d.sync += chunk.eq(chunk + self.cfg.dim)
+                with m.If(last_a):
+                    m.d.sync += chunk.eq(0)
+                    m.next = "LOAD_B"
+
+    def _next_k_tile(self, m: Module, c, k0, kt, kx, ky, kbase, last_slice) -> None:
+        """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
+        m.d.sync += kt.eq(kt + 1)
+        with m.If(last_slice):  # only CONV2D gets here without being at its last K tile
+            m.d.sync += [k0.eq(0), kbase.eq(kbase + c.cin)]
+            with m.If(kx + 1 == c.kw):
+                m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
+            with m.Else():
+                m.d.sync += kx.eq(kx + 1)
+        with m.Else():
+            m.d.sync += k0.eq(k0 + self.cfg.rows)
 
     @staticmethod
     def _divide(m: Module, div: Divider, numerator, denominator) -> None:

@@ -29,6 +29,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     gemm.add_argument("--json", action="store_true", help="print only the JSON result")
     gemm.set_defaults(func=bench_gemm)
 
+    conv = kinds.add_parser("conv", help="one CONV2D command on the tile: cycles end to end, utilization, counters")
+    add_config_args(conv)
+    for name, default in CONV_DEFAULTS.items():
+        conv.add_argument(f"--{name}", type=int, default=default)
+    conv.add_argument("--latency", type=int, default=32, help="main-memory read latency in cycles (default 32)")
+    conv.add_argument("--json", action="store_true", help="print only the JSON result")
+    conv.set_defaults(func=bench_conv)
+
+
+# The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
+CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+CONV_LIMITS = {"kh": 7, "kw": 7, "stride": 255, "pad": 255}
+
 
 def bench_mesh(args: argparse.Namespace) -> int:
     from sim.build import build, run_cocotb
@@ -52,38 +65,65 @@ def bench_mesh(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_gemm(args: argparse.Namespace) -> int:
+def _run_tile_bench(cfg, testcase: str, tb_args: dict) -> tuple[dict, float]:
+    """Run one tile benchmark test case; its measured JSON and the wall-clock seconds."""
     import time
 
     from sim.build import build, run_cocotb
+
+    b = build("tile", cfg)
+    with tempfile.TemporaryDirectory() as tmp:
+        result_path = Path(tmp) / "result.json"
+        env = {"PYARD_RESULT": str(result_path), "PYARD_TB_ARGS": json.dumps(tb_args)}
+        start = time.monotonic()
+        run_cocotb(b, "tb.tile_tb", testcase=testcase, env=env, name=testcase.replace("_", "-"))
+        wall = time.monotonic() - start
+        return json.loads(result_path.read_text()), wall
+
+
+def _report(bench: str, cfg, latency: int, measured: dict, wall: float, as_json: bool) -> None:
+    result = {
+        "bench": bench,
+        "config": cfg.name,
+        "dma_bits": cfg.dma_bits,
+        "read_latency": latency,
+        **measured,
+        "utilization": round(measured["utilization"], 4),
+        "sim_seconds": round(wall, 1),
+        "sim_cycles_per_second": round(measured["cycles"] / wall),
+    }
+    print(json.dumps(result, indent=None if as_json else 2))
+
+
+def bench_gemm(args: argparse.Namespace) -> int:
     from sim.cli import UsageError
 
     cfg = config_from_args(args)
     for dim in ("m", "k", "n"):
         if not 1 <= getattr(args, dim) <= 65535:
             raise UsageError(f"--{dim} = {getattr(args, dim)} is invalid: allowed an integer from 1 to 65535")
-    b = build("tile", cfg)
     case = {"m": args.m, "k": args.k, "n": args.n, "trans_a": int(args.trans_a), "trans_b": int(args.trans_b)}
     case["max_cycles"] = 40 * args.m * args.k * args.n // (cfg.rows * cfg.cols) + 100_000
-    with tempfile.TemporaryDirectory() as tmp:
-        result_path = Path(tmp) / "result.json"
-        env = {
-            "PYARD_RESULT": str(result_path),
-            "PYARD_TB_ARGS": json.dumps({"bench": case, "latency": args.latency}),
-        }
-        start = time.monotonic()
-        run_cocotb(b, "tb.tile_tb", testcase="tile_bench_gemm", env=env, name="bench-gemm")
-        wall = time.monotonic() - start
-        measured = json.loads(result_path.read_text())
-    result = {
-        "bench": "gemm",
-        "config": cfg.name,
-        "dma_bits": cfg.dma_bits,
-        "read_latency": args.latency,
-        **{k: v for k, v in measured.items()},
-        "utilization": round(measured["utilization"], 4),
-        "sim_seconds": round(wall, 1),
-        "sim_cycles_per_second": round(measured["cycles"] / wall),
-    }
-    print(json.dumps(result, indent=None if args.json else 2))
+    measured, wall = _run_tile_bench(cfg, "tile_bench_gemm", {"bench": case, "latency": args.latency})
+    _report("gemm", cfg, args.latency, measured, wall, args.json)
+    return 0
+
+
+def bench_conv(args: argparse.Namespace) -> int:
+    from rtl.conv_model import out_size
+    from sim.cli import UsageError
+
+    cfg = config_from_args(args)
+    case = {name: getattr(args, name) for name in CONV_DEFAULTS}
+    for name, value in case.items():
+        low, high = (0 if name == "pad" else 1), CONV_LIMITS.get(name, 65535)
+        if not low <= value <= high:
+            raise UsageError(f"--{name} = {value} is invalid: allowed an integer from {low} to {high}")
+    oh, ow = (out_size(case[d], case[k], case["stride"], case["pad"]) for d, k in (("h", "kh"), ("w", "kw")))
+    if oh < 1 or ow < 1:
+        raise UsageError(f"the kernel {case['kh']}x{case['kw']} does not fit the padded {case['h']}x{case['w']} input")
+    macs = case["batch"] * oh * ow * case["kh"] * case["kw"] * case["cin"] * case["cout"]
+    case["max_cycles"] = 40 * macs // (cfg.rows * cfg.cols) + 100_000
+    measured, wall = _run_tile_bench(cfg, "tile_bench_conv", {"conv_bench": case, "latency": args.latency})
+    _report("conv", cfg, args.latency, measured, wall, args.json)
     return 0

@@ -23,6 +23,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from rtl.accumulator_model import add_rows
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
+from rtl.conv_model import im2col, out_size
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -207,14 +208,16 @@ def padded(array: np.ndarray, stride: int) -> np.ndarray:
     return out
 
 
-def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict) -> np.ndarray:
+def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) -> np.ndarray:
     """Per element in the hardware's order: the optional bias (or C), then each K tile's mesh sum
-    (from +0) added in the accumulator, then the read-out."""
+    (from +0) added in the accumulator, then the read-out. K tiles: (first, width) pairs; by
+    default ``rows``-wide slices of K."""
     m, k = a.shape
     n = b.shape[1]
     acc = None if init is None else np.broadcast_to(init, (m, n)).astype(np.uint32)
-    for k0 in range(0, k, cfg.rows):
-        kw = min(cfg.rows, k - k0)
+    if k_tiles is None:
+        k_tiles = [(k0, min(cfg.rows, k - k0)) for k0 in range(0, k, cfg.rows)]
+    for k0, kw in k_tiles:
         part = np.zeros((m, n), dtype=np.uint32)
         for n0 in range(0, n, cfg.cols):
             nw = min(cfg.cols, n - n0)
@@ -308,6 +311,93 @@ async def tile_bench_gemm(dut) -> None:
     macs = case["m"] * case["k"] * case["n"]
     result |= {"m": case["m"], "k": case["k"], "n": case["n"], "macs": macs}
     result["utilization"] = macs / (cfg.rows * cfg.cols * result["cycles"])
+    if "PYARD_RESULT" in os.environ:
+        Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
+
+
+# -- the CONV2D loop command ----------------------------------------------------------------------
+
+
+def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int, int]]:
+    """The loop's K tiles: at each kernel position (kh, kw), ``rows``-wide slices of C_in."""
+    return [
+        ((i * kw + j) * cin + c0, min(cfg.rows, cin - c0))
+        for i in range(kh)
+        for j in range(kw)
+        for c0 in range(0, cin, cfg.rows)
+    ]
+
+
+def conv_words(case: dict, addr: dict) -> list[int]:
+    flags = case["bias"] << 14 | case["act"] << 17 | case["out"] << 19
+    return [
+        0x11 | flags,
+        case["batch"] | case["cin"] << 16,
+        case["h"] | case["w"] << 16,
+        case["cout"] | case["kh"] << 16 | case["kw"] << 24,
+        case["stride"] | case["pad"] << 8,
+        addr["in"], addr["w"], addr["out"], addr["bias"], case["scale"],
+    ]  # fmt: skip
+
+
+async def run_conv(t: Tile, case: dict, seed: int) -> dict:
+    """One CONV2D command against im2col + the GEMM reference; returns cycles and counters."""
+    cfg = t.cfg
+    case = {"stride": 1, "pad": 0, "bias": 0, "act": 0, "out": 1, "scale": unit_scale(cfg)} | case
+    batch, h, w, cin, cout = (case[key] for key in ("batch", "h", "w", "cin", "cout"))
+    kh, kw, stride, pad = case["kh"], case["kw"], case["stride"], case["pad"]
+    rng = np.random.default_rng(seed)
+    x = stimulus.inputs(cfg, rng, (batch, h, w, cin), special=0.0)
+    weights = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
+    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
+    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+    out_t = acc_t if case["out"] == 1 else in_t
+    addr = {"in": 0x1000, "w": 0x40000, "out": 0x60000, "bias": 0x3F000}
+    put(t, addr["in"], x)
+    put(t, addr["w"], weights)
+    bias = stimulus.accumulators(cfg, rng, (1, cout)) if case["bias"] else None
+    if bias is not None:
+        put(t, addr["bias"], bias.astype(acc_t))
+    oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
+    await t.write("IRQ_ENABLE", 0b11)
+    await t.write("CONTROL", 0b101)
+    start = get_sim_time("ns")
+    await t.push(conv_words(case, addr))
+    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
+    cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
+    got = get(t, addr["out"], (batch * oh * ow, cout), out_t)
+    status = await t.read("STATUS")
+    assert status & 2 and not status & 4, f"CONV2D {case}: status {status:#x} after {cycles} cycles"
+    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+    a = im2col(x, kh, kw, stride, pad)
+    k_tiles = conv_k_tiles(cfg, kh, kw, cin)
+    want = gemm_loop_reference(cfg, a, weights.reshape(-1, cout), bias, case, k_tiles).astype(out_t)
+    bad = np.argwhere(got != want)
+    if bad.size:
+        first = tuple(bad[0])
+        raise AssertionError(
+            f"CONV2D {case}: {len(bad)} of {got.size} wrong, output pixels {sorted({int(r) for r in bad[:, 0]})[:20]}, "
+            f"channels {sorted({int(c) for c in bad[:, 1]})}, first {got[first]:#x} != {want[first]:#x}; "
+            f"{cycles} cycles, counters {counters}"
+        )
+    macs = a.shape[0] * a.shape[1] * cout
+    return {"cycles": int(cycles), "macs": macs, "utilization": macs / (cfg.rows * cfg.cols * cycles), **counters}
+
+
+@cocotb.test()
+async def tile_conv(dut) -> None:
+    t = await start(dut)
+    default = {"batch": 1, "h": 5, "w": 5, "cin": 3, "cout": 4, "kh": 3, "kw": 3, "pad": 1}
+    for i, case in enumerate(tb_args(conv_cases=[default])["conv_cases"]):
+        await run_conv(t, case, seed=300 + i)
+
+
+@cocotb.test()
+async def tile_bench_conv(dut) -> None:
+    """The Conv2D benchmark: one CONV2D command end to end; JSON to PYARD_RESULT."""
+    t = await start(dut)
+    case = tb_args(conv_bench={"batch": 1, "h": 8, "w": 8, "cin": 8, "cout": 8, "kh": 3, "kw": 3, "pad": 1})
+    result = await run_conv(t, case["conv_bench"], seed=11) | case["conv_bench"]
     if "PYARD_RESULT" in os.environ:
         Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
 

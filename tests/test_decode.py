@@ -31,9 +31,34 @@ def gemm(flags=0, m=4, k=4, n=4, a=0, b=0, c=0, d=0) -> list[int]:
     return [0x10 | flags, m, k, n, a, 8, b, 8, c, 16, d, 16, 0]
 
 
+def conv(flags=0, batch=1, cin=3, h=8, w=8, cout=4, kh=3, kw=3, stride=1, pad=1, x=0, wt=0, out=0, bias=0) -> list[int]:
+    return [
+        0x11 | flags,
+        batch | cin << 16,
+        h | w << 16,
+        cout | kh << 16 | kw << 24,
+        stride | pad << 8,
+        x,
+        wt,
+        out,
+        bias,
+    ]
+
+
 CASES = [
     ([0x55], "BAD_OPCODE"),
-    ([0x11], "BAD_OPCODE"),  # CONV2D is not decoded by this revision
+    ([0x11], "ZERO_DIM"),
+    (conv(cout=0), "ZERO_DIM"),
+    (conv(kw=0), "ZERO_DIM"),
+    (conv(kh=8, pad=4), "BAD_SHAPE"),  # kernels up to 7 × 7
+    (conv(stride=0), "BAD_SHAPE"),
+    (conv(h=2, kh=5, pad=1), "BAD_SHAPE"),  # no output row
+    (conv(flags=1 << 14), "BAD_SHAPE"),  # bias: none or one value per output channel
+    (conv(flags=2 << 14, bias=2), "MISALIGNED"),  # int32 bias
+    (conv(flags=1 << 19, out=6), "MISALIGNED"),  # full int32 output
+    (conv(flags=2 << 14 | 1 << 17, x=1, wt=3, out=5, bias=8), None),  # int8 input, weights and output
+    (conv(h=1, w=1, kh=7, kw=7, pad=3), None),
+    (load(flags=ACC | 1 << 15, addr=2, stride=3), None),  # a zero fill reads no memory: any address
     ([0x10], "ZERO_DIM"),
     (gemm(m=65536), "TOO_LARGE"),
     (gemm(flags=3 << 14), "BAD_SHAPE"),  # bias mode 3 is reserved

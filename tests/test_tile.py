@@ -21,6 +21,14 @@ LOOP_CASES = [
     {"m": 9, "k": 10, "n": 11, "bias": 2, "out": 0},
     {"m": 5, "k": 9, "n": 7, "acc_c": 1},
 ]
+CONV_CASES = [
+    {"batch": 1, "h": 8, "w": 8, "cin": 3, "cout": 16, "kh": 3, "kw": 3, "pad": 1},
+    {"batch": 2, "h": 9, "w": 9, "cin": 8, "cout": 8, "kh": 3, "kw": 3, "stride": 2},
+    {"batch": 1, "h": 16, "w": 16, "cin": 16, "cout": 32, "kh": 1, "kw": 1},
+    {"batch": 1, "h": 7, "w": 7, "cin": 4, "cout": 5, "kh": 5, "kw": 5, "pad": 2, "bias": 2, "act": 1, "out": 0},
+    {"batch": 1, "h": 6, "w": 5, "cin": 5, "cout": 3, "kh": 2, "kw": 4, "stride": 3, "pad": 2, "bias": 2},
+    {"batch": 1, "h": 3, "w": 9, "cin": 2, "cout": 3, "kh": 7, "kw": 7, "pad": 3},
+]
 # Memories of 1 KiB force the loop to split M into blocks (A halves, B reloaded) and, with one step
 # per block, to move the dependency token from the weight load to the A load.
 SMALL_CASES = [
@@ -29,19 +37,25 @@ SMALL_CASES = [
     {"m": 37, "k": 9, "n": 10, "trans_a": 1, "bias": 1},
     {"m": 70, "k": 3, "n": 9, "trans_b": 1, "acc_c": 1},
 ]
+SMALL_CONV_CASES = [
+    {"batch": 2, "h": 8, "w": 8, "cin": 6, "cout": 5, "kh": 3, "kw": 3, "pad": 1, "bias": 2},
+    {"batch": 1, "h": 11, "w": 10, "cin": 3, "cout": 9, "kh": 3, "kw": 2, "stride": 2, "pad": 1},
+]
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_tile(dtype: str) -> None:
     b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype))
-    args = {"shapes": SHAPES, "cases": LOOP_CASES, "seed": 3}
+    args = {"shapes": SHAPES, "cases": LOOP_CASES, "conv_cases": CONV_CASES, "seed": 3}
     run_cocotb(b, "tb.tile_tb", env={"PYARD_TB_ARGS": json.dumps(args)})
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_tile_gemm_loop_blocks(dtype: str) -> None:
     b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype, sp_kib=1, acc_kib=1))
-    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env={"PYARD_TB_ARGS": json.dumps({"cases": SMALL_CASES})})
+    env = {"PYARD_TB_ARGS": json.dumps({"cases": SMALL_CASES, "conv_cases": SMALL_CONV_CASES})}
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env)
+    run_cocotb(b, "tb.tile_tb", testcase="tile_conv", env=env, name="conv")
 
 
 def test_tile_lint(tmp_path) -> None:
@@ -76,8 +90,16 @@ def _command():
     gemm = gemm.map(
         lambda t: [0x10 | t[0] << 12, t[1], t[2], t[3], t[4], t[5], t[6], t[7], 0x30000, 64, 0x38000, 64, 0]
     )
+    tiny = st.integers(0, 9)
+    conv = st.tuples(st.integers(0, 0x1FF), tiny, tiny, tiny, tiny, tiny, tiny, tiny, st.integers(0, 3), addr, addr)
+    conv = conv.map(
+        lambda t: [
+            0x11 | t[0] << 12, t[1] | t[2] << 16, t[3] | t[4] << 16, t[5] | t[6] << 16 | t[7] << 24,
+            1 + t[8] % 3 | (t[8] // 2) << 8, t[9], t[10], 0x30000, 0x38000, 0,
+        ]
+    )  # fmt: skip
     junk = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=16)
-    return st.one_of(dma, dma, ex, ex, gemm, st.just([0x04]), junk)
+    return st.one_of(dma, dma, ex, ex, gemm, conv, st.just([0x04]), junk)
 
 
 def test_tile_random_command_streams() -> None:

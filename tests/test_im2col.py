@@ -1,0 +1,114 @@
+"""The CONV2D loop's im2col walker (rtl/im2col.py) against the NumPy im2col (rtl/conv_model.py).
+
+The walker's loads are applied the way the DMA applies them (strided rows, or zero rows) to a
+scratchpad model, and each K slice of each M block must equal the matching columns of im2col.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.sim import Simulator
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from rtl.config import AccelConfig
+from rtl.conv_model import im2col, out_size
+from rtl.im2col import Im2col
+
+CFG = AccelConfig.from_name("4x4-int8")
+
+
+def walk(shape: dict, block: int, tiles: list[tuple[int, int, int, int]]) -> list[list[dict]]:
+    """Run the walker over all M blocks of ``block`` rows; per block and tile, the loads it emits."""
+    dut = Im2col(CFG)
+    fields = ("kind", "dram_addr", "dram_stride", "rows", "elems", "local_addr", "zero")
+    out: list[list[dict]] = []
+
+    async def bench(ctx) -> None:
+        for name, value in shape.items():
+            ctx.set(getattr(dut.shape, name), value)
+        ctx.set(dut.setup, 1)
+        await ctx.tick()
+        ctx.set(dut.setup, 0)
+        await ctx.tick()
+        while not ctx.get(dut.ready):
+            await ctx.tick()
+        total = shape["batch"] * ctx.get(dut.oh) * ctx.get(dut.ow)
+        for m0 in range(0, total, block):
+            for ky, kx, c0, width in tiles:
+                for port, value in (("rows", min(block, total - m0)), ("local", 0), ("ky", ky), ("kx", kx)):
+                    ctx.set(getattr(dut, port), value)
+                ctx.set(dut.c0, c0)
+                ctx.set(dut.width, width)
+                ctx.set(dut.active, 1)
+                ctx.set(dut.desc.ready, 1)
+                loads = []
+                while True:
+                    await ctx.tick()
+                    if ctx.get(dut.desc.valid):
+                        d = {f: ctx.get(getattr(dut.desc.p, f)) for f in fields}
+                        d["first"], d["last"] = ctx.get(dut.first), ctx.get(dut.last)
+                        loads.append(d)
+                        if d["last"]:
+                            break
+                await ctx.tick()  # the last load is taken at this edge
+                ctx.set(dut.active, 0)
+                ctx.set(dut.desc.ready, 0)
+                await ctx.tick()
+                out.append(loads)
+            ctx.set(dut.next_block, 1)
+            await ctx.tick()
+            ctx.set(dut.next_block, 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+def apply(loads: list[dict], memory: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """The scratchpad rows the loads write (int8 elements: addresses are element indices)."""
+    sp = np.full((rows, width), -99, dtype=np.int64)
+    for d in loads:
+        for r in range(d["rows"]):
+            start = d["dram_addr"] + r * d["dram_stride"]
+            sp[d["local_addr"] + r] = 0 if d["zero"] else memory[start : start + d["elems"]]
+    return sp
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 2),
+    st.integers(1, 6),
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(1, 40),
+)
+def test_walker_builds_im2col(batch, cin, h, w, kh, kw, stride, pad, block) -> None:
+    assume(h + 2 * pad >= kh and w + 2 * pad >= kw)  # the decoder refuses an empty output
+    rng = np.random.default_rng(batch * 1000 + cin * 100 + h * 10 + w)
+    x = rng.integers(-100, 100, size=(batch, h, w, cin))
+    base = 64
+    memory = np.concatenate([np.full(base, 77), x.reshape(-1)])
+    r = CFG.rows
+    tiles = [(i, j, c0, min(r, cin - c0)) for i in range(kh) for j in range(kw) for c0 in range(0, cin, r)]
+    shape = {"batch": batch, "cin": cin, "h": h, "w": w, "kh": kh, "kw": kw, "stride": stride, "pad": pad, "a": base}
+    walks = walk(shape, block, tiles)
+
+    expected = im2col(x, kh, kw, stride, pad)
+    total = batch * out_size(h, kh, stride, pad) * out_size(w, kw, stride, pad)
+    assert len(walks) == len(range(0, total, block)) * len(tiles)
+    for index, loads in enumerate(walks):
+        m0 = (index // len(tiles)) * block
+        ky, kx, c0, width = tiles[index % len(tiles)]
+        rows = min(block, total - m0)
+        assert [d["first"] for d in loads] == [1] + [0] * (len(loads) - 1)
+        assert sum(d["rows"] for d in loads) == rows
+        got = apply(loads, memory, rows, width)
+        k = (ky * kw + kx) * cin + c0
+        np.testing.assert_array_equal(got, expected[m0 : m0 + rows, k : k + width])
