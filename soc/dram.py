@@ -58,6 +58,7 @@ class BankedRam(wiring.Component):
 
     def _bank(self, m: Module, b: int, bank_rdata, resv_valid, resv_word, rsp_bank, rsp_sc) -> tuple:
         mem = Memory(shape=32, depth=self.size // 4 // self.banks, init=[])
+        self._mems = [*getattr(self, "_mems", []), mem]  # for tests that inspect the contents
         m.submodules[f"bank{b}"] = mem
         rp, wp = mem.read_port(), mem.write_port(granularity=8)
         m.d.comb += bank_rdata[b].eq(rp.data)

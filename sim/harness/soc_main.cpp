@@ -11,6 +11,7 @@
 // IMG is a flat list of little-endian (address, word) pairs: only the non-zero words of the
 // program (every memory starts zeroed).
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +188,7 @@ int main(int argc, char** argv) {
     std::fclose(f);
 
     top->hold = 0;
+    const auto start = std::chrono::steady_clock::now();
     uint64_t cycles = 0;
     bool exited = false;
     while (cycles < max_cycles) {
@@ -201,6 +203,7 @@ int main(int argc, char** argv) {
             break;
         }
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::vector<uint64_t> retired(PYARD_NHARTS);
     for (int h = 0; h < PYARD_NHARTS; h++) retired[h] = instret(top, h);
     uint32_t exit_code = top->exit_code;
@@ -208,8 +211,8 @@ int main(int argc, char** argv) {
 
     FILE* out = std::fopen(result, "w");
     if (!out) die(std::string("cannot write ") + result);
-    std::fprintf(out, "{\"exited\": %s, \"exit_code\": %u, \"cycles\": %llu, \"instret\": [", exited ? "true" : "false",
-                 exit_code, (unsigned long long)cycles);
+    std::fprintf(out, "{\"exited\": %s, \"exit_code\": %u, \"cycles\": %llu, \"seconds\": %.6f, \"instret\": [",
+                 exited ? "true" : "false", exit_code, (unsigned long long)cycles, seconds);
     for (int h = 0; h < PYARD_NHARTS; h++) std::fprintf(out, "%s%llu", h ? ", " : "", (unsigned long long)retired[h]);
     std::fprintf(out, "], \"counters\": {");
     bool first = true;
