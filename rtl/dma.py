@@ -219,7 +219,8 @@ class _Engine(wiring.Component):
 
     def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
-        ``info_fields``) into ``bursts`` as it is issued. Returns 1 while bursts remain to be issued."""
+        ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
+        remain to be issued, and whether the last one is issued this cycle."""
         nb, lb = self.beat_bytes, _log2(self.beat_bytes)
         axi = self.m_axi
         seg_bits = 16 + (self.row_bytes_max).bit_length()
@@ -229,16 +230,8 @@ class _Engine(wiring.Component):
         seg_len = Signal(seg_bits)
         segs = Signal(17)  # segments not yet finished
 
-        with m.If(setup):
-            contiguous = (d.rows == 1) | (d.dram_stride == self._row_bytes(d))
-            length = Mux(contiguous, d.rows * self._row_bytes(d), self._row_bytes(d))
-            m.d.sync += [
-                addr.eq(d.dram_addr),
-                base.eq(d.dram_addr),
-                left.eq(length),
-                seg_len.eq(length),
-                segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
-            ]
+        stride = Signal(32)
+        latched = {name: Signal(len(Value.cast(value)), name=f"burst_{name}") for name, value in info_fields.items()}
 
         lane = addr[:lb]
         to_page = Signal(range(PAGE_BYTES + 1))
@@ -253,7 +246,7 @@ class _Engine(wiring.Component):
 
         layout = self._burst_info("tag" in info_fields)
         info = Signal(layout.size)
-        fields = {"len": last_byte >> lb, "lane": lane, "end": last_byte[:lb] + 1, **info_fields}
+        fields = {"len": last_byte >> lb, "lane": lane, "end": last_byte[:lb] + 1, **latched}
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
         valid = issuing & more & bursts.w_rdy
@@ -270,11 +263,24 @@ class _Engine(wiring.Component):
         m.d.comb += [bursts.w_en.eq(fire), bursts.w_data.eq(info)]
         with m.If(fire):
             with m.If(take == left):
-                m.d.sync += [segs.eq(segs - 1), base.eq(base + d.dram_stride), left.eq(seg_len)]
-                m.d.sync += addr.eq(base + d.dram_stride)
+                m.d.sync += [segs.eq(segs - 1), base.eq(base + stride), left.eq(seg_len)]
+                m.d.sync += addr.eq(base + stride)
             with m.Else():
                 m.d.sync += [addr.eq(addr + take), left.eq(left - take)]
-        return more
+        # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
+        with m.If(setup):
+            contiguous = (d.rows == 1) | (d.dram_stride == self._row_bytes(d))
+            length = Mux(contiguous, d.rows * self._row_bytes(d), self._row_bytes(d))
+            m.d.sync += [
+                addr.eq(d.dram_addr),
+                base.eq(d.dram_addr),
+                stride.eq(d.dram_stride),
+                left.eq(length),
+                seg_len.eq(length),
+                segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
+            ]
+            m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
+        return more, fire & (segs == 1) & (take == left)
 
     def _beat_lanes(self, m: Module, info, beat):
         """First lane and byte count of beat ``beat`` of a burst, and whether it is the last."""
@@ -330,28 +336,30 @@ class DmaRead(_Engine):
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
         errors = Array(Signal(4, name=f"axi_error_{t}") for t in range(1 << self.TAG_BITS))  # first AXI error per tag
 
-        # Address side: accept, check (and queue for the data side), issue bursts.
+        # Address side, two stages: the accepted descriptor is checked (and queued for the data
+        # side) while the planner still issues the previous one's bursts; it moves on to the planner
+        # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
         d = Signal(DESCRIPTOR)
+        held = Signal()
         tag = Signal(self.TAG_BITS)
-        a_idle, a_check, a_issue = range(3)
-        state = Signal(range(3))
         code = self._check(m, d)
-        queued = (state == a_check) & pending.w_rdy
+        planner_free = Signal()
+        advance = held & pending.w_rdy & ((code != 0) | planner_free)
         queue_entry = Signal(entry)
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
         m.d.comb += queue_entry.row_bytes.eq(self._row_bytes(d))
         m.d.comb += [
-            self.cmd.ready.eq(state == a_idle),
-            pending.w_en.eq(queued),
+            self.cmd.ready.eq(~held | advance),
+            pending.w_en.eq(advance),
             pending.w_data.eq(queue_entry),
         ]
+        with m.If(advance):
+            m.d.sync += [errors[tag].eq(0), held.eq(0)]
         with m.If(self.cmd.valid & self.cmd.ready):  # a new tag, held while it is checked and issued
-            m.d.sync += [d.eq(self.cmd.payload), tag.eq(tag + 1), state.eq(a_check)]
-        with m.If(queued):
-            m.d.sync += [errors[tag].eq(0), state.eq(Mux(code == 0, a_issue, a_idle))]
-        more = self._planner(m, d, queued & (code == 0), state == a_issue, "ar", bursts, {"tag": tag})
-        with m.If((state == a_issue) & ~more):
-            m.d.sync += state.eq(a_idle)
+            m.d.sync += [d.eq(self.cmd.payload), tag.eq(tag + 1), held.eq(1)]
+        more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
+        m.d.comb += planner_free.eq(~more | finishing)
+        issuing = more
 
         # Data side: one descriptor at a time, the next taken in the cycle the last one reports.
         cur = Signal(entry)
@@ -365,7 +373,7 @@ class DmaRead(_Engine):
             self.done.valid.eq(have & ((cur.code != 0) | rows_done)),
             self.done.payload.code.eq(error),
             self.done.payload.error.eq(error != 0),
-            self.idle.eq((state == a_idle) & ~have & (pending.level == 0)),
+            self.idle.eq(~held & ~issuing & ~have & (pending.level == 0)),
         ]
         with m.If(pop):
             m.d.sync += [cur.eq(pending.r_data), have.eq(1)]
@@ -541,7 +549,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more = self._planner(m, d, setup & (check == 0), writing, "aw", bursts, {})
+        more, _ = self._planner(m, d, setup & (check == 0), writing, "aw", bursts, {})
         self._read_local(m, d, wgear, row_bytes, setup, writing)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m

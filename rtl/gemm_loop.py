@@ -3,16 +3,19 @@
 ``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "GEMM loop").
 Loop order: M blocks (as many A rows as half the scratchpad holds for all K tiles), then N tiles,
 then K tiles. A block's K slices are loaded once, during its first N tile, and reused by the
-others. Buffers: two weight slots, two A halves (by M block parity), two C slots in the
-accumulator (by (M block, N tile) pair), so loads, compute and stores of neighbouring steps
-overlap. Dependencies use the ISA's tokens:
+others. Buffers: S weight slots (up to 16, and no more than the steps of one M block), two A
+halves (by M block parity), two C slots in the accumulator (by (M block, N tile) pair), so loads,
+compute and stores of neighbouring steps overlap, and with short steps (small M) many weight
+loads are in flight at once. Dependencies use the ISA's tokens:
 
 * each step's last LOAD signals EXEC; each EXEC waits for it;
-* each EXEC frees its weight slot (signal LOAD) and the LOAD two steps later waits for that;
+* each EXEC frees its weight slot (signal LOAD) and the LOAD S steps later waits for that;
 * the last EXEC of a pair signals STORE; the STORE waits for it and frees its C slot for the
   first EXEC two pairs later.
 
-Token counts are balanced, so no token is left over when the loop ends. A bias (or C) load into a
+Token counts are balanced, so no token is left over when the loop ends. CONV2D runs through the
+same loop as the GEMM of its implicit im2col matrix: its K tiles walk C_in slices at each kernel
+position and its A slices come from the im2col walker (rtl/im2col.py). A bias (or C) load into a
 C slot must not overtake the STORE that last used that slot; LOAD has no link to STORE, so the
 generator itself waits for that STORE's completion before emitting the bias load.
 """
@@ -30,17 +33,25 @@ from rtl.ops import KIND, GemmCmd, deps_layout, dma_desc_layout
 __all__ = ["GemmLoop", "pack", "sp_layout"]
 
 
-def sp_layout(cfg: AccelConfig) -> tuple[int, int, int]:
-    """Scratchpad rows of the loop's buffers: (weight slots, A region, rows per A half).
+# Weight slots at most: enough weight loads in flight to cover the memory latency when each step
+# is only a few rows (the LSTM gate GEMM: M = 4), at one `rows`-row slot each.
+MAX_WEIGHT_SLOTS = 16
+
+
+def sp_layout(cfg: AccelConfig) -> tuple[int, int, int, int]:
+    """Scratchpad rows of the loop's buffers: (first weight slot, weight slots, A region, rows per A half).
 
     The EXEC unit reads activations and the next weight tile in the same cycles, on two read
     ports; in one bank they would take turns and starve the weights. So with two or more banks
-    the weight slots live in the last bank and the A halves in the others.
+    the weight slots fill the last bank (up to ``MAX_WEIGHT_SLOTS``, a power of two) and the A
+    halves the others; a single bank keeps two slots in front of the A region.
     """
     bank_rows = cfg.sp_bank_rows
     if cfg.sp_banks == 1:
-        return 0, 2 * cfg.rows, (cfg.sp_rows - 2 * cfg.rows) // 2
-    return (cfg.sp_banks - 1) * bank_rows, 0, (cfg.sp_banks - 1) * bank_rows // 2
+        return 0, 2, 2 * cfg.rows, (cfg.sp_rows - 2 * cfg.rows) // 2
+    fit = min(MAX_WEIGHT_SLOTS, bank_rows // cfg.rows)
+    slots = 1 << (fit.bit_length() - 1)
+    return (cfg.sp_banks - 1) * bank_rows, slots, 0, (cfg.sp_banks - 1) * bank_rows // 2
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -81,7 +92,7 @@ class GemmLoop(wiring.Component):
         R, C = cfg.rows, cfg.cols
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
         narrow_e = 1 if cfg.dtype == "int8" else 2
-        b_base, a_base, a_half = sp_layout(cfg)
+        b_base, max_slots, a_base, a_half = sp_layout(cfg)
         m.submodules.div = div = Divider(24)
         m.submodules.im2col = im2col = Im2col(cfg)
 
@@ -95,6 +106,7 @@ class GemmLoop(wiring.Component):
         g, p, stores_done = Signal(32), Signal(32), Signal(32)
         odd_block = Signal()  # parity of the M block: which A half it uses
         a_waits = Signal()
+        slots = Signal(range(max_slots + 1))  # weight slots in use: all, or 2 when A takes the token
         with m.If(self.store_finished):
             m.d.sync += stores_done.eq(stores_done + 1)
 
@@ -107,7 +119,7 @@ class GemmLoop(wiring.Component):
         last_slice = k0 + R >= kdim
         last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
         first_n, last_k = n0 == 0, last_slice & last_pos
-        b_slot = b_base + Mux(g[0], R, 0)
+        b_slot = b_base + (g[: max(1, (max_slots - 1).bit_length())] & (slots - 1)) * R
         a_slot = a_base + Mux(odd_block, a_half, 0) + kt * mb
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks.
@@ -170,7 +182,7 @@ class GemmLoop(wiring.Component):
             # The weight load waits for its slot (freed by the EXEC two steps back) and, being the
             # step's last load, tells EXEC the step's data is in place. A and bias loads ahead of
             # it need no token, so they stream while earlier steps still compute.
-            wait_next=(g >= 2) & ~a_waits,
+            wait_next=(g >= slots) & ~a_waits,
             signal_next=1,
         )
         a_load = op(
@@ -203,7 +215,7 @@ class GemmLoop(wiring.Component):
                 deps_layout,
                 wait_prev=1,
                 wait_next=(kt == 0) & (p >= 2),
-                signal_prev=g + 2 < sizes["groups"],
+                signal_prev=g + slots < sizes["groups"],
                 signal_next=last_k,
             ),
             seq=c.seq,
@@ -272,7 +284,14 @@ class GemmLoop(wiring.Component):
                 m.d.sync += [sizes["pairs"].eq(pairs), sizes["groups"].eq(pairs * sizes["k_tiles"])]
                 # With one step per M block, an A load could overwrite the half that the step two
                 # back still reads: then the A load, not the weight load, takes the token.
-                m.d.sync += a_waits.eq(sizes["n_tiles"] * sizes["k_tiles"] < 2)
+                # Loads run up to `slots` steps ahead of EXEC; an A load must not overwrite the half
+                # that the block before the previous one still reads, so no more slots than steps per block.
+                steps = sizes["n_tiles"] * sizes["k_tiles"]
+                fit = Const(2, slots.shape())
+                for count in (4, 8, 16, 32, 64):
+                    if count <= max_slots:
+                        fit = Mux(steps >= count, count, fit)
+                m.d.sync += [a_waits.eq(steps < 2), slots.eq(fit)]
                 go_first_load(1)
             with m.State("BIAS"):
                 # The C slot's previous STORE (two pairs back) must be finished (see module doc).
