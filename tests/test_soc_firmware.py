@@ -8,8 +8,9 @@ Verilator (sim.run.run_elf), results read back from memory and checked in Python
   checked against the ELF symbol of the faulting instruction.
 * Driver errors: the tile's error codes and the driver's own checks, then a correct run.
 
-Default-suite cost: two SoC builds (4x4-int8 and 4x4-bf16, 4 cores) shared by every test; fewer
-harts run on the 4-core build with -DPYARD_NHARTS_ACTIVE.
+Default-suite cost: two SoC builds shared by every test: 4x4-int8 with 2 cores (the build
+tests/test_soc_system.py uses) and 4x4-bf16 with 4 cores, which also runs the multi-core, trap and
+driver tests; fewer harts run on it with -DPYARD_NHARTS_ACTIVE.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from tb.tile_tb import gemm_loop_reference, padded
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "firmware" / "examples"
 SOC_TESTS = REPO / "firmware" / "tests" / "soc"
-SOC = {dtype: SocConfig.from_name(f"4x4-{dtype}", cores=4) for dtype in ("int8", "bf16")}
+SOC = {"int8": SocConfig.from_name("4x4-int8", cores=2), "bf16": SocConfig.from_name("4x4-bf16", cores=4)}
+MULTI = SOC["bf16"]  # the 4-core build
 MAX_CYCLES = 3_000_000
 
 
@@ -175,7 +177,7 @@ def vecadd_cycles(cfg: SocConfig, harts: int) -> int:
 
 def test_vecadd_multicore() -> None:
     """1, 2 and 4 harts give the same exact result; more harts are faster (speedup printed)."""
-    cycles = {n: vecadd_cycles(SOC["int8"], n) for n in (1, 2, 4)}
+    cycles = {n: vecadd_cycles(MULTI, n) for n in (1, 2, 4)}
     speedup = {n: cycles[1] / cycles[n] for n in cycles}
     print(f"vecadd kernel cycles {cycles}, speedup {speedup}")
     assert speedup[2] > 1.5 and speedup[4] > 3.0, f"cycles {cycles}"
@@ -184,10 +186,10 @@ def test_vecadd_multicore() -> None:
 @pytest.mark.parametrize("harts", [2, 4])
 def test_atomics_contention(harts: int) -> None:
     iters = 300
-    elf = build_firmware(SOC["int8"], [EXAMPLES / "atomics.c"], defines={"PYARD_NHARTS_ACTIVE": harts, "ITERS": iters})
+    elf = build_firmware(MULTI, [EXAMPLES / "atomics.c"], defines={"PYARD_NHARTS_ACTIVE": harts, "ITERS": iters})
     sym = load_elf(elf).symbols
     names = ("amo_counter", "lrsc_counter", "locked_counter")
-    result = run(SOC["int8"], elf, {name: (sym[name], 4) for name in names})
+    result = run(MULTI, elf, {name: (sym[name], 4) for name in names})
     assert result.exit_code == 0, result.console
     for name in names:
         assert int.from_bytes(result.dumps[name], "little") == harts * iters, (name, result.console)
@@ -212,7 +214,7 @@ TRAPS = {
 
 
 def test_division_by_zero() -> None:
-    cfg = SOC["int8"]
+    cfg = MULTI
     elf = build_firmware(cfg, [SOC_TESTS / "traps.c"], defines={"TRAP_CASE": 0, "PYARD_NHARTS_ACTIVE": 1})
     result = run(cfg, elf)
     assert result.exit_code == 0, result.console
@@ -222,7 +224,7 @@ def test_division_by_zero() -> None:
 
 @pytest.mark.parametrize("name", list(TRAPS))
 def test_trap_reported(name: str) -> None:
-    cfg = SOC["int8"]
+    cfg = MULTI
     case, cause, epc, tval = TRAPS[name]
     elf = build_firmware(cfg, [SOC_TESTS / "traps.c"], defines={"TRAP_CASE": case, "PYARD_NHARTS_ACTIVE": 1})
     symbols = load_elf(elf).symbols
@@ -239,7 +241,7 @@ def test_trap_reported(name: str) -> None:
 
 
 def test_driver_errors() -> None:
-    cfg = SOC["int8"]
+    cfg = MULTI
     result = run(cfg, build_firmware(cfg, [SOC_TESTS / "driver_errors.c"], defines={"PYARD_NHARTS_ACTIVE": 1}))
     out = result.console
     assert re.search(r"opcode 0x7e: decode unit reported BAD_OPCODE \(0x01\) on command #0\n", out), out
