@@ -13,9 +13,11 @@ from sim.config_args import add_config_args, config_from_args
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (JSON output)")
     kinds = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    from sim.firmware_bench import register_multicore
     from sim.sim_speed import register_sim_speed
 
     register_sim_speed(kinds)
+    register_multicore(kinds)
     mesh = kinds.add_parser("mesh", help="mesh timing for one weight tile, Verilog generation and build time")
     add_config_args(mesh)
     mesh.add_argument("--fresh", action="store_true", help="build in a temporary directory to time a cold build")
