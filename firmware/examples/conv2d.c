@@ -36,7 +36,7 @@ static uint32_t f32_bits(int64_t v, int exp) {
   if (v == 0) return 0;
   uint32_t sign = v < 0 ? 0x80000000u : 0;
   uint64_t mag = v < 0 ? (uint64_t)-v : (uint64_t)v;
-  int e = 63;
+  int e = (mag >> 32) ? 63 : 31; /* the highest set bit, searched from the top of its half */
   while (!(mag >> e)) e--;
   uint32_t mant = (uint32_t)(e >= 23 ? mag >> (e - 23) : mag << (23 - e)) & 0x7fffffu;
   return sign | (uint32_t)(127 + e - exp) << 23 | mant;
