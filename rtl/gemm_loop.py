@@ -143,9 +143,15 @@ class GemmLoop(wiring.Component):
 
         # The generator writes into small queues in front of the gates, so it runs ahead of them
         # (the next step's loads are issued while this step computes).
+        # The EXEC queue holds as many steps as there are weight slots, so that weight loads can
+        # really run that far ahead of the EXECs waiting for them.
         load, ex, store = (
-            self._queue(m, port, name)
-            for port, name in ((self.load, "load"), (self.exec, "exec"), (self.store, "store"))
+            self._queue(m, port, name, depth)
+            for port, name, depth in (
+                (self.load, "load", 4),
+                (self.exec, "exec", max(4, max_slots)),
+                (self.store, "store", 4),
+            )
         )
 
         # What each state emits, as plain expressions of the loop registers: the FSM below only
@@ -344,10 +350,10 @@ class GemmLoop(wiring.Component):
         return m
 
     @staticmethod
-    def _queue(m: Module, port, name: str):
-        """A stream-shaped front of a 4-deep FIFO that drives ``port``."""
+    def _queue(m: Module, port, name: str, depth: int):
+        """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``."""
         layout = port.payload.shape()
-        q = fifo.SyncFIFOBuffered(width=layout.size, depth=4)
+        q = fifo.SyncFIFOBuffered(width=layout.size, depth=depth)
         m.submodules[f"{name}_q"] = q
         front = stream.Signature(layout).create(path=(f"{name}_gen",))
         m.d.comb += [
