@@ -193,7 +193,7 @@ def test_atomics_contention(harts: int) -> None:
     assert result.exit_code == 0, result.console
     for name in names:
         assert int.from_bytes(result.dumps[name], "little") == harts * iters, (name, result.console)
-    assert re.search(rf"atomics: {harts} harts x {iters}: .*: ok", result.console), result.console
+    assert re.search(rf"atomics: {harts} of {MULTI.cores} harts x {iters}: .*: ok", result.console), result.console
 
 
 # -- traps ---------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ int hart_main(unsigned hart, unsigned nharts) {
   if (hart != 0) return 0;
   const uint32_t want = nharts * ITERS;
   const int ok = amo_counter == want && lrsc_counter == want && locked_counter == want;
-  printf("atomics: %u harts x %d: amoadd %u, lr/sc %u (%u sc retries), locked %u, want %u: %s\n", nharts, ITERS,
-         (unsigned)amo_counter, (unsigned)lrsc_counter, (unsigned)sc_failures, (unsigned)locked_counter,
-         (unsigned)want, ok ? "ok" : "MISMATCH");
+  printf("atomics: %u of %u harts x %d: amoadd %u, lr/sc %u (%u sc retries), locked %u, want %u: %s\n", nharts,
+         pyard_soc_harts(), ITERS, (unsigned)amo_counter, (unsigned)lrsc_counter, (unsigned)sc_failures,
+         (unsigned)locked_counter, (unsigned)want, ok ? "ok" : "MISMATCH");
   return ok ? 0 : 1;
 }

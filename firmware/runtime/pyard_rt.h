@@ -43,6 +43,8 @@ static inline unsigned pyard_hart_id(void) {
 }
 /* Harts running the program (PYARD_NHARTS_ACTIVE, at most the SoC's PYARD_NHARTS). */
 static inline unsigned pyard_nharts(void) { return PYARD_NHARTS_ACTIVE; }
+/* Harts the SoC has (its NHARTS register), whether or not they run the program. */
+static inline unsigned pyard_soc_harts(void) { return PYARD_REG32(PYARD_NHARTS_ADDR); }
 /* Waits until every active hart has called it (sense-reversing, on amoadd.w). */
 void pyard_barrier(void);
 
