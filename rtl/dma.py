@@ -307,8 +307,10 @@ class DmaRead(_Engine):
     a small tag of their descriptor so that an AXI error is reported for the right one.
     """
 
-    PENDING = 3  # checked descriptors waiting for the data side
-    TAG_BITS = 3  # enough to tell apart the PENDING + 2 descriptors in work
+    # Checked descriptors waiting for the data side: with short loads (a 4-row weight tile every 4
+    # cycles) about latency / 4 of them are in flight at once.
+    PENDING = 16
+    TAG_BITS = 5  # enough to tell apart the PENDING + 2 descriptors in work
 
     def __init__(self, cfg: AccelConfig, max_reads: int = 4) -> None:
         sp_addr, acc_addr = range(cfg.sp_rows), range(cfg.acc_rows)
@@ -361,29 +363,24 @@ class DmaRead(_Engine):
         m.d.comb += planner_free.eq(~more | finishing)
         issuing = more
 
-        # Data side: one descriptor at a time, the next taken in the cycle the last one reports.
+        # Data side, two stages joined by one held row: the assembler builds a descriptor's rows
+        # from the read gearbox (or zeros), the writer writes each held row with the parameters it
+        # carries. So the assembler starts the next descriptor while the last row of the previous
+        # one is still being written, and short loads follow each other without a bubble.
         cur = Signal(entry)
         have = Signal()
-        rows_done = Signal()
-        error = Mux(cur.code != 0, cur.code, errors[cur.tag])
-        finish = self.done.valid & self.done.ready
-        pop = pending.r_rdy & (~have | finish)
-        m.d.comb += [
-            pending.r_en.eq(pop),
-            self.done.valid.eq(have & ((cur.code != 0) | rows_done)),
-            self.done.payload.code.eq(error),
-            self.done.payload.error.eq(error != 0),
-            self.idle.eq(~held & ~issuing & ~have & (pending.level == 0)),
-        ]
-        with m.If(pop):
+        finished = Signal()  # the assembler hands over the current descriptor's last row (or its refusal)
+        m.d.comb += pending.r_en.eq(pending.r_rdy & (~have | finished))
+        with m.If(pending.r_en):
             m.d.sync += [cur.eq(pending.r_data), have.eq(1)]
-        with m.Elif(finish):
+        with m.Elif(finished):
             m.d.sync += have.eq(0)
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
-        running = have & (cur.code == 0)
         nxt = data.View(entry, pending.r_data)
-        self._assemble_rows(m, cur, nxt.row_bytes, rgear, errors[cur.tag] == 0, pop, running, rows_done)
+        out = self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished)
+        self._write_rows(m, out, errors)
+        m.d.comb += self.idle.eq(~held & ~issuing & ~have & (pending.level == 0) & ~self._full)
         return m
 
     def _read_beats(self, m: Module, rgear, bursts, info_layout, errors) -> None:
@@ -408,23 +405,41 @@ class DmaRead(_Engine):
             with m.If((axi.rresp == AXI_RESP_DECERR) & (errors[info.tag] == 0)):
                 m.d.sync += errors[info.tag].eq(DmaError.DECERR)
 
-    def _assemble_rows(self, m: Module, cur, next_row_bytes, rgear, keep, setup, running, rows_done) -> None:
-        """Row chunks from the read gearbox (or zero rows) into whole rows, then into the local memory."""
+    def _held_layout(self) -> data.StructLayout:
+        """A row between assembler and writer, with everything needed to write it and report."""
+        return data.StructLayout(
+            {
+                "data": self.row_bits,
+                "row_bytes": range(self.row_bytes_max + 1),
+                "kind": 2,
+                "local": 16,  # the row's local address (transposed: the block's first row)
+                "row": 16,  # the row's index within its descriptor
+                "elems": 16,
+                "transpose": 1,
+                "accumulate": 1,
+                "last": 1,  # the descriptor's last row: `done` follows its write
+                "skip": 1,  # no write: a refused descriptor, reported in order
+                "code": 4,
+                "tag": self.TAG_BITS,
+            }
+        )
+
+    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished):
+        """Row chunks from the read gearbox (or zero rows) into whole rows; returns the held-row
+        register, whose ``full`` flag the writer clears."""
         nb = self.beat_bytes
         d, row_bytes = cur.desc, cur.row_bytes
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
-        held = Signal(self.row_bits)  # the complete row being written locally
-        full = Signal()
         chunk = Signal(range(max(chunks, 2)))
         remaining = Signal(range(self.row_bytes_max + 1))
         rows_in = Signal(16)
-        rows_out = Signal(16)
-        release = Signal()  # the held row's (last) local write is accepted this cycle
+        out = Signal(self._held_layout())
+        self._full, self._release = Signal(), Signal()
+        room = ~self._full | self._release
 
         count, last = self._chunk_count(remaining)
-        wanted = running & (rows_in != d.rows)
-        room = ~full | release
+        wanted = have & (cur.code == 0) & (rows_in != d.rows)
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
             rgear.req.payload.count.eq(count),
@@ -432,63 +447,82 @@ class DmaRead(_Engine):
         ]
         slots = [row[k * 8 * nb : (k + 1) * 8 * nb] for k in range(chunks)]
         merged = Cat(Mux(chunk == k, rgear.out.payload[: len(s)], s) for k, s in enumerate(slots))
-        with m.If(release):
-            m.d.sync += [full.eq(0), rows_out.eq(rows_out + 1)]
+        from_gearbox = rgear.out.valid & rgear.out.ready & last
+        zero_row = wanted & d.zero & room
+        refused = have & (cur.code != 0) & room
+        complete = from_gearbox | zero_row
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
             with m.If(last):
-                m.d.sync += [held.eq(merged), full.eq(1), chunk.eq(0), remaining.eq(row_bytes)]
-                m.d.sync += rows_in.eq(rows_in + 1)
+                m.d.sync += [chunk.eq(0), remaining.eq(row_bytes)]
             with m.Else():
                 m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nb)]
-        with m.If(wanted & d.zero & room):  # a zero-fill load: one zero row per cycle, no memory read
-            m.d.sync += [held.eq(0), full.eq(1), rows_in.eq(rows_in + 1)]
-
-        # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
-        filled = Cat(Mux(i < row_bytes, held.word_select(i, 8), 0) for i in range(self.row_bytes_max))
-        self._write_sp(m, d, filled, full, keep, rows_out, setup, release)
-        self._write_acc(m, d, filled, full, keep, rows_out, release)
-        m.d.comb += rows_done.eq(rows_out == d.rows)
+        m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
+        with m.If(self._release):
+            m.d.sync += self._full.eq(0)
+        with m.If(complete | refused):  # after the release above: a new row may enter as one leaves
+            m.d.sync += [
+                self._full.eq(1),
+                out.data.eq(Mux(from_gearbox, merged, 0)),
+                out.row_bytes.eq(row_bytes),
+                out.kind.eq(d.kind),
+                out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
+                out.row.eq(rows_in),
+                out.elems.eq(d.elems),
+                out.transpose.eq(d.transpose),
+                out.accumulate.eq(d.accumulate),
+                out.last.eq(refused | (rows_in + 1 == d.rows)),
+                out.skip.eq(refused),
+                out.code.eq(cur.code),
+                out.tag.eq(cur.tag),
+            ]
+        with m.If(complete):
+            m.d.sync += rows_in.eq(rows_in + 1)
         with m.If(setup):
-            m.d.sync += [full.eq(0), chunk.eq(0), rows_in.eq(0), rows_out.eq(0)]
-            m.d.sync += remaining.eq(next_row_bytes)
+            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
+        return out
 
-    def _write_sp(self, m: Module, d, filled, full, keep, rows_out, setup, release) -> None:
+    def _write_rows(self, m: Module, out, errors) -> None:
+        """Write the held row locally; after a descriptor's last row, report it on ``done``."""
         cfg, n = self.cfg, self.dim
-        port = self.sp_write
+        full, release = self._full, self._release
+        keep = errors[out.tag] == 0  # after an AXI error the local memory is left alone
+        error = Mux(out.code != 0, out.code, errors[out.tag])
+        # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
+        filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
         elem = Signal(range(n))  # transposed: the element of the held row being written
-        transposed = d.transpose
+        final = ~out.transpose | (elem + 1 == out.elems)  # this write completes the row
+        may = ~out.last | ~final | self.done.ready  # the last write waits until `done` can be taken
+        # mem→sp; transposed: memory row r becomes column r, and row 0 writes whole rows (zero fill).
+        sp = self.sp_write
         value = filled.word_select(elem, cfg.in_bits)
-        column = Cat(Mux(rows_out == k, value, 0) for k in range(n))
-        all_ones = (1 << n) - 1
-        one_column = C(1, n) << rows_out[: max(1, (n - 1).bit_length())]
+        column = Cat(Mux(out.row == k, value, 0) for k in range(n))
+        one_column = C(1, n) << out.row[: max(1, (n - 1).bit_length())]
+        whole = ~out.transpose | (out.row == 0)
         m.d.comb += [
-            port.valid.eq(full & (d.kind == DmaKind.MEM_SP)),
-            port.payload.addr.eq(d.local_addr + Mux(transposed, elem, rows_out)),
-            port.payload.data.eq(Mux(transposed, column, filled[: self.sp_bits])),
-            # Memory row 0 of a transposed block writes whole rows, zero-filling the other columns.
-            port.payload.mask.eq(Mux(keep, Mux(~transposed | (rows_out == 0), all_ones, one_column), 0)),
+            sp.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_SP) & may),
+            sp.payload.addr.eq(out.local + Mux(out.transpose, elem, 0)),
+            sp.payload.data.eq(Mux(out.transpose, column, filled[: self.sp_bits])),
+            sp.payload.mask.eq(Mux(keep, Mux(whole, (1 << n) - 1, one_column), 0)),
         ]
-        fire = port.valid & port.ready
-        with m.If(fire):
-            m.d.sync += elem.eq(Mux(elem + 1 == d.elems, 0, elem + 1))
-            m.d.comb += release.eq(~transposed | (elem + 1 == d.elems))
-        with m.If(setup):
-            m.d.sync += elem.eq(0)
-
-    def _write_acc(self, m: Module, d, filled, full, keep, rows_out, release) -> None:
-        cfg = self.cfg
-        port = self.acc_write
-        mask = Cat(k < d.elems for k in range(cfg.cols))
+        acc = self.acc_write
         m.d.comb += [
-            port.valid.eq(full & (d.kind == DmaKind.MEM_ACC)),
-            port.payload.addr.eq(d.local_addr + rows_out),
-            port.payload.data.eq(filled[: self.acc_bits_row]),
-            port.payload.mask.eq(Mux(keep, mask, 0)),
-            port.payload.accumulate.eq(d.accumulate),
+            acc.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_ACC) & may),
+            acc.payload.addr.eq(out.local),
+            acc.payload.data.eq(filled[: self.acc_bits_row]),
+            acc.payload.mask.eq(Mux(keep, Cat(k < out.elems for k in range(cfg.cols)), 0)),
+            acc.payload.accumulate.eq(out.accumulate),
         ]
-        with m.If(port.valid & port.ready):
-            m.d.comb += release.eq(1)
+        written = (sp.valid & sp.ready) | (acc.valid & acc.ready)
+        with m.If(sp.valid & sp.ready):
+            m.d.sync += elem.eq(Mux(final, 0, elem + 1))
+        done_row = (full & out.skip) | (written & final)
+        m.d.comb += [
+            release.eq(done_row & (~out.last | self.done.ready)),
+            self.done.valid.eq(full & out.last & done_row),
+            self.done.payload.code.eq(error),
+            self.done.payload.error.eq(error != 0),
+        ]
 
 
 class DmaWrite(_Engine):

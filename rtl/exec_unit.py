@@ -42,12 +42,12 @@ def exec_op_layout(sp_addr_bits: int, acc_addr_bits: int) -> data.StructLayout:
 class _Feeder:
     """Issues scratchpad reads for a run of rows and buffers the answers for a downstream stream."""
 
-    def __init__(self, m: Module, name: str, width: int, extra_bits: int) -> None:
-        self.fifo = fifo.SyncFIFOBuffered(width=width + extra_bits, depth=BUFFER)
+    def __init__(self, m: Module, name: str, width: int, extra_bits: int, depth: int = BUFFER) -> None:
+        self.fifo = fifo.SyncFIFOBuffered(width=width + extra_bits, depth=depth)
         m.submodules[f"{name}_buf"] = self.fifo
-        self.in_flight = Signal(range(BUFFER + 1), name=f"{name}_in_flight")
+        self.in_flight = Signal(range(depth + 1), name=f"{name}_in_flight")
         self.room = Signal(name=f"{name}_room")
-        m.d.comb += self.room.eq(self.fifo.level + self.in_flight < BUFFER)
+        m.d.comb += self.room.eq(self.fifo.level + self.in_flight < depth)
 
 
 class ExecUnit(wiring.Component):
@@ -139,7 +139,9 @@ class ExecUnit(wiring.Component):
     def _weight_feeder(self, m: Module, mesh: Mesh, op, ops) -> None:
         """Read the `rows` rows of each weight tile and push them into the mesh's weight stream."""
         cfg = self.cfg
-        f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0)
+        # A whole next tile fits in the buffer while the mesh still holds the one after the current:
+        # the mesh takes it the moment it flips, so steps of only `rows` activation rows stay back to back.
+        f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0, depth=max(BUFFER, 2 * cfg.rows))
         row = Signal(range(cfg.rows + 1))
         # Rows past the tile's K extent are zeros made here, so stale scratchpad data (a NaN times
         # a zero activation is still NaN) never reaches the sums.

@@ -21,8 +21,10 @@ IN_FLIGHT = 8
 
 
 class Gate(wiring.Component):
-    def __init__(self, op_layout: data.Layout, unit: int) -> None:
-        self.op_layout, self.unit = op_layout, unit
+    """``in_flight``: operations the engine may hold at once (handed over, not yet reported)."""
+
+    def __init__(self, op_layout: data.Layout, unit: int, in_flight: int = IN_FLIGHT) -> None:
+        self.op_layout, self.unit, self.in_flight = op_layout, unit, in_flight
         super().__init__(
             {
                 "inp": In(stream.Signature(data.StructLayout({"op": op_layout, "deps": deps_layout, "seq": 16}))),
@@ -46,7 +48,7 @@ class Gate(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         deps = self.inp.p.deps
-        m.submodules.flight = flight = fifo.SyncFIFOBuffered(width=deps_layout.size + 16, depth=IN_FLIGHT)
+        m.submodules.flight = flight = fifo.SyncFIFOBuffered(width=deps_layout.size + 16, depth=self.in_flight)
 
         tokens_ok = (~deps.wait_prev | self.prev_avail) & (~deps.wait_next | self.next_avail)
         go = self.inp.valid & tokens_ok & flight.w_rdy & ~self.flush

@@ -35,7 +35,7 @@ __all__ = ["GemmLoop", "pack", "sp_layout"]
 
 # Weight slots at most: enough weight loads in flight to cover the memory latency when each step
 # is only a few rows (the LSTM gate GEMM: M = 4), at one `rows`-row slot each.
-MAX_WEIGHT_SLOTS = 16
+MAX_WEIGHT_SLOTS = 32
 
 
 def sp_layout(cfg: AccelConfig) -> tuple[int, int, int, int]:

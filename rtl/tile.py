@@ -28,7 +28,7 @@ __all__ = ["Tile"]
 UNIT_LOAD, UNIT_EXEC, UNIT_STORE = 2, 3, 4
 # Read bursts the load engine keeps in flight: A's K slices arrive as one short row per burst, so
 # covering a 32-cycle memory latency at one beat per cycle takes about 32 of them.
-LOAD_READS_IN_FLIGHT = 32
+LOAD_READS_IN_FLIGHT = 64
 DMA_TO_ISA = {
     DmaError.MISALIGNED: ERR["MISALIGNED"],
     DmaError.RANGE: ERR["SP_RANGE"],
@@ -58,7 +58,8 @@ class Tile(wiring.Component):
             cfg, queue_depth=self.queue_depth, sp_rows=cfg.sp_rows, acc_rows=cfg.acc_rows
         )
         m.submodules.decoder = dec = Decoder(cfg)
-        m.submodules.g_load = g_load = Gate(dma_desc_layout(), UNIT_LOAD)
+        # The pipelined load engine holds up to ~20 short loads (a weight tile each) at once.
+        m.submodules.g_load = g_load = Gate(dma_desc_layout(), UNIT_LOAD, in_flight=32)
         m.submodules.g_exec = g_exec = Gate(dec.exec.p.op.shape(), UNIT_EXEC)
         m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
