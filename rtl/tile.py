@@ -214,9 +214,10 @@ class Tile(wiring.Component):
             # EXEC stalls: no row entered the mesh while the next EXEC waits for a token.
             ev.stall[0].eq(g_exec.waiting_prev & ~ex.rows_issued),
             ev.stall[1].eq(g_exec.waiting_next & ~ex.rows_issued),
-            # DMA stalls: a load (store) is with the DMA but no read (write) beat moves this cycle.
-            ev.stall[2].eq(g_load.busy & ~(axi.rvalid & axi.rready)),
-            ev.stall[3].eq(g_store.busy & ~(axi.wvalid & axi.wready)),
+            # DMA stalls: the engine holds a load (store) but no read (write) beat moves this cycle.
+            # Not the gate's busy: operations waiting there for a token are not the DMA's stall.
+            ev.stall[2].eq(~load.idle & ~(axi.rvalid & axi.rready)),
+            ev.stall[3].eq(~store.idle & ~(axi.wvalid & axi.wready)),
             # Queue stall: the mesh idles while the DMA units are busy.
             ev.stall[4].eq(~g_exec.busy & ~ex.busy & (g_load.busy | g_store.busy)),
         ]
