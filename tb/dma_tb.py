@@ -134,8 +134,8 @@ class Bench:
 
     # -- running a descriptor -------------------------------------------------------------------
 
-    async def run(self, desc: Desc, max_cycles: int = 200_000) -> tuple[int, int]:
-        """Submit one descriptor; return (done code, cycles from acceptance to done)."""
+    async def submit(self, desc: Desc) -> None:
+        """Hold ``desc`` on ``cmd`` until it is accepted (``cmd.valid`` stays high for a next one)."""
         dut = self.dut
         dut.cmd__payload.value = desc.word()
         dut.cmd__valid.value = 1
@@ -144,7 +144,12 @@ class Bench:
             ready = bool(dut.cmd__ready.value)
             await RisingEdge(dut.clk)
             if ready:
-                break
+                return
+
+    async def run(self, desc: Desc, max_cycles: int = 200_000) -> tuple[int, int]:
+        """Submit one descriptor; return (done code, cycles from acceptance to done)."""
+        dut = self.dut
+        await self.submit(desc)
         dut.cmd__valid.value = 0
         start = get_sim_time("ns")
         await ReadOnly()
@@ -348,14 +353,7 @@ async def dma_pipelined_loads(dut) -> None:
     collector = cocotb.start_soon(collect())
     start = get_sim_time("ns")
     for desc in descs:
-        dut.cmd__payload.value = desc.word()
-        dut.cmd__valid.value = 1
-        while True:
-            await ReadOnly()
-            ready = bool(dut.cmd__ready.value)
-            await RisingEdge(dut.clk)
-            if ready:
-                break
+        await bench.submit(desc)
     dut.cmd__valid.value = 0
     await collector
     cycles = round((get_sim_time("ns") - start) / CLK_NS)
