@@ -230,6 +230,18 @@ def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) 
     return readout(cfg, acc, case["scale"], case["act"], case["out"])
 
 
+def check_exact(label: str, got: np.ndarray, want: np.ndarray, context: str) -> None:
+    """Every element of ``got`` equals ``want``; else which rows and columns differ, and the first."""
+    bad = np.argwhere(got != want)
+    if bad.size:
+        first = tuple(bad[0])
+        rows, cols = sorted({int(r) for r in bad[:, 0]}), sorted({int(c) for c in bad[:, 1]})
+        raise AssertionError(
+            f"{label}: {len(bad)} of {got.size} wrong in rows {rows[:20]}, columns {cols}, "
+            f"first {got[first]:#x} != {want[first]:#x}; {context}"
+        )
+
+
 def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
     flags = case["trans_a"] << 12 | case["trans_b"] << 13 | case["bias"] << 14 | case["acc_c"] << 16
     flags |= case["act"] << 17 | case["out"] << 19
@@ -279,15 +291,7 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     assert status & 2 and not status & 4, f"GEMM {case}: status {status:#x} after {cycles} cycles"
     counters = {name.lower(): await t.read(name) for name in COUNTERS}
     want = gemm_loop_reference(cfg, a, b, init, case).astype(out_t)
-    bad = np.argwhere(got != want)
-    if bad.size:
-        first = tuple(bad[0])
-        raise AssertionError(
-            f"GEMM {case}: {len(bad)} wrong in rows {sorted({int(r) for r in bad[:, 0]})}, "
-            f"columns {sorted({int(c) for c in bad[:, 1]})}, "
-            f"first {got[first]:#x} != {want[first]:#x}; "
-            f"{cycles} cycles, counters {counters}"
-        )
+    check_exact(f"GEMM {case}", got, want, f"{cycles} cycles, counters {counters}")
     return {"cycles": int(cycles), **counters}
 
 
@@ -375,14 +379,7 @@ async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     a = im2col(x, kh, kw, stride, pad)
     k_tiles = conv_k_tiles(cfg, kh, kw, cin)
     want = gemm_loop_reference(cfg, a, weights.reshape(-1, cout), bias, case, k_tiles).astype(out_t)
-    bad = np.argwhere(got != want)
-    if bad.size:
-        first = tuple(bad[0])
-        raise AssertionError(
-            f"CONV2D {case}: {len(bad)} of {got.size} wrong, output pixels {sorted({int(r) for r in bad[:, 0]})[:20]}, "
-            f"channels {sorted({int(c) for c in bad[:, 1]})}, first {got[first]:#x} != {want[first]:#x}; "
-            f"{cycles} cycles, counters {counters}"
-        )
+    check_exact(f"CONV2D {case}", got, want, f"{cycles} cycles, counters {counters}")
     macs = a.shape[0] * a.shape[1] * cout
     return {"cycles": int(cycles), "macs": macs, "utilization": macs / (cfg.rows * cfg.cols * cycles), **counters}
 
