@@ -180,12 +180,6 @@ class _Engine(wiring.Component):
         fields = {"len": 8, "lane": range(nb), "end": range(nb + 1)}
         return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS} if tagged else fields)
 
-    def _sp_row(self):
-        return data.ArrayLayout(self.cfg.in_bits, self.dim)
-
-    def _acc_row(self):
-        return data.ArrayLayout(self.cfg.acc_bits, self.cfg.cols)
-
     def _elem_log2(self, d):
         cfg = self.cfg
         in_l = _log2(cfg.in_bits // 8)
@@ -361,7 +355,6 @@ class DmaRead(_Engine):
             m.d.sync += [d.eq(self.cmd.payload), tag.eq(tag + 1), held.eq(1)]
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
         m.d.comb += planner_free.eq(~more | finishing)
-        issuing = more
 
         # Data side, two stages joined by one held row: the assembler builds a descriptor's rows
         # from the read gearbox (or zeros), the writer writes each held row with the parameters it
@@ -378,9 +371,10 @@ class DmaRead(_Engine):
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
         nxt = data.View(entry, pending.r_data)
-        out = self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished)
-        self._write_rows(m, out, errors)
-        m.d.comb += self.idle.eq(~held & ~issuing & ~have & (pending.level == 0) & ~self._full)
+        full, release = Signal(), Signal()  # the held row is there; the writer is done with it
+        out = self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, full, release)
+        self._write_rows(m, out, errors, full, release)
+        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~full)
         return m
 
     def _read_beats(self, m: Module, rgear, bursts, info_layout, errors) -> None:
@@ -424,9 +418,9 @@ class DmaRead(_Engine):
             }
         )
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished):
+    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished, full, release):
         """Row chunks from the read gearbox (or zero rows) into whole rows; returns the held-row
-        register, whose ``full`` flag the writer clears."""
+        register. ``full`` is set here when a row is handed over and cleared on the writer's ``release``."""
         nb = self.beat_bytes
         d, row_bytes = cur.desc, cur.row_bytes
         chunks = math.ceil(self.row_bytes_max / nb)
@@ -435,8 +429,7 @@ class DmaRead(_Engine):
         remaining = Signal(range(self.row_bytes_max + 1))
         rows_in = Signal(16)
         out = Signal(self._held_layout())
-        self._full, self._release = Signal(), Signal()
-        room = ~self._full | self._release
+        room = ~full | release
 
         count, last = self._chunk_count(remaining)
         wanted = have & (cur.code == 0) & (rows_in != d.rows)
@@ -458,11 +451,11 @@ class DmaRead(_Engine):
             with m.Else():
                 m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nb)]
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
-        with m.If(self._release):
-            m.d.sync += self._full.eq(0)
+        with m.If(release):
+            m.d.sync += full.eq(0)
         with m.If(complete | refused):  # after the release above: a new row may enter as one leaves
             m.d.sync += [
-                self._full.eq(1),
+                full.eq(1),
                 out.data.eq(Mux(from_gearbox, merged, 0)),
                 out.row_bytes.eq(row_bytes),
                 out.kind.eq(d.kind),
@@ -482,10 +475,9 @@ class DmaRead(_Engine):
             m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
         return out
 
-    def _write_rows(self, m: Module, out, errors) -> None:
+    def _write_rows(self, m: Module, out, errors, full, release) -> None:
         """Write the held row locally; after a descriptor's last row, report it on ``done``."""
         cfg, n = self.cfg, self.dim
-        full, release = self._full, self._release
         keep = errors[out.tag] == 0  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, errors[out.tag])
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
