@@ -13,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.cmd import CMD_WORDS, ERR, ErrorEvent
 from rtl.config import AccelConfig
 from rtl.exec_unit import exec_op_layout
+from rtl.im2col import KERNEL_MAX
 from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
 
 __all__ = ["OP", "Decoder"]
@@ -92,6 +93,11 @@ class Decoder(wiring.Component):
         m.d.comb += self.cmd.ready.eq((code != 0) | accepted | self.flush)
         return m
 
+    def _out_bytes(self, flags):
+        """Bytes of one output element for a loop command's ``out`` flag (bits 20:19): narrow or full."""
+        cfg = self.cfg
+        return Mux(flags[19:21] == 0, 1 if cfg.dtype == "int8" else 2, cfg.acc_bits // 8)
+
     def _gemm(self, m: Module, w) -> None:
         """Both loop commands: GEMM's words as they are, CONV2D's as the GEMM of its im2col matrix
         (N = C_out; B, C and D are C_out elements wide; M and K follow from the shape, in the loop)."""
@@ -99,7 +105,6 @@ class Decoder(wiring.Component):
         cfg = self.cfg
         conv = w[0][:8] == OP["CONV2D"]
         cout = w[3][:16]
-        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, cfg.acc_bits // 8)
         m.d.comb += [
             p.bias.eq(f[14:16]),
             p.act.eq(f[17:19]),
@@ -122,7 +127,7 @@ class Decoder(wiring.Component):
                 p.b.eq(w[6]),
                 p.ldb.eq(cout * (cfg.in_bits // 8)),
                 p.c.eq(w[7]),
-                p.ldc.eq(cout * out_e),
+                p.ldc.eq(cout * self._out_bytes(f)),
                 p.d.eq(w[8]),
                 p.scale.eq(w[9]),
             ]
@@ -147,17 +152,17 @@ class Decoder(wiring.Component):
 
     def _conv_checks(self, w, conv) -> list:
         """CONV2D rules: no zero size, a kernel of at most 7 × 7 that fits the padded input, a
-        non-zero stride, bias none or per channel, element-aligned addresses."""
+        non-zero stride, bias none or per channel, element-aligned addresses. The shape is read from
+        the loop command ``_gemm`` decodes (its CONV2D fields)."""
         cfg = self.cfg
-        f = w[0]
+        f, p = w[0], self.loop.p
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
-        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, acc_e)
-        batch, cin, h, wd, cout, kh, kw = w[1][:16], w[1][16:], w[2][:16], w[2][16:], w[3][:16], w[3][16:24], w[3][24:]
-        stride, pad = w[4][:8], w[4][8:16]
-        zero = (batch == 0) | (cin == 0) | (h == 0) | (wd == 0) | (cout == 0) | (kh == 0) | (kw == 0)
-        bad = (kh > 7) | (kw > 7) | (stride == 0) | (h + 2 * pad < kh) | (wd + 2 * pad < kw) | f[14]
-        bias_addr = Mux(f[15], w[8], 0)  # read only with a per-channel bias
-        misaligned = (((w[5] | w[6]) & (in_e - 1)) | (w[7] & (out_e - 1)) | (bias_addr & (acc_e - 1))) != 0
+        sizes = (p.batch, p.cin, p.h, p.w, p.n, p.kh, p.kw)
+        zero = Cat(size == 0 for size in sizes).any()
+        fits = (p.h + 2 * p.pad >= p.kh) & (p.w + 2 * p.pad >= p.kw)
+        bad = (p.kh > KERNEL_MAX) | (p.kw > KERNEL_MAX) | (p.stride == 0) | ~fits | f[14]
+        bias_addr = Mux(f[15], p.d, 0)  # read only with a per-channel bias
+        misaligned = (((p.a | p.b) & (in_e - 1)) | (p.c & (self._out_bytes(f) - 1)) | (bias_addr & (acc_e - 1))) != 0
         return [(conv & zero, "ZERO_DIM"), (conv & bad, "BAD_SHAPE"), (conv & misaligned, "MISALIGNED")]
 
     def _gemm_checks(self, w, gemm) -> list:
@@ -165,7 +170,7 @@ class Decoder(wiring.Component):
         cfg = self.cfg
         f = w[0]
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
-        out_e = Mux(f[19:21] == 0, 1 if cfg.dtype == "int8" else 2, acc_e)
+        out_e = self._out_bytes(f)
         with_d = (f[14:16] != 0) | f[16]
         dims = (w[1], w[2], w[3])
         misaligned = (
