@@ -3,7 +3,7 @@
 ``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "GEMM loop").
 Loop order: M blocks (as many A rows as half the scratchpad holds for all K tiles), then N tiles,
 then K tiles. A block's K slices are loaded once, during its first N tile, and reused by the
-others. Buffers: S weight slots (up to 16, and no more than the steps of one M block), two A
+others. Buffers: S weight slots (up to 32, and no more than the steps of one M block), two A
 halves (by M block parity), two C slots in the accumulator (by (M block, N tile) pair), so loads,
 compute and stores of neighbouring steps overlap, and with short steps (small M) many weight
 loads are in flight at once. Dependencies use the ISA's tokens:
@@ -185,7 +185,7 @@ class GemmLoop(wiring.Component):
                 local_addr=b_slot,
                 transpose=c.trans_b,
             ),
-            # The weight load waits for its slot (freed by the EXEC two steps back) and, being the
+            # The weight load waits for its slot (freed by the EXEC S steps back) and, being the
             # step's last load, tells EXEC the step's data is in place. A and bias loads ahead of
             # it need no token, so they stream while earlier steps still compute.
             wait_next=(g >= slots) & ~a_waits,
@@ -288,10 +288,10 @@ class GemmLoop(wiring.Component):
             with m.State("M_BLOCKS"), m.If(div.done):
                 pairs = div.quotient * sizes["n_tiles"]
                 m.d.sync += [sizes["pairs"].eq(pairs), sizes["groups"].eq(pairs * sizes["k_tiles"])]
-                # With one step per M block, an A load could overwrite the half that the step two
-                # back still reads: then the A load, not the weight load, takes the token.
                 # Loads run up to `slots` steps ahead of EXEC; an A load must not overwrite the half
-                # that the block before the previous one still reads, so no more slots than steps per block.
+                # that the block before the previous one still reads, so no more slots than steps per
+                # block. With one step per block even two is too many: then the A load, not the weight
+                # load, takes the token (from the EXEC two steps back).
                 steps = sizes["n_tiles"] * sizes["k_tiles"]
                 fit = Const(2, slots.shape())
                 for count in (4, 8, 16, 32, 64):
