@@ -230,6 +230,30 @@ def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) 
     return readout(cfg, acc, case["scale"], case["act"], case["out"])
 
 
+def element_types(cfg: AccelConfig, out: int) -> tuple[type, type, type]:
+    """NumPy types of input, accumulator and output elements (``out`` 0 narrow, 1 full width)."""
+    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
+    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+    return in_t, acc_t, acc_t if out == 1 else in_t
+
+
+async def run_loop_command(t: Tile, label: str, words: list[int], case: dict, result) -> tuple:
+    """Push one loop command (counters zeroed) and wait for the done interrupt. ``result()`` reads
+    the output at once then: `done` must mean every byte is in memory. Returns (output, cycles from
+    the first command write, counters)."""
+    await t.write("IRQ_ENABLE", 0b11)
+    await t.write("CONTROL", 0b101)  # clear done, zero the counters
+    start = get_sim_time("ns")
+    await t.push(words)
+    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
+    cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
+    got = result()
+    status = await t.read("STATUS")
+    assert status & 2 and not status & 4, f"{label}: status {status:#x} after {cycles} cycles"
+    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+    return got, cycles, counters
+
+
 def check_exact(label: str, got: np.ndarray, want: np.ndarray, context: str) -> None:
     """Every element of ``got`` equals ``want``; else which rows and columns differ, and the first."""
     bad = np.argwhere(got != want)
@@ -259,9 +283,7 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
     b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
-    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
-    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
-    out_t = acc_t if case["out"] == 1 else in_t
+    in_t, acc_t, out_t = element_types(cfg, case["out"])
     addr = {"A": 0x1000, "B": 0x40000, "C": 0x80000, "D": 0xC0000}
     # Regressions pad every row (odd strides, rows straddling bus beats); benchmarks use dense matrices.
     pad = {"A": 3, "B": 5, "C": 2, "D": 1} if not case.get("dense") else dict.fromkeys("ABCD", 0)
@@ -280,16 +302,9 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     ld_bytes = {key: ld[key] * np.dtype(byte[key]).itemsize for key in ld}
     if case["bias"] == 2:
         ld_bytes["D"] = 0
-    await t.write("IRQ_ENABLE", 0b11)
-    await t.write("CONTROL", 0b101)  # clear done, zero the counters
-    start = get_sim_time("ns")
-    await t.push(gemm_words(case, addr, ld_bytes))
-    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
-    cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
-    got = get(t, addr["C"], (m, n), out_t, ld["C"])  # at once: `done` must mean every byte is in memory
-    status = await t.read("STATUS")
-    assert status & 2 and not status & 4, f"GEMM {case}: status {status:#x} after {cycles} cycles"
-    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+    got, cycles, counters = await run_loop_command(
+        t, f"GEMM {case}", gemm_words(case, addr, ld_bytes), case, lambda: get(t, addr["C"], (m, n), out_t, ld["C"])
+    )
     want = gemm_loop_reference(cfg, a, b, init, case).astype(out_t)
     check_exact(f"GEMM {case}", got, want, f"{cycles} cycles, counters {counters}")
     return {"cycles": int(cycles), **counters}
@@ -356,9 +371,7 @@ async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     x = stimulus.inputs(cfg, rng, (batch, h, w, cin), special=0.0)
     weights = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
-    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
-    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
-    out_t = acc_t if case["out"] == 1 else in_t
+    _, acc_t, out_t = element_types(cfg, case["out"])
     addr = {"in": 0x1000, "w": 0x40000, "out": 0x60000, "bias": 0x3F000}
     put(t, addr["in"], x)
     put(t, addr["w"], weights)
@@ -366,16 +379,9 @@ async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     if bias is not None:
         put(t, addr["bias"], bias.astype(acc_t))
     oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
-    await t.write("IRQ_ENABLE", 0b11)
-    await t.write("CONTROL", 0b101)
-    start = get_sim_time("ns")
-    await t.push(conv_words(case, addr))
-    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
-    cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
-    got = get(t, addr["out"], (batch * oh * ow, cout), out_t)
-    status = await t.read("STATUS")
-    assert status & 2 and not status & 4, f"CONV2D {case}: status {status:#x} after {cycles} cycles"
-    counters = {name.lower(): await t.read(name) for name in COUNTERS}
+    got, cycles, counters = await run_loop_command(
+        t, f"CONV2D {case}", conv_words(case, addr), case, lambda: get(t, addr["out"], (batch * oh * ow, cout), out_t)
+    )
     a = im2col(x, kh, kw, stride, pad)
     k_tiles = conv_k_tiles(cfg, kh, kw, cin)
     want = gemm_loop_reference(cfg, a, weights.reshape(-1, cout), bias, case, k_tiles).astype(out_t)
