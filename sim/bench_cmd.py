@@ -45,7 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
 CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
-CONV_LIMITS = {"kh": 7, "kw": 7, "stride": 255, "pad": 255}
 
 
 def bench_mesh(args: argparse.Namespace) -> int:
@@ -116,12 +115,14 @@ def bench_gemm(args: argparse.Namespace) -> int:
 
 def bench_conv(args: argparse.Namespace) -> int:
     from rtl.conv_model import out_size
+    from rtl.im2col import KERNEL_MAX
     from sim.cli import UsageError
 
+    limits = {"kh": KERNEL_MAX, "kw": KERNEL_MAX, "stride": 255, "pad": 255}  # the CONV2D fields' ranges
     cfg = config_from_args(args)
     case = {name: getattr(args, name) for name in CONV_DEFAULTS}
     for name, value in case.items():
-        low, high = (0 if name == "pad" else 1), CONV_LIMITS.get(name, 65535)
+        low, high = (0 if name == "pad" else 1), limits.get(name, 65535)
         if not low <= value <= high:
             raise UsageError(f"--{name} = {value} is invalid: allowed an integer from {low} to {high}")
     oh, ow = (out_size(case[d], case[k], case["stride"], case["pad"]) for d, k in (("h", "kh"), ("w", "kw")))
