@@ -80,6 +80,17 @@ typedef uint16_t pyard_acc_t; /* bf16 bit pattern */
 #endif
 #define PYARD_IN_BYTES (PYARD_IN_BITS / 8)
 #define PYARD_ACC_BYTES (PYARD_ACC_BITS / 8)
+/* fp32 bit pattern of v · 2^-exp, exact whenever |v| < 2^24: exact float operands and expected
+   results for programs without a floating-point library (the firmware has none). */
+static inline uint32_t pyard_f32_bits(int64_t v, int exp) {
+  if (v == 0) return 0;
+  uint32_t sign = v < 0 ? 0x80000000u : 0;
+  uint64_t mag = v < 0 ? (uint64_t)-v : (uint64_t)v;
+  int e = (mag >> 32) ? 63 : 31; /* the highest set bit, searched from the top of its half */
+  while (!(mag >> e)) e--;
+  uint32_t mant = (uint32_t)(e >= 23 ? mag >> (e - 23) : mag << (23 - e)) & 0x7fffffu;
+  return sign | (uint32_t)(127 + e - exp) << 23 | mant;
+}
 /* The identity read-out scale: a shift of 0 (int32 accumulators) or 1.0f (float accumulators). */
 #define PYARD_SCALE_ONE (PYARD_ACC_INT32 ? 0u : 0x3F800000u)
 

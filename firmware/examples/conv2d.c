@@ -31,18 +31,7 @@ static int32_t rand_range(int32_t lo, int32_t hi) {
   return lo + (int32_t)((rng_state >> 8) % (uint32_t)(hi - lo + 1));
 }
 
-/* fp32 bits of v · 2^-exp (exact whenever |v| < 2^24). */
-static uint32_t f32_bits(int64_t v, int exp) {
-  if (v == 0) return 0;
-  uint32_t sign = v < 0 ? 0x80000000u : 0;
-  uint64_t mag = v < 0 ? (uint64_t)-v : (uint64_t)v;
-  int e = (mag >> 32) ? 63 : 31; /* the highest set bit, searched from the top of its half */
-  while (!(mag >> e)) e--;
-  uint32_t mant = (uint32_t)(e >= 23 ? mag >> (e - 23) : mag << (23 - e)) & 0x7fffffu;
-  return sign | (uint32_t)(127 + e - exp) << 23 | mant;
-}
-
-static pyard_in_t to_in(int32_t v) { return PYARD_DTYPE_INT8 ? (pyard_in_t)v : (pyard_in_t)(f32_bits(v, 3) >> 16); }
+static pyard_in_t to_in(int32_t v) { return PYARD_DTYPE_INT8 ? (pyard_in_t)v : (pyard_in_t)(pyard_f32_bits(v, 3) >> 16); }
 
 static void make_inputs(void) {
   const int32_t lim = PYARD_DTYPE_INT8 ? 127 : 16; /* bf16: |v|/8 has at most 5 significant bits */
@@ -52,7 +41,7 @@ static void make_inputs(void) {
   for (int i = 0; i < KH * KW * CIN * COUT; i++) wd[i] = to_in(ws[i] = rand_range(-lim, lim));
   for (int o = 0; o < COUT; o++) {
     bias_val[o] = rand_range(-300, 300);
-    bias[o] = PYARD_ACC_INT32 ? (pyard_acc_t)bias_val[o] : (pyard_acc_t)f32_bits(bias_val[o], 6);
+    bias[o] = PYARD_ACC_INT32 ? (pyard_acc_t)bias_val[o] : (pyard_acc_t)pyard_f32_bits(bias_val[o], 6);
   }
 }
 
@@ -66,7 +55,7 @@ static uint32_t reference(int n, int oy, int ox, int o) {
     }
   }
   if (acc < 0) acc = 0;
-  return PYARD_ACC_INT32 ? (uint32_t)acc : f32_bits(acc, 6);
+  return PYARD_ACC_INT32 ? (uint32_t)acc : pyard_f32_bits(acc, 6);
 }
 
 int main(void) {

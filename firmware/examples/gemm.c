@@ -32,16 +32,6 @@ static int32_t rand_range(int32_t lo, int32_t hi) { /* uniform in [lo, hi] */
   return lo + (int32_t)((rng_state >> 8) % (uint32_t)(hi - lo + 1));
 }
 
-/* fp32 bits of v · 2^-exp (exact whenever |v| < 2^24). */
-static uint32_t f32_bits(int64_t v, int exp) {
-  if (v == 0) return 0;
-  uint32_t sign = v < 0 ? 0x80000000u : 0;
-  uint64_t mag = v < 0 ? (uint64_t)-v : (uint64_t)v;
-  int e = (mag >> 32) ? 63 : 31; /* the highest set bit, searched from the top of its half */
-  while (!(mag >> e)) e--;
-  uint32_t mant = (uint32_t)(e >= 23 ? mag >> (e - 23) : mag << (23 - e)) & 0x7fffffu;
-  return sign | (uint32_t)(127 + e - exp) << 23 | mant;
-}
 static uint16_t bf16_rne(uint32_t f32) { return (uint16_t)((f32 + 0x7fffu + ((f32 >> 16) & 1)) >> 16); }
 
 static void make_inputs(void) {
@@ -51,11 +41,11 @@ static void make_inputs(void) {
     for (int j = 0; j < N; j++) b_val[k][j] = PYARD_DTYPE_INT8 ? rand_range(-128, 127) : rand_range(-32, 32);
   for (int j = 0; j < N; j++) bias_val[j] = PYARD_DTYPE_INT8 ? rand_range(-20000, 20000) : rand_range(-500, 500);
   for (int i = 0; i < M; i++)
-    for (int k = 0; k < K; k++) a[i][k] = PYARD_DTYPE_INT8 ? (pyard_in_t)a_val[i][k] : bf16_rne(f32_bits(a_val[i][k], 3));
+    for (int k = 0; k < K; k++) a[i][k] = PYARD_DTYPE_INT8 ? (pyard_in_t)a_val[i][k] : bf16_rne(pyard_f32_bits(a_val[i][k], 3));
   for (int k = 0; k < K; k++)
-    for (int j = 0; j < N; j++) b[k][j] = PYARD_DTYPE_INT8 ? (pyard_in_t)b_val[k][j] : bf16_rne(f32_bits(b_val[k][j], 3));
+    for (int j = 0; j < N; j++) b[k][j] = PYARD_DTYPE_INT8 ? (pyard_in_t)b_val[k][j] : bf16_rne(pyard_f32_bits(b_val[k][j], 3));
   /* The bias is in the accumulator type: int32, or fp32 in units of 1/64 like the products. */
-  for (int j = 0; j < N; j++) bias[j] = PYARD_ACC_INT32 ? (pyard_acc_t)bias_val[j] : (pyard_acc_t)f32_bits(bias_val[j], 6);
+  for (int j = 0; j < N; j++) bias[j] = PYARD_ACC_INT32 ? (pyard_acc_t)bias_val[j] : (pyard_acc_t)pyard_f32_bits(bias_val[j], 6);
 }
 
 #define NARROW_SHIFT 8                /* int8: the read-out's rounding right shift */
@@ -79,8 +69,8 @@ static void reference(int i, int j, uint32_t *full, uint32_t *narrow) {
     *full = (uint32_t)relu;
     *narrow = (uint32_t)y;
   } else {
-    *full = f32_bits(relu, 6);
-    *narrow = bf16_rne(f32_bits(relu, 8)); /* × 0.25 is exact */
+    *full = pyard_f32_bits(relu, 6);
+    *narrow = bf16_rne(pyard_f32_bits(relu, 8)); /* × 0.25 is exact */
   }
 }
 
