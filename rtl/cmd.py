@@ -103,6 +103,7 @@ class CommandInterface(wiring.Component):
                 "events": In(CounterEvents),
                 "flush": Out(1),
                 "irq": Out(1),
+                "pending": Out(1),  # work accepted and not yet reported done, or a queue drain
             }
         )
 
@@ -147,6 +148,7 @@ class CommandInterface(wiring.Component):
         busy = Signal()
         m.d.comb += busy.eq(self.busy | (queue.level != 0))
         self._control(m, write, status, draining, overflow, seq, busy)
+        m.d.comb += self.pending.eq(busy | status["had_work"] | draining | self.rsp.valid)
         self._readback(m, status, queue, words, busy)
         return m
 

@@ -29,6 +29,9 @@ UNIT_LOAD, UNIT_EXEC, UNIT_STORE = 2, 3, 4
 # Read bursts the load engine keeps in flight: A's K slices arrive as one short row per burst, so
 # covering a 32-cycle memory latency at one beat per cycle takes about 32 of them.
 LOAD_READS_IN_FLIGHT = 64
+# Cycles ``active`` stays high after the tile has gone quiet: longer than any pipeline that drains
+# on its own (mesh skew, accumulator read-modify-write, counter updates), so the state is settled.
+SETTLE_CYCLES = 64
 DMA_TO_ISA = {
     DmaError.MISALIGNED: ERR["MISALIGNED"],
     DmaError.RANGE: ERR["SP_RANGE"],
@@ -47,6 +50,9 @@ class Tile(wiring.Component):
                 "s_axil": In(AxiLiteSignature()),
                 "m_axi": Out(Axi4Signature(cfg.dma_bits)),
                 "irq": Out(1),
+                # Low: the tile's outputs and every state it will ever show stay as they are until
+                # an AXI4-Lite request arrives, so its clock may stop (the simulation top does so).
+                "active": Out(1),
             }
         )
 
@@ -121,7 +127,18 @@ class Tile(wiring.Component):
         for g in gates:
             m.d.comb += g.flush.eq(cmdif.flush)
         self._events(m, cmdif, dma_load, dma_store, ex, g_load, g_exec, g_store)
+        self._activity(m, cmdif.pending | ~dma_load.idle | ~dma_store.idle)
         return m
+
+    def _activity(self, m: Module, working) -> None:
+        """``active`` while work is queued or running, a register access is under way, or less
+        than SETTLE_CYCLES have passed since; a register request wakes it in the same cycle."""
+        bus = self.s_axil
+        request = bus.awvalid | bus.wvalid | bus.arvalid
+        quiet = ~working & ~request & ~bus.bvalid & ~bus.rvalid
+        settle = Signal(range(SETTLE_CYCLES + 1), init=SETTLE_CYCLES)
+        m.d.sync += settle.eq(Mux(quiet, Mux(settle == 0, 0, settle - 1), SETTLE_CYCLES))
+        m.d.comb += self.active.eq(~quiet | (settle != 0))
 
     def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[DmaRead, DmaWrite]:
         """Two DMA engines on one AXI port: loads use only the read channels and stores only the

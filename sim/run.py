@@ -42,6 +42,7 @@ class RunResult:
     counters: dict[str, int]  # accelerator counters (docs/isa.md) at the end of the run
     dumps: dict[str, bytes] = field(default_factory=dict)
     sim_seconds: float = 0.0  # wall-clock time of the simulated run (loading and read-back excluded)
+    tile_cycles: int = 0  # cycles the accelerator tile was clocked (it is gated while idle)
 
     @property
     def cpi(self) -> list[float | None]:
@@ -59,6 +60,7 @@ class RunResult:
         for h, (n, cpi) in enumerate(zip(self.instret, self.cpi, strict=True)):
             lines.append(f"hart {h}: instructions {n}, CPI {cpi:.3f}" if cpi else f"hart {h}: instructions 0")
         lines.append("accelerator: " + ", ".join(f"{k} {v}" for k, v in self.counters.items()))
+        lines.append(f"accelerator clocked {self.tile_cycles} cycles ({self.tile_cycles / max(self.cycles, 1):.1%})")
         return "\n".join(lines)
 
 
@@ -96,10 +98,12 @@ def run_elf(
     dumps: dict[str, tuple[int, int]] | None = None,
     trace: Path | None = None,
     on_console: Callable[[str], None] | None = None,
+    gate_tile: bool = True,
 ) -> RunResult:
     """Run ``elf`` until a hart writes EXIT or ``max_cycles`` pass; ``dumps`` name (address, length)
-    ranges read back at the end. ``on_console`` receives console text as the program writes it."""
-    sim = build_soc(cfg, trace=trace is not None)
+    ranges read back at the end. ``on_console`` receives console text as the program writes it.
+    ``gate_tile=False`` runs a build whose tile is clocked on every cycle (see sim/soc_build.py)."""
+    sim = build_soc(cfg, trace=trace is not None, gate_tile=gate_tile)
     with tempfile.TemporaryDirectory(prefix="pyard-run-") as tmp:
         work = Path(tmp)
         (work / "image.bin").write_bytes(load_image(cfg, Path(elf)))
@@ -124,6 +128,7 @@ def run_elf(
         counters=_counters(result["counters"]),
         dumps=read,
         sim_seconds=result["seconds"],
+        tile_cycles=result["tile_cycles"],
     )
 
 
@@ -161,6 +166,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("program", nargs="+", type=Path, help="C/assembly sources (built with the runtime) or one ELF")
     p.add_argument("--max-cycles", type=int, default=DEFAULT_MAX_CYCLES, help="cycle budget (default 1e8)")
     p.add_argument("--trace", type=Path, default=None, help="write an FST waveform (a separate, traced build)")
+    p.add_argument(
+        "--no-clock-gate",
+        action="store_true",
+        help="clock the accelerator on every cycle, as on an FPGA (slower; same cycles and results)",
+    )
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.set_defaults(func=run)
 
@@ -174,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-cycles = {args.max_cycles} is invalid: allowed a positive integer")
     elf = _program(cfg, args.program)
     try:
-        result = run_elf(cfg, elf, args.max_cycles, trace=args.trace, on_console=_echo)
+        gate = not args.no_clock_gate
+        result = run_elf(cfg, elf, args.max_cycles, trace=args.trace, on_console=_echo, gate_tile=gate)
     except LoadError as err:
         raise UsageError(str(err)) from None
     if result.exit_code is None:
@@ -182,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         stats = {"config": cfg.name, "exit_code": result.exit_code, "cycles": result.cycles}
         stats |= {"instret": result.instret, "cpi": result.cpi, "counters": result.counters}
+        stats["tile_cycles"] = result.tile_cycles
         print(json.dumps(stats, indent=2), file=sys.stderr)
     else:
         print(result.summary(), file=sys.stderr)

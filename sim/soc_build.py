@@ -1,6 +1,6 @@
 """Cached Verilator builds of the SoC simulator: the generated ``soc_sim`` top plus the C++ harness.
 
-One build per (SoC config, generator sources, harness sources, tracing), made with
+One build per (SoC config, generator sources, harness sources, tracing, tile clock gating), made with
 :func:`sim.build.cached_build`, so an unchanged config is never rebuilt; a traced build is a
 separate cached build. The result is a stand-alone executable (``soc_sim``) that runs a program.
 """
@@ -42,6 +42,7 @@ class SocBuild:
     cfg: SocConfig
     directory: Path
     trace: bool
+    gate_tile: bool
     cached: bool
     generate_seconds: float
     verilate_seconds: float  # Verilator and C++ compile
@@ -51,12 +52,12 @@ class SocBuild:
         return self.directory / TOP
 
 
-def soc_verilog(cfg: SocConfig) -> str:
+def soc_verilog(cfg: SocConfig, *, gate_tile: bool = True) -> str:
     from amaranth.back import verilog
 
     from soc.soc import SocSim
 
-    return verilog.convert(SocSim(cfg), name=TOP, emit_src=False)
+    return verilog.convert(SocSim(cfg, gate_tile=gate_tile), name=TOP, emit_src=False)
 
 
 def _harness_hash() -> str:
@@ -67,12 +68,13 @@ def _harness_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def build_soc(cfg: SocConfig, *, trace: bool = False, root: Path | None = None) -> SocBuild:
-    """The SoC simulator for ``cfg``, built unless an identical build exists."""
+def build_soc(cfg: SocConfig, *, trace: bool = False, gate_tile: bool = True, root: Path | None = None) -> SocBuild:
+    """The SoC simulator for ``cfg``, built unless an identical build exists. ``gate_tile=False``
+    keeps the tile's clock running while it is idle (slower; the same cycles and results)."""
     harness = _harness_hash()
 
     def generate() -> tuple[str, str]:
-        text = soc_verilog(cfg)
+        text = soc_verilog(cfg, gate_tile=gate_tile)
         key = hashlib.sha256(
             "\0".join(
                 (text, cfg.to_json(), harness, *COMPILE_FLAGS, str(verilator.verilator_root()), str(trace))
@@ -82,12 +84,12 @@ def build_soc(cfg: SocConfig, *, trace: bool = False, root: Path | None = None) 
 
     directory, cached = cached_build(
         (root or BUILD_ROOT) / "sim",
-        (TOP, cfg.to_json(), source_hash(), harness, *COMPILE_FLAGS, str(trace)),
+        (TOP, cfg.to_json(), source_hash(), harness, *COMPILE_FLAGS, str(trace), str(gate_tile)),
         generate,
         lambda directory, text, seconds: _compile(cfg, directory, text, trace, seconds),
     )
     times = json.loads((directory / "built.ok").read_text())
-    return SocBuild(cfg, directory, trace, cached, times["generate_seconds"], times["verilate_seconds"])
+    return SocBuild(cfg, directory, trace, gate_tile, cached, times["generate_seconds"], times["verilate_seconds"])
 
 
 def _compile(cfg: SocConfig, directory: Path, text: str, trace: bool, generate_seconds: float) -> None:

@@ -10,7 +10,7 @@ accelerator registers and main memory like a hart does, and writes to ITCM addre
 hart's ITCM.
 """
 
-from amaranth.hdl import Module, ResetInserter, Value
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetInserter, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -60,21 +60,38 @@ class _ItcmLoader(wiring.Component):
         return m
 
 
+def _gated_tile(m: Module, tile: wiring.Component) -> tuple[wiring.Component, Signal]:
+    """Clock ``tile`` only while it is active: a clock gate whose enable is latched while the
+    clock is low, so the gated clock never glitches. The tile then costs a simulator nothing while
+    idle; its behaviour is unchanged because an inactive tile's next state equals its state.
+    Simulation only: the gated domains have no reset (registers start at their initial values)."""
+    m.domains.tile_gate = ClockDomain("tile_gate", clk_edge="neg", local=True, reset_less=True)
+    m.domains.tile = ClockDomain("tile", local=True, reset_less=True)
+    enable = Signal(init=1)
+    m.d.tile_gate += enable.eq(tile.active)
+    m.d.comb += [ClockSignal("tile_gate").eq(ClockSignal()), ClockSignal("tile").eq(ClockSignal() & enable)]
+    return DomainRenamer("tile")(tile), enable
+
+
 class Soc(wiring.Component):
-    def __init__(self, cfg: SocConfig) -> None:
-        self.cfg = cfg
-        super().__init__(
-            {
-                "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
-                "dbg": In(BusSignature()),
-                "hold": In(1),
-                "console_valid": Out(1),
-                "console_data": Out(8),
-                "exit_valid": Out(1),
-                "exit_code": Out(32),
-                "instret": Out(data.ArrayLayout(64, cfg.cores)),
-            }
-        )
+    """``gate_tile`` stops the tile's clock while it is idle and leaves it without a reset: for
+    simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard."""
+
+    def __init__(self, cfg: SocConfig, *, gate_tile: bool = False) -> None:
+        self.cfg, self.gate_tile = cfg, gate_tile
+        members = {
+            "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
+            "dbg": In(BusSignature()),
+            "hold": In(1),
+            "console_valid": Out(1),
+            "console_data": Out(8),
+            "exit_valid": Out(1),
+            "exit_code": Out(32),
+            "instret": Out(data.ArrayLayout(64, cfg.cores)),
+        }
+        if gate_tile:
+            members["tile_clocked"] = Out(1)  # the tile's clock runs this cycle
+        super().__init__(members)
 
     def _regions(self) -> dict[str, tuple[tuple[int, int], ...]]:
         cfg = self.cfg
@@ -94,7 +111,12 @@ class Soc(wiring.Component):
         m.submodules.mmio = mmio = self._mmio(m)
         from rtl.tile import Tile  # the tile pulls in every accelerator block
 
-        m.submodules.tile = tile = Tile(cfg.accel)
+        tile = Tile(cfg.accel)
+        if self.gate_tile:
+            m.submodules.tile, enable = _gated_tile(m, tile)
+            m.d.comb += self.tile_clocked.eq(enable)
+        else:
+            m.submodules.tile = tile
         self._peripheral_bus(m, arbiter, mmio, tile)
 
         for h in range(n):
@@ -156,36 +178,89 @@ class Soc(wiring.Component):
             m.d.comb += [itcm.load.en.eq(loader.en), itcm.load.addr.eq(loader.addr), itcm.load.data.eq(loader.data)]
 
 
-class SocSim(wiring.Component):
-    """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives."""
+# The harness' debug port (master side): a four-phase handshake, see _DebugPort.
+DEBUG_PORT = wiring.Signature(
+    {"valid": Out(1), "addr": Out(32), "write": Out(1), "wdata": Out(32), "done": In(1), "rdata": In(32), "err": In(1)}
+)
 
-    def __init__(self, cfg: SocConfig) -> None:
-        self.cfg = cfg
+
+class _DebugPort(wiring.Component):
+    """The harness' side of the debug bus: every input lands in a register first, so no logic of
+    the SoC depends on a top-level input, and Verilator need not re-evaluate it on every ``eval``.
+
+    A four-phase handshake: the harness raises ``valid`` with the request, the port answers with
+    ``done`` (and ``rdata``/``err``), the harness drops ``valid``, the port drops ``done``.
+    """
+
+    host: In(DEBUG_PORT)
+    bus: Out(BusSignature())
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        host, bus = self.host, self.bus
+        valid = Signal()
+        m.d.sync += [valid.eq(host.valid), bus.addr.eq(host.addr), bus.write.eq(host.write), bus.wdata.eq(host.wdata)]
+        m.d.comb += bus.mask.eq(0xF)
+        with m.FSM():
+            with m.State("IDLE"), m.If(valid):
+                m.next = "REQUEST"
+            with m.State("REQUEST"):
+                m.d.comb += bus.req_valid.eq(1)
+                with m.If(bus.req_ready):
+                    m.next = "RESPONSE"
+            with m.State("RESPONSE"), m.If(bus.rsp_valid):
+                m.d.sync += [host.done.eq(1), host.rdata.eq(bus.rdata), host.err.eq(bus.err)]
+                m.next = "DONE"
+            with m.State("DONE"), m.If(~valid):
+                m.d.sync += host.done.eq(0)
+                m.next = "IDLE"
+        return m
+
+
+class SocSim(wiring.Component):
+    """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives.
+
+    Built for simulation speed: there is no reset (Verilator starts every register at its initial
+    value), the tile's clock is gated while it is idle (``gate_tile``), and ``hold`` and the debug
+    port are registered, so the clock is the only input any logic depends on.
+    """
+
+    def __init__(self, cfg: SocConfig, *, gate_tile: bool = True) -> None:
+        self.cfg, self.gate_tile = cfg, gate_tile
         super().__init__(
             {
-                "dbg": In(BusSignature()),
+                "clk": In(1),
+                "dbg": In(DEBUG_PORT),
                 "hold": In(1),
                 "console_valid": Out(1),
                 "console_data": Out(8),
                 "exit_valid": Out(1),
                 "exit_code": Out(32),
                 "instret": Out(data.ArrayLayout(64, cfg.cores)),
+                "tile_clocked": Out(1),  # the tile's clock runs this cycle (always, ungated)
             }
         )
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg = self.cfg
-        m.submodules.soc = soc = Soc(cfg)
+        m.domains.sync = ClockDomain(reset_less=True)
+        m.d.comb += ClockSignal().eq(self.clk)
+        m.submodules.soc = soc = Soc(cfg, gate_tile=self.gate_tile)
         m.submodules.mem = mem = MainMemory(MEM_BASE, cfg.mem_bytes, cfg.mem_bits, TILE_ID_BITS + 1, cfg.mem_latency)
+        m.submodules.dbg = dbg = _DebugPort()
         connect(m, soc.m_axi, mem.axi)
-        connect(m, wiring.flipped(self.dbg), soc.dbg)
+        connect(m, dbg.bus, soc.dbg)
+        connect(m, wiring.flipped(self.dbg), dbg.host)
+        hold = Signal(init=1)  # the harts wait from the first cycle on, until the harness lets go
+        m.d.sync += hold.eq(self.hold)
+        m.d.comb += soc.hold.eq(hold)
         m.d.comb += [
-            soc.hold.eq(self.hold),
             self.console_valid.eq(soc.console_valid),
             self.console_data.eq(soc.console_data),
             self.exit_valid.eq(soc.exit_valid),
             self.exit_code.eq(soc.exit_code),
             self.instret.eq(soc.instret),
+            self.tile_clocked.eq(soc.tile_clocked if self.gate_tile else 1),
         ]
         return m

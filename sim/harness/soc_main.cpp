@@ -7,7 +7,8 @@
 //
 //   soc_sim --image IMG --result OUT.json [--max-cycles N] [--dump ADDR:LEN:FILE]... [--trace F.fst]
 //
-// (Verilator spells the port dbg__x as dbg___05Fx.)
+// The debug port is a four-phase handshake (soc/soc.py, _DebugPort); Verilator spells the port
+// dbg__x as dbg___05Fx. There is no reset: every register starts at its initial value.
 // IMG is a flat list of little-endian (address, word) pairs: only the non-zero words of the
 // program (every memory starts zeroed).
 
@@ -50,6 +51,7 @@ struct Sim {
     std::unique_ptr<VerilatedFstC> fst;
 #endif
     uint64_t time = 0;
+    bool debug_port_stuck = false;
 
     explicit Sim(const char* trace) {
         ctx->randReset(0);
@@ -92,23 +94,23 @@ struct Sim {
         time += 5;
     }
 
-    // One debug-bus access; false on a bus error or if it never completes.
+    // One debug-bus access; false on a bus error or if it does not complete within the budget
+    // (after which the port is not used again: a late answer would be taken for the next one's).
     bool access(uint32_t addr, bool write, uint32_t wdata, uint32_t* rdata) {
-        top->dbg___05Freq_valid = 1;
+        if (debug_port_stuck) return false;
+        top->dbg___05Fvalid = 1;
         top->dbg___05Faddr = addr;
         top->dbg___05Fwrite = write;
         top->dbg___05Fwdata = wdata;
-        top->dbg___05Fmask = 0xF;
-        top->dbg___05Famo = 0;
-        top->eval();
         int budget = 100000;
-        while (!top->dbg___05Freq_ready && --budget) tick();
-        tick();  // accepted at this edge
-        top->dbg___05Freq_valid = 0;
-        while (!top->dbg___05Frsp_valid && --budget) tick();
-        if (!budget) return false;
+        while (!top->dbg___05Fdone && budget > 0) tick(), budget--;
+        const bool done = top->dbg___05Fdone;
         if (rdata) *rdata = top->dbg___05Frdata;
-        return !top->dbg___05Ferr;
+        const bool ok = done && !top->dbg___05Ferr;
+        top->dbg___05Fvalid = 0;
+        while (top->dbg___05Fdone && budget > 0) tick(), budget--;
+        debug_port_stuck = budget == 0;
+        return ok && !debug_port_stuck;
     }
 };
 
@@ -171,9 +173,6 @@ int main(int argc, char** argv) {
     Sim sim(trace);
     Vsoc_sim* top = sim.top.get();
     top->hold = 1;
-    top->rst = 1;
-    for (int i = 0; i < 4; i++) sim.tick();
-    top->rst = 0;
     sim.tick();
 
     // Load: main memory directly, everything else through the debug bus (ITCM writes reach every hart).
@@ -189,11 +188,12 @@ int main(int argc, char** argv) {
 
     top->hold = 0;
     const auto start = std::chrono::steady_clock::now();
-    uint64_t cycles = 0;
+    uint64_t cycles = 0, tile_cycles = 0;
     bool exited = false;
     while (cycles < max_cycles) {
         sim.tick();
         cycles++;
+        tile_cycles += top->tile_clocked;  // latched while the clock was low: the edge just taken
         if (top->console_valid) {
             std::putchar(top->console_data);
             std::fflush(stdout);
@@ -211,8 +211,9 @@ int main(int argc, char** argv) {
 
     FILE* out = std::fopen(result, "w");
     if (!out) die(std::string("cannot write ") + result);
-    std::fprintf(out, "{\"exited\": %s, \"exit_code\": %u, \"cycles\": %llu, \"seconds\": %.6f, \"instret\": [",
-                 exited ? "true" : "false", exit_code, (unsigned long long)cycles, seconds);
+    std::fprintf(out, "{\"exited\": %s, \"exit_code\": %u, \"cycles\": %llu, \"tile_cycles\": %llu, ",
+                 exited ? "true" : "false", exit_code, (unsigned long long)cycles, (unsigned long long)tile_cycles);
+    std::fprintf(out, "\"seconds\": %.6f, \"instret\": [", seconds);
     for (int h = 0; h < PYARD_NHARTS; h++) std::fprintf(out, "%s%llu", h ? ", " : "", (unsigned long long)retired[h]);
     std::fprintf(out, "], \"counters\": {");
     bool first = true;
