@@ -76,13 +76,15 @@ def build_firmware(
     flags: Sequence[str] = (),
     include_dirs: Sequence[Path | str] = (),
     out_dir: Path = BUILD_DIR,
+    toolchain: str | None = None,
 ) -> Path:
     """Compile and link ``sources`` (C or assembly) with the runtime and driver for ``cfg``; returns the ELF.
 
     ``defines`` become ``-D`` flags (a value of None defines the name alone), e.g.
-    ``{"PYARD_NHARTS_ACTIVE": 2}`` runs the program on two harts of a larger SoC.
+    ``{"PYARD_NHARTS_ACTIVE": 2}`` runs the program on two harts of a larger SoC. ``toolchain``
+    ("gcc" or "zig") overrides the choice of sim/toolchain.py.
     """
-    tc = find_toolchain()
+    tc = find_toolchain(toolchain)
     gen = firmware_dir(cfg, out_dir)
     srcs = [Path(s).resolve() for s in sources]
     missing = [str(s) for s in srcs if not s.is_file()]
@@ -102,8 +104,7 @@ def build_firmware(
     out_dir.mkdir(parents=True, exist_ok=True)
     # Build privately and rename into place, so parallel test workers never see a half-written ELF.
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
-    libs = ["-lgcc"] if tc.name == "gcc" else []  # gcc needs libgcc last; zig's clang needs none here
-    cmd = [*tc.cc, *all_flags, f"-Wl,-T,{link_ld}", *map(str, all_srcs), "-o", str(tmp / "image.elf"), *libs]
+    cmd = [*tc.cc, *all_flags, f"-Wl,-T,{link_ld}", *map(str, all_srcs), "-o", str(tmp / "image.elf"), *tc.libs]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)

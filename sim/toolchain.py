@@ -1,7 +1,8 @@
 """Find a RISC-V C compiler, build firmware with a cache, and load ELF images.
 
-The compiler is ``riscv64-unknown-elf-gcc`` when it is on PATH, else the clang inside the PyPI
-``ziglang`` package (``python -m ziglang cc``), which targets riscv32 out of the box. Builds are
+The compiler is ``riscv64-unknown-elf-gcc`` when it is on PATH and has an rv32 libgcc, else the
+clang inside the PyPI ``ziglang`` package (``python -m ziglang cc``), which targets riscv32 out of
+the box; ``PYARD_TOOLCHAIN=gcc`` or ``=zig`` picks one (an error if it is missing). Builds are
 cached under ``build/fw/<hash>/`` keyed by the compiler, the flags and the contents of every
 source, header and linker script, so a test run compiles each program once.
 """
@@ -9,6 +10,7 @@ source, header and linker script, so a test run compiles each program once.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ElfImage", "Firmware", "Toolchain", "ToolchainError", "build", "find_toolchain", "load_elf"]
+__all__ = ["TOOLCHAINS", "ElfImage", "Firmware", "Toolchain", "ToolchainError", "build", "find_toolchain", "load_elf"]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO / "build" / "fw"
@@ -38,14 +40,23 @@ class Toolchain:
     cc: tuple[str, ...]
     objcopy: tuple[str, ...]
     arch_flags: tuple[str, ...]
+    libs: tuple[str, ...] = ()  # linked last (the compiler's runtime helpers, e.g. 64-bit division)
 
 
-def find_toolchain() -> Toolchain:
-    """The GNU toolchain when installed, otherwise zig's clang."""
-    gcc = shutil.which("riscv64-unknown-elf-gcc")
-    if gcc:
-        objcopy = shutil.which("riscv64-unknown-elf-objcopy") or "riscv64-unknown-elf-objcopy"
-        return Toolchain("gcc", (gcc,), (objcopy,), ("-march=rv32ima_zicsr", "-mabi=ilp32"))
+TOOLCHAINS = ("gcc", "zig")
+
+
+def find_toolchain(name: str | None = None) -> Toolchain:
+    """``name`` ("gcc" or "zig"), else $PYARD_TOOLCHAIN, else the GNU toolchain when it can build
+    rv32 programs, else zig's clang."""
+    name = name or os.environ.get("PYARD_TOOLCHAIN") or None
+    if name not in (None, *TOOLCHAINS):
+        raise ToolchainError(f"PYARD_TOOLCHAIN = {name!r} is invalid: allowed {', '.join(TOOLCHAINS)}")
+    gcc = _gcc() if name in (None, "gcc") else None
+    if gcc or name == "gcc":
+        if not gcc:
+            raise ToolchainError("riscv64-unknown-elf-gcc with an rv32 libgcc is not installed (./install.sh)")
+        return gcc
     try:
         import ziglang  # noqa: F401  (only probing that the package is installed)
     except ImportError as err:
@@ -53,6 +64,21 @@ def find_toolchain() -> Toolchain:
     zig = (sys.executable, "-m", "ziglang")
     arch = ("-target", "riscv32-freestanding-none", "-mcpu=generic_rv32+m+a+zicsr")
     return Toolchain("zig", (*zig, "cc"), (*zig, "objcopy"), arch)
+
+
+def _gcc() -> Toolchain | None:
+    """The GNU toolchain, if it has a libgcc for rv32 without compressed instructions. -march with
+    _zicsr matches no multilib (gcc would link its rv64 default), so the library is named by path:
+    the rv32im one, whose helpers run on our rv32ima core."""
+    gcc = shutil.which("riscv64-unknown-elf-gcc")
+    if not gcc:
+        return None
+    probe = [gcc, "-march=rv32im", "-mabi=ilp32", "-print-libgcc-file-name"]
+    libgcc = subprocess.run(probe, capture_output=True, text=True, check=False).stdout.strip()
+    if "/rv32i" not in libgcc or not Path(libgcc).is_file():
+        return None
+    objcopy = shutil.which("riscv64-unknown-elf-objcopy") or "riscv64-unknown-elf-objcopy"
+    return Toolchain("gcc", (gcc,), (objcopy,), ("-march=rv32ima_zicsr", "-mabi=ilp32"), (libgcc,))
 
 
 @dataclass(frozen=True)
@@ -104,7 +130,7 @@ def build(
     # (or clobber) a half-written build.
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
     elf, binary = tmp / "image.elf", tmp / "image.bin"
-    _run([*tc.cc, *all_flags, f"-Wl,-T,{linker_script}", *map(str, srcs), "-o", str(elf)])
+    _run([*tc.cc, *all_flags, f"-Wl,-T,{linker_script}", *map(str, srcs), "-o", str(elf), *tc.libs])
     _run([*tc.objcopy, "-O", "binary", str(elf), str(binary)])
     data = binary.read_bytes()
     data += bytes(-len(data) % 4)

@@ -1,7 +1,8 @@
 """The firmware runtime without a Verilator build: programs built by sim.firmware for a SoC config,
 run on the Python ISS (tb/rv32_iss.py) extended with the SoC's memory map and console. Checks
 printf against Python's own printf-style formatting, the string functions at every alignment, the
-allocator, and the firmware build cache."""
+allocator (with both compilers: riscv64-unknown-elf-gcc and zig's clang), and the firmware build
+cache."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sim.firmware import build_firmware
-from sim.toolchain import ToolchainError, load_elf
+from sim.toolchain import TOOLCHAINS, ToolchainError, load_elf
 from soc.config import SocConfig
 from soc.memmap import DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, mmio_addr
 from tb.rv32_iss import MASK, Iss
@@ -77,8 +78,10 @@ def run_iss(elf: Path, max_steps: int = 400_000) -> tuple[int | None, str]:
     return iss.exit_code, iss.console.decode()
 
 
-def test_printf_and_string_functions() -> None:
-    elf = build_firmware(CFG, [REPO / "firmware/tests/soc/libc.c"], flags=("-Werror",))
+@pytest.mark.parametrize("toolchain", TOOLCHAINS)
+def test_printf_and_string_functions(toolchain: str) -> None:
+    """With either compiler: 64-bit printf needs the compiler's division helpers (libgcc, compiler-rt)."""
+    elf = build_firmware(CFG, [REPO / "firmware/tests/soc/libc.c"], flags=("-Werror",), toolchain=toolchain)
     code, out = run_iss(elf)
     free = load_elf(elf).symbols["__mem_free_start"]
     a = -(-free // 64) * 64

@@ -23,7 +23,7 @@ import pytest
 
 from sim.firmware import build_firmware, c_bytes
 from sim.run import run_elf
-from sim.toolchain import load_elf
+from sim.toolchain import TOOLCHAINS, load_elf
 from soc.config import SocConfig
 from tb import stimulus
 from tb.tile_tb import gemm_loop_reference, padded
@@ -111,11 +111,12 @@ def _gemm_header(cases: list[dict]) -> str:
     return "\n".join([*lines, f"#define NCASES {len(cases)}", "static const gemm_case_t cases[] = {", *rows, "};", ""])
 
 
-def check_gemm(cfg: SocConfig, cases: list[dict], tmp_path: Path, seed: int) -> None:
+def check_gemm(cfg: SocConfig, cases: list[dict], tmp_path: Path, seed: int, toolchain: str | None = None) -> None:
     rng = np.random.default_rng(seed)
     gen = [_gemm_case(cfg.accel, case, rng) for case in cases]
     (tmp_path / "gemm_cases.h").write_text(_gemm_header(gen))
-    elf = build_firmware(cfg, [SOC_TESTS / "gemm_cases.c"], include_dirs=[tmp_path], defines={"PYARD_NHARTS_ACTIVE": 1})
+    source, defines = SOC_TESTS / "gemm_cases.c", {"PYARD_NHARTS_ACTIVE": 1}
+    elf = build_firmware(cfg, [source], include_dirs=[tmp_path], defines=defines, toolchain=toolchain)
     symbols = load_elf(elf).symbols
     dumps = {f"c{i}": (symbols[f"case{i}_c"], g["c_len"]) for i, g in enumerate(gen)}
     result = run(cfg, elf, dumps)
@@ -130,9 +131,11 @@ def check_gemm(cfg: SocConfig, cases: list[dict], tmp_path: Path, seed: int) -> 
         )
 
 
+@pytest.mark.parametrize("toolchain", TOOLCHAINS)
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
-def test_gemm_matmul(dtype: str, tmp_path: Path) -> None:
-    check_gemm(SOC[dtype], GEMM_CASES, tmp_path, seed=40 + len(dtype))
+def test_gemm_matmul(dtype: str, toolchain: str, tmp_path: Path) -> None:
+    """With both compilers (riscv64-unknown-elf-gcc and zig's clang)."""
+    check_gemm(SOC[dtype], GEMM_CASES, tmp_path, seed=40 + len(dtype), toolchain=toolchain)
 
 
 @pytest.mark.slow
