@@ -275,6 +275,30 @@ def test_pyard_run_exit_status_is_the_programs_exit_code(tmp_path, capsys) -> No
     assert "hart 0: instructions" in captured.err and "CPI" in captured.err
 
 
+def test_trace_records_the_run(tmp_path) -> None:
+    """``--trace`` writes an FST of the run (a separate traced build); read back with pywellen, its
+    console and exit ports tell the same story as the run's result."""
+    import pywellen
+
+    elf = _build(tmp_path, "traced", SPIN, SPIN_ITERS=10, EXIT_CODE=42)
+    fst = tmp_path / "run.fst"
+    result = _run(elf, {}, trace=fst)
+    assert result.exit_code == 42 and result.console == "first\nsecond\n"
+    wave = pywellen.Waveform(str(fst))
+    ports = {v.full_name: v.signal for v in wave.all_vars() if v.full_name.count(".") == 1}
+    clk, console_valid, console_data = ports["TOP.clk"], ports["TOP.console_valid"], ports["TOP.console_data"]
+    exit_valid, exit_code = ports["TOP.exit_valid"], ports["TOP.exit_code"]
+    # The harness dumps each cycle at t = 10n (clock low) and 10n + 5 (after the rising edge).
+    console, t = bytearray(), 5
+    while not exit_valid.value_at(t):
+        assert clk.value_at(t) == 1 and clk.value_at(t - 5) == 0, t
+        if console_valid.value_at(t):
+            console.append(console_data.value_at(t))
+        t += 10
+    assert console.decode() == result.console
+    assert exit_code.value_at(t) == 42
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
