@@ -73,6 +73,17 @@ def _gated_tile(m: Module, tile: wiring.Component) -> tuple[wiring.Component, Si
     return DomainRenamer("tile")(tile), enable
 
 
+def _run_ports(cfg: SocConfig) -> dict:
+    """The ports a run is watched through: console, exit and each hart's retired instructions."""
+    return {
+        "console_valid": Out(1),
+        "console_data": Out(8),
+        "exit_valid": Out(1),
+        "exit_code": Out(32),
+        "instret": Out(data.ArrayLayout(64, cfg.cores)),
+    }
+
+
 class Soc(wiring.Component):
     """``gate_tile`` stops the tile's clock while it is idle and leaves it without a reset: for
     simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard."""
@@ -83,11 +94,7 @@ class Soc(wiring.Component):
             "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
             "dbg": In(BusSignature()),
             "hold": In(1),
-            "console_valid": Out(1),
-            "console_data": Out(8),
-            "exit_valid": Out(1),
-            "exit_code": Out(32),
-            "instret": Out(data.ArrayLayout(64, cfg.cores)),
+            **_run_ports(cfg),
         }
         if gate_tile:
             members["tile_clocked"] = Out(1)  # the tile's clock runs this cycle
@@ -232,11 +239,7 @@ class SocSim(wiring.Component):
                 "clk": In(1),
                 "dbg": In(DEBUG_PORT),
                 "hold": In(1),
-                "console_valid": Out(1),
-                "console_data": Out(8),
-                "exit_valid": Out(1),
-                "exit_code": Out(32),
-                "instret": Out(data.ArrayLayout(64, cfg.cores)),
+                **_run_ports(cfg),
                 "tile_clocked": Out(1),  # the tile's clock runs this cycle (always, ungated)
             }
         )
@@ -255,12 +258,6 @@ class SocSim(wiring.Component):
         hold = Signal(init=1)  # the harts wait from the first cycle on, until the harness lets go
         m.d.sync += hold.eq(self.hold)
         m.d.comb += soc.hold.eq(hold)
-        m.d.comb += [
-            self.console_valid.eq(soc.console_valid),
-            self.console_data.eq(soc.console_data),
-            self.exit_valid.eq(soc.exit_valid),
-            self.exit_code.eq(soc.exit_code),
-            self.instret.eq(soc.instret),
-            self.tile_clocked.eq(soc.tile_clocked if self.gate_tile else 1),
-        ]
+        m.d.comb += [getattr(self, name).eq(getattr(soc, name)) for name in _run_ports(cfg)]
+        m.d.comb += self.tile_clocked.eq(soc.tile_clocked if self.gate_tile else 1)
         return m
