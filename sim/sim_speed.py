@@ -38,6 +38,7 @@ def sim_speed(cfg, iterations: int) -> dict:
     from sim.firmware import build_firmware
     from sim.run import run_elf
     from sim.soc_build import build_soc
+    from sim.toolchain import find_toolchain
 
     build = build_soc(cfg)
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,6 +55,7 @@ def sim_speed(cfg, iterations: int) -> dict:
         "instructions": result.instret[0],
         "run_seconds": round(result.sim_seconds, 3),
         "cycles_per_second": round(result.cycles / result.sim_seconds),
+        "firmware_compiler": find_toolchain().name,
         "build_cached": build.cached,
         "generate_seconds": round(build.generate_seconds, 1),
         "build_seconds": round(build.verilate_seconds, 1),
