@@ -9,10 +9,12 @@ driver (queue drains after an error), with long CPU-only stretches in between.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from sim.cli import main as pyard
 from sim.firmware import build_firmware
 from sim.run import run_elf
 from soc.config import SocConfig
@@ -39,3 +41,16 @@ def test_gated_tile_is_invisible(name: str) -> None:
     # The ungated tile runs on every cycle; the gated one stopped for most of the CPU-only stretches.
     assert free.tile_cycles == free.cycles
     assert gated.tile_cycles < 0.8 * gated.cycles, (gated.tile_cycles, gated.cycles)
+
+
+def test_pyard_run_reports_the_tile_clock(capsys) -> None:
+    """`pyard run` says how long the tile was clocked; `--no-clock-gate` clocks it on every cycle."""
+    example = str(FIRMWARE / "examples" / "gemm.c")
+    args = ["run", "--config", "4x4-int8", "--cores", "2", example]
+    assert pyard(args) == 0
+    gated = capsys.readouterr().err
+    assert pyard([*args, "--no-clock-gate"]) == 0
+    free = capsys.readouterr().err
+    cycles = [int(re.search(r"^cycles (\d+)$", err, re.M).group(1)) for err in (gated, free)]
+    clocked = [int(re.search(r"accelerator clocked (\d+) cycles", err).group(1)) for err in (gated, free)]
+    assert cycles[0] == cycles[1] == clocked[1] > clocked[0] > 0
