@@ -69,7 +69,8 @@ def find_toolchain(name: str | None = None) -> Toolchain:
 def _gcc() -> Toolchain | None:
     """The GNU toolchain, if it has a libgcc for rv32 without compressed instructions. -march with
     _zicsr matches no multilib (gcc would link its rv64 default), so the library is named by path:
-    the rv32im one, whose helpers run on our rv32ima core."""
+    the rv32im one, whose helpers run on our rv32ima core. Zifencei is named because gcc 12 no
+    longer counts fence.i as part of I (the core executes it as a no-op)."""
     gcc = shutil.which("riscv64-unknown-elf-gcc")
     if not gcc:
         return None
@@ -78,7 +79,7 @@ def _gcc() -> Toolchain | None:
     if "/rv32i" not in libgcc or not Path(libgcc).is_file():
         return None
     objcopy = shutil.which("riscv64-unknown-elf-objcopy") or "riscv64-unknown-elf-objcopy"
-    return Toolchain("gcc", (gcc,), (objcopy,), ("-march=rv32ima_zicsr", "-mabi=ilp32"), (libgcc,))
+    return Toolchain("gcc", (gcc,), (objcopy,), ("-march=rv32ima_zicsr_zifencei", "-mabi=ilp32"), (libgcc,))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.toolchain import build, load_elf
+from sim.toolchain import TOOLCHAINS, build, find_toolchain, load_elf
 from soc.rv32 import CoreConfig
 from tb.core_harness import CycleBudgetExceeded, HarnessConfig, describe_exit, run_program
 
@@ -14,18 +14,20 @@ ISA_TESTS = sorted(p.stem for p in ISA_DIR.glob("*.S"))
 BUDGET = 20_000
 
 
-def _image(name: str, flags: tuple[str, ...] = ("-O2",), ram_bytes: int = 64 * 1024) -> list[int]:
-    return load_elf(build([ISA_DIR / f"{name}.S"], flags=flags).elf).words(0, ram_bytes)
+def _image(name: str, flags: tuple[str, ...] = ("-O2",), toolchain: str | None = None) -> list[int]:
+    fw = build([ISA_DIR / f"{name}.S"], flags=flags, toolchain=find_toolchain(toolchain))
+    return load_elf(fw.elf).words(0, 64 * 1024)
 
 
 def test_all_isa_tests_found() -> None:
     assert set(ISA_TESTS) >= {"alu", "branch", "mem", "muldiv", "atomic", "csr", "traps", "irq"}
 
 
+@pytest.mark.parametrize("toolchain", TOOLCHAINS)  # both assemblers take every test
 @pytest.mark.parametrize("stall", [False, True], ids=["fast", "stall"])
 @pytest.mark.parametrize("name", ISA_TESTS)
-def test_isa(name: str, stall: bool) -> None:
-    result = run_program(_image(name), HarnessConfig(stall=stall), budget=BUDGET)
+def test_isa(name: str, stall: bool, toolchain: str) -> None:
+    result = run_program(_image(name, toolchain=toolchain), HarnessConfig(stall=stall), budget=BUDGET)
     assert result.exit_code == 1, f"{name}: {describe_exit(result.exit_code)}"
 
 
