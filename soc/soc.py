@@ -2,12 +2,14 @@
 
 ``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``), shared
 by the harts (through a core-bus → AXI4 bridge) and the tile's DMA. ``SocSim`` adds the simulated
-main memory (soc/main_memory.py) for Verilator runs. See docs/soc.md for the memory map and the blocks.
+main memory (soc/main_memory.py) for Verilator runs, and is built for simulation speed (no reset,
+registered inputs, the tile's clock gated while it is idle). See docs/soc.md for the memory map and
+the blocks.
 
-Both have a debug bus (``dbg``, a core-bus slave) used by the program loader before the harts are
-released (``hold``) and to read results after the run: it reaches the data RAM, MMIO, the
-accelerator registers and main memory like a hart does, and writes to ITCM addresses go to every
-hart's ITCM.
+``Soc`` has a debug bus (``dbg``, a core-bus slave; ``SocSim`` puts a registered four-phase port in
+front of it) used by the program loader before the harts are released (``hold``) and to read
+results after the run: it reaches the data RAM, MMIO, the accelerator registers and main memory
+like a hart does, and writes to ITCM addresses go to every hart's ITCM.
 """
 
 from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetInserter, Signal, Value
