@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from soc.rv32.bus import BusSignature
+from soc.rv32.bus import BusSignature, forward_request
 
 __all__ = ["BusArbiter", "round_robin"]
 
@@ -51,15 +51,7 @@ class BusArbiter(wiring.Component):
         grant = round_robin(m, Mux(free, requests, 0), accepted, "arb")
         for i, bus in enumerate(self.masters):
             with m.If(grant[i]):
-                m.d.comb += [
-                    slave.req_valid.eq(1),
-                    slave.addr.eq(bus.addr),
-                    slave.write.eq(bus.write),
-                    slave.wdata.eq(bus.wdata),
-                    slave.mask.eq(bus.mask),
-                    slave.amo.eq(bus.amo),
-                    bus.req_ready.eq(slave.req_ready),
-                ]
+                m.d.comb += [slave.req_valid.eq(1), bus.req_ready.eq(slave.req_ready), *forward_request(slave, bus)]
                 with m.If(accepted):
                     m.d.sync += owner.eq(i)
             m.d.comb += [

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from soc.rv32.bus import BusSignature
+from soc.rv32.bus import BusSignature, forward_request
 
 __all__ = ["BusDecoder", "in_range"]
 
@@ -43,14 +43,7 @@ class BusDecoder(wiring.Component):
         m.d.comb += miss.eq(~sum(hit << i for i, hit in enumerate(hits)).any())
         m.d.comb += bus.req_ready.eq(miss)
         for i, (out, hit) in enumerate(zip(self.out, hits, strict=True)):
-            m.d.comb += [
-                out.req_valid.eq(bus.req_valid & hit),
-                out.addr.eq(bus.addr),
-                out.write.eq(bus.write),
-                out.wdata.eq(bus.wdata),
-                out.mask.eq(bus.mask),
-                out.amo.eq(bus.amo),
-            ]
+            m.d.comb += [out.req_valid.eq(bus.req_valid & hit), *forward_request(out, bus)]
             with m.If(hit):
                 m.d.comb += bus.req_ready.eq(out.req_ready)
             with m.If(pending == i):

@@ -28,7 +28,7 @@ from soc.main_memory import MainMemory
 from soc.memmap import ACCEL_BASE, ACCEL_SIZE, DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, MMIO_SIZE
 from soc.mmio import Mmio
 from soc.rv32 import Core
-from soc.rv32.bus import BusSignature
+from soc.rv32.bus import BusSignature, forward_request
 
 __all__ = ["TILE_ID_BITS", "Soc", "SocSim"]
 
@@ -39,8 +39,7 @@ def _connect_unless(m: Module, master: wiring.PureInterface, slave: wiring.PureI
     """Connect two core-bus ports, refusing requests while ``block``: a hart held in reset still
     drives its request lines, and a memory that took those requests would answer the hart with
     responses it never asked for once it is released."""
-    for name in ("addr", "write", "wdata", "mask", "amo"):
-        m.d.comb += getattr(slave, name).eq(getattr(master, name))
+    m.d.comb += forward_request(slave, master)
     for name in ("rsp_valid", "rdata", "err"):
         m.d.comb += getattr(master, name).eq(getattr(slave, name))
     m.d.comb += [slave.req_valid.eq(master.req_valid & ~block), master.req_ready.eq(slave.req_ready & ~block)]

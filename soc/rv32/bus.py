@@ -28,7 +28,14 @@ from amaranth.hdl import unsigned
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AmoOp", "BusSignature"]
+__all__ = ["REQUEST_FIELDS", "AmoOp", "BusSignature", "forward_request"]
+
+REQUEST_FIELDS = ("addr", "write", "wdata", "mask", "amo")  # a request, besides its handshake
+
+
+def forward_request(dst: wiring.PureInterface, src: wiring.PureInterface) -> list:
+    """Statements passing the request fields (not ``req_valid``/``req_ready``) from ``src`` to ``dst``."""
+    return [getattr(dst, name).eq(getattr(src, name)) for name in REQUEST_FIELDS]
 
 
 class AmoOp(enum.Enum, shape=unsigned(4)):
