@@ -12,13 +12,10 @@ segments instead.
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain
+from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain, link
 from soc.config import SocConfig
 from soc.memmap import write_firmware_files
 
@@ -59,15 +56,6 @@ def _flags(tc: Toolchain, defines: Mapping[str, object], includes: Sequence[Path
     return [*tc.arch_flags, *COMMON_FLAGS, *OPT_FLAGS, *extra, *defs, *(f"-I{d}" for d in includes)]
 
 
-def _digest(tc: Toolchain, flags: Sequence[str], inputs: Sequence[Path]) -> str:
-    h = hashlib.sha256()
-    h.update(repr((tc, tuple(flags))).encode())
-    for path in inputs:
-        h.update(str(path).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def build_firmware(
     cfg: SocConfig,
     sources: Sequence[Path | str],
@@ -96,24 +84,7 @@ def build_firmware(
     all_srcs = [*library_sources(), *srcs]
     headers = sorted({p for d in includes for p in d.glob("*.h")})
     link_ld = gen / "link.ld"
-    key = _digest(tc, all_flags, [*all_srcs, *headers, link_ld])
-    target = out_dir / key
-    elf = target / "image.elf"
-    if elf.exists():
-        return elf
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Build privately and rename into place, so parallel test workers never see a half-written ELF.
-    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
-    cmd = [*tc.cc, *all_flags, f"-Wl,-T,{link_ld}", *map(str, all_srcs), "-o", str(tmp / "image.elf"), *tc.libs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ToolchainError(f"firmware build failed:\n{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
-    try:
-        tmp.rename(target)
-    except OSError:  # another worker finished the same build first; its result is identical
-        shutil.rmtree(tmp)
-    return elf
+    return link(tc, all_flags, link_ld, all_srcs, [*all_srcs, *headers, link_ld], out_dir) / "image.elf"
 
 
 def c_bytes(name: str, data: bytes, *, const: bool = True) -> str:

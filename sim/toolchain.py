@@ -16,11 +16,21 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["TOOLCHAINS", "ElfImage", "Firmware", "Toolchain", "ToolchainError", "build", "find_toolchain", "load_elf"]
+__all__ = [
+    "TOOLCHAINS",
+    "ElfImage",
+    "Firmware",
+    "Toolchain",
+    "ToolchainError",
+    "build",
+    "find_toolchain",
+    "link",
+    "load_elf",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO / "build" / "fw"
@@ -95,7 +105,7 @@ def _digest(toolchain: Toolchain, flags: Sequence[str], inputs: Sequence[Path]) 
     h = hashlib.sha256()
     h.update(repr((toolchain, tuple(flags))).encode())
     for path in inputs:
-        h.update(path.name.encode())
+        h.update(str(path).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -104,6 +114,41 @@ def _run(cmd: Sequence[str]) -> None:
     proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ToolchainError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def link(
+    tc: Toolchain,
+    flags: Sequence[str],
+    linker_script: Path,
+    sources: Sequence[Path],
+    inputs: Sequence[Path],
+    out_dir: Path,
+    then: Callable[[Path], None] | None = None,
+) -> Path:
+    """Compile and link ``sources`` into ``<out_dir>/<hash>/image.elf`` unless that build exists;
+    returns its directory. The hash covers the compiler, the flags and the contents of ``inputs``
+    (every file the build reads). ``then(directory)`` adds more outputs before the build is published.
+
+    Each build is made in a private directory and renamed into place, so parallel test workers never
+    see (or clobber) a half-written build.
+    """
+    target = out_dir / _digest(tc, flags, inputs)
+    if target.exists():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out_dir))
+    try:
+        _run([*tc.cc, *flags, f"-Wl,-T,{linker_script}", *map(str, sources), "-o", str(tmp / "image.elf"), *tc.libs])
+        if then:
+            then(tmp)
+    except ToolchainError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(target)
+    except OSError:  # another worker finished the same build first; its result is identical
+        shutil.rmtree(tmp)
+    return target
 
 
 def build(
@@ -121,27 +166,17 @@ def build(
     includes = [Path(d).resolve() for d in include_dirs] + sorted({s.parent for s in srcs})
     headers = sorted(p for d in includes for p in d.glob("*.h"))
     all_flags = [*tc.arch_flags, *COMMON_FLAGS, *flags, *(f"-I{d}" for d in includes)]
-    key = _digest(tc, all_flags, [*srcs, *headers, linker_script])
-    target = out_dir / key
-    fw = Firmware(target / "image.elf", target / "image.bin", target / "image.hex")
-    if fw.hex.exists():
-        return fw
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Build in a private directory and rename it into place, so parallel test workers never see
-    # (or clobber) a half-written build.
-    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
-    elf, binary = tmp / "image.elf", tmp / "image.bin"
-    _run([*tc.cc, *all_flags, f"-Wl,-T,{linker_script}", *map(str, srcs), "-o", str(elf), *tc.libs])
-    _run([*tc.objcopy, "-O", "binary", str(elf), str(binary)])
-    data = binary.read_bytes()
-    data += bytes(-len(data) % 4)
-    words = struct.unpack(f"<{len(data) // 4}I", data)
-    (tmp / "image.hex").write_text("".join(f"{w:08x}\n" for w in words))
-    try:
-        tmp.rename(target)
-    except OSError:  # another worker finished the same build first; its result is identical
-        shutil.rmtree(tmp)
-    return fw
+
+    def images(directory: Path) -> None:
+        binary = directory / "image.bin"
+        _run([*tc.objcopy, "-O", "binary", str(directory / "image.elf"), str(binary)])
+        data = binary.read_bytes()
+        data += bytes(-len(data) % 4)
+        words = struct.unpack(f"<{len(data) // 4}I", data)
+        (directory / "image.hex").write_text("".join(f"{w:08x}\n" for w in words))
+
+    target = link(tc, all_flags, linker_script, srcs, [*srcs, *headers, linker_script], out_dir, images)
+    return Firmware(target / "image.elf", target / "image.bin", target / "image.hex")
 
 
 @dataclass
