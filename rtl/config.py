@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NAMED", "AccelConfig", "ConfigError", "load_config"]
+__all__ = ["NAMED", "AccelConfig", "ConfigError", "check_choice", "check_int", "check_pow2", "load_config"]
 
 DTYPES = ("int8", "bf16")
 ACC_DTYPES = {"int8": ("int32",), "bf16": ("fp32", "bf16")}
@@ -39,19 +39,21 @@ class ConfigError(ValueError):
         self.field = field_name
 
 
-def _check_int(name: str, value: object, lo: int, hi: int) -> None:
+# Field checks, shared by every config class (rtl/config.py, soc/config.py): each refuses a bad
+# value with a ConfigError naming the field and what is allowed.
+def check_int(name: str, value: object, lo: int, hi: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise ConfigError(name, value, f"an integer from {lo} to {hi}")
 
 
-def _check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
+def check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
     if value not in choices or isinstance(value, bool):
         raise ConfigError(name, value, "one of " + ", ".join(str(c) for c in choices))
 
 
-def _check_pow2(name: str, value: object, lo: int, hi: int) -> None:
+def check_pow2(name: str, value: object, lo: int, hi: int) -> None:
     powers = tuple(1 << n for n in range(lo.bit_length() - 1, hi.bit_length()))
-    _check_choice(name, value, powers)
+    check_choice(name, value, powers)
 
 
 @dataclass(frozen=True)
@@ -80,20 +82,20 @@ class AccelConfig:
         if self.extra:
             name = sorted(self.extra)[0]
             raise ConfigError(name, self.extra[name], "fields " + ", ".join(_FIELDS))
-        _check_int("rows", self.rows, 1, MAX_DIM)
-        _check_int("cols", self.cols, 1, MAX_DIM)
-        _check_choice("dtype", self.dtype, DTYPES)
+        check_int("rows", self.rows, 1, MAX_DIM)
+        check_int("cols", self.cols, 1, MAX_DIM)
+        check_choice("dtype", self.dtype, DTYPES)
         if not self.acc_dtype:
             object.__setattr__(self, "acc_dtype", ACC_DTYPES[self.dtype][0])
-        _check_choice("acc_dtype", self.acc_dtype, ACC_DTYPES[self.dtype])
-        _check_choice("pe_stages", self.pe_stages, (1, 2))
-        _check_pow2("sp_kib", self.sp_kib, 1, 4096)
-        _check_pow2("sp_banks", self.sp_banks, 1, 16)
-        _check_pow2("acc_kib", self.acc_kib, 1, 4096)
-        _check_pow2("acc_banks", self.acc_banks, 1, 16)
+        check_choice("acc_dtype", self.acc_dtype, ACC_DTYPES[self.dtype])
+        check_choice("pe_stages", self.pe_stages, (1, 2))
+        check_pow2("sp_kib", self.sp_kib, 1, 4096)
+        check_pow2("sp_banks", self.sp_banks, 1, 16)
+        check_pow2("acc_kib", self.acc_kib, 1, 4096)
+        check_pow2("acc_banks", self.acc_banks, 1, 16)
         if not self.dma_bits:
             object.__setattr__(self, "dma_bits", 128 if max(self.rows, self.cols) >= 16 else 64)
-        _check_choice("dma_bits", self.dma_bits, DMA_BITS)
+        check_choice("dma_bits", self.dma_bits, DMA_BITS)
 
     # -- derived widths -------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtl.config import AccelConfig, ConfigError, load_config
+from rtl.config import AccelConfig, ConfigError, check_int, check_pow2, load_config
 from soc.rv32 import CoreConfig
 
 __all__ = ["MAX_CORES", "SocConfig", "default_banks"]
@@ -23,17 +23,6 @@ MAX_CORES = 16
 def default_banks(cores: int) -> int:
     """Data RAM banks when not given: the core count rounded up to a power of two, at least 2."""
     return max(2, 1 << (cores - 1).bit_length())
-
-
-def _check_int(name: str, value: object, lo: int, hi: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ConfigError(name, value, f"an integer from {lo} to {hi}")
-
-
-def _check_pow2(name: str, value: object, lo: int, hi: int) -> None:
-    powers = [1 << n for n in range(lo.bit_length() - 1, hi.bit_length())]
-    if value not in powers or isinstance(value, bool):
-        raise ConfigError(name, value, "one of " + ", ".join(str(p) for p in powers))
 
 
 @dataclass(frozen=True)
@@ -59,20 +48,20 @@ class SocConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.accel, AccelConfig):
             raise ConfigError("accel", self.accel, "an AccelConfig")
-        _check_int("cores", self.cores, 1, MAX_CORES)
+        check_int("cores", self.cores, 1, MAX_CORES)
         if not isinstance(self.core, CoreConfig):
             raise ConfigError("core", self.core, "a CoreConfig")
         if self.core.hart_id != 0 or self.core.reset_pc != 0:
             raise ConfigError("core", self.core, "hart_id = 0 and reset_pc = 0 (the SoC numbers the harts)")
-        _check_pow2("itcm_kib", self.itcm_kib, 1, 1024)
-        _check_pow2("dram_kib", self.dram_kib, 4, 4096)
+        check_pow2("itcm_kib", self.itcm_kib, 1, 1024)
+        check_pow2("dram_kib", self.dram_kib, 4, 4096)
         if self.dram_banks == 0:
             object.__setattr__(self, "dram_banks", default_banks(self.cores))
-        _check_pow2("dram_banks", self.dram_banks, 1, 32)
-        _check_pow2("mem_mib", self.mem_mib, 1, 256)
-        _check_int("mem_latency", self.mem_latency, 4, 1024)
+        check_pow2("dram_banks", self.dram_banks, 1, 32)
+        check_pow2("mem_mib", self.mem_mib, 1, 256)
+        check_int("mem_latency", self.mem_latency, 4, 1024)
         # The stacks must leave at least half of the data RAM for .rodata/.data/.bss.
-        _check_int("stack_kib", self.stack_kib, 1, max(1, self.dram_kib // (2 * self.cores)))
+        check_int("stack_kib", self.stack_kib, 1, max(1, self.dram_kib // (2 * self.cores)))
 
     # -- derived --------------------------------------------------------------------------------
 
