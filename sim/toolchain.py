@@ -9,6 +9,7 @@ source, header and linker script, so a test run compiles each program once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -76,6 +77,7 @@ def find_toolchain(name: str | None = None) -> Toolchain:
     return Toolchain("zig", (*zig, "cc"), (*zig, "objcopy"), arch)
 
 
+@functools.cache  # one probe per process: it runs the compiler driver
 def _gcc() -> Toolchain | None:
     """The GNU toolchain, if it has a libgcc for rv32 without compressed instructions. -march with
     _zicsr matches no multilib (gcc would link its rv64 default), so the library is named by path:
