@@ -10,16 +10,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["NAMED", "AccelConfig", "ConfigError", "check_choice", "check_int", "check_pow2", "load_config"]
+__all__ = [
+    "MAX_LOCAL_ROWS",
+    "MAX_WEIGHT_SLOTS",
+    "NAMED",
+    "AccelConfig",
+    "ConfigError",
+    "SpLayout",
+    "check_choice",
+    "check_int",
+    "check_pow2",
+    "load_config",
+]
 
 DTYPES = ("int8", "bf16")
 ACC_DTYPES = {"int8": ("int32",), "bf16": ("fp32", "bf16")}
 DMA_BITS = (32, 64, 128, 256, 512)
 MAX_DIM = 64
+MEM_KIB = (1, 4096)  # range of sp_kib and acc_kib (powers of two)
+DEFAULT_SP_KIB = 256
+# The ISA addresses scratchpad and accumulator rows with 16-bit fields (docs/isa.md), so a memory
+# holds at most this many rows.
+MAX_LOCAL_ROWS = 1 << 16
+# Weight slots of the loop commands at most: enough weight loads in flight to cover the memory
+# latency when each step is only a few rows (the LSTM gate GEMM: M = 4), at one `rows`-row slot each.
+MAX_WEIGHT_SLOTS = 32
 
 _NAME_RE = re.compile(r"^(\d+)x(\d+)-(int8|bf16)$")
 
@@ -29,6 +49,15 @@ NAMED: dict[str, dict[str, Any]] = {
     "thesis-8x8": {"rows": 8, "cols": 8, "dtype": "bf16", "acc_dtype": "fp32"},
     "thesis-4x4-compressed": {"rows": 4, "cols": 4, "dtype": "bf16", "acc_dtype": "bf16"},
 }
+
+
+class SpLayout(NamedTuple):
+    """Scratchpad rows of the loop commands' buffers (docs/tile.md, "The GEMM loop")."""
+
+    b_base: int  # first weight slot
+    slots: int  # weight slots, a power of two
+    a_base: int  # first row of the A region
+    a_rows: int  # rows of the A region
 
 
 class ConfigError(ValueError):
@@ -71,7 +100,7 @@ class AccelConfig:
     dtype: str = "int8"
     acc_dtype: str = ""
     pe_stages: int = 1
-    sp_kib: int = 256
+    sp_kib: int = 0  # 0: 256, or the largest size whose rows the ISA can address
     sp_banks: int = 4
     acc_kib: int = 64
     acc_banks: int = 2
@@ -89,13 +118,41 @@ class AccelConfig:
             object.__setattr__(self, "acc_dtype", ACC_DTYPES[self.dtype][0])
         check_choice("acc_dtype", self.acc_dtype, ACC_DTYPES[self.dtype])
         check_choice("pe_stages", self.pe_stages, (1, 2))
-        check_pow2("sp_kib", self.sp_kib, 1, 4096)
         check_pow2("sp_banks", self.sp_banks, 1, 16)
-        check_pow2("acc_kib", self.acc_kib, 1, 4096)
         check_pow2("acc_banks", self.acc_banks, 1, 16)
+        if not self.sp_kib:
+            fits = [kib for kib in _powers(*MEM_KIB) if kib <= DEFAULT_SP_KIB and self._sp_ok(kib)]
+            object.__setattr__(self, "sp_kib", fits[-1] if fits else DEFAULT_SP_KIB)
+        self._check_memory("sp_kib", self.sp_banks, self._sp_ok, "for the scratchpad's rows and the loops' buffers")
+        self._check_memory("acc_kib", self.acc_banks, self._acc_ok, "for two accumulator slots of at most 65536 rows")
         if not self.dma_bits:
             object.__setattr__(self, "dma_bits", 128 if max(self.rows, self.cols) >= 16 else 64)
         check_choice("dma_bits", self.dma_bits, DMA_BITS)
+
+    def _check_memory(self, name: str, banks: int, fits: Callable[[int], bool], why: str) -> None:
+        """Refuse a memory size that is not a power of two in range, or whose rows do not fit."""
+        check_pow2(name, getattr(self, name), *MEM_KIB)
+        if not fits(getattr(self, name)):
+            good = [kib for kib in _powers(*MEM_KIB) if fits(kib)]
+            allowed = f"a power of two from {good[0]} to {good[-1]}" if good else "no size"
+            raise ConfigError(name, getattr(self, name), f"{allowed} for {self.name} with {banks} banks ({why})")
+
+    def _sp_ok(self, kib: int) -> bool:
+        """The ISA reaches every row; two weight tiles and at least one A row per slot fit."""
+        rows = _whole_banks(kib * 8192 // (self.dim * self.in_bits), self.sp_banks)
+        if not 0 < rows <= MAX_LOCAL_ROWS:
+            return False
+        layout = _sp_layout(rows, self.sp_banks, self.rows)
+        return layout.slots >= 2 and layout.a_rows >= layout.slots
+
+    def _acc_ok(self, kib: int) -> bool:
+        rows = _whole_banks(kib * 8192 // (self.cols * self.acc_bits), self.acc_banks)
+        return 2 <= rows <= MAX_LOCAL_ROWS and rows >= self.acc_banks
+
+    @property
+    def sp_layout(self) -> SpLayout:
+        """The loops' scratchpad buffers: weight slots and the A region (docs/tile.md)."""
+        return _sp_layout(self.sp_rows, self.sp_banks, self.rows)
 
     # -- derived widths -------------------------------------------------------------------------
 
@@ -115,14 +172,12 @@ class AccelConfig:
     @property
     def sp_rows(self) -> int:
         """Scratchpad rows, a whole number per bank (docs/tile.md)."""
-        rows = self.sp_kib * 8192 // (self.dim * self.in_bits)
-        return rows - rows % self.sp_banks
+        return _whole_banks(self.sp_kib * 8192 // (self.dim * self.in_bits), self.sp_banks)
 
     @property
     def acc_rows(self) -> int:
         """Accumulator rows of ``cols`` elements, a whole number per bank."""
-        rows = self.acc_kib * 8192 // (self.cols * self.acc_bits)
-        return rows - rows % self.acc_banks
+        return _whole_banks(self.acc_kib * 8192 // (self.cols * self.acc_bits), self.acc_banks)
 
     @property
     def sp_bank_rows(self) -> int:
@@ -169,6 +224,31 @@ class AccelConfig:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(AccelConfig) if f.name != "extra")
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    return [1 << n for n in range(lo.bit_length() - 1, hi.bit_length())]
+
+
+def _whole_banks(rows: int, banks: int) -> int:
+    return rows - rows % banks
+
+
+def _sp_layout(sp_rows: int, banks: int, rows: int) -> SpLayout:
+    """Weight slots and the A region of a scratchpad of ``sp_rows`` rows in ``banks`` banks.
+
+    The EXEC unit reads activations and the next weight tile in the same cycles, on two read ports;
+    in one bank they would take turns and starve the weights. So with two or more banks the weight
+    slots fill the last bank (up to ``MAX_WEIGHT_SLOTS``, a power of two) and the A region the
+    others; a single bank keeps two slots in front of the A region.
+    """
+    if banks == 1:
+        return SpLayout(0, 2, 2 * rows, sp_rows - 2 * rows)
+    bank_rows = sp_rows // banks
+    fit = min(MAX_WEIGHT_SLOTS, bank_rows // rows)
+    slots = 1 << (fit.bit_length() - 1) if fit else 0
+    region = (banks - 1) * bank_rows
+    return SpLayout(region, slots, 0, region)
 
 
 def load_config(spec: str) -> AccelConfig:
