@@ -1,0 +1,61 @@
+"""Multiplication without DSP blocks, for the loop commands' per-command products.
+
+The loops need a few products once per command (block strides such as ``mb · lda``, the output
+pixel count ``batch · OH · OW``) and otherwise step their addresses by additions (strength
+reduction, docs/tile.md). A small sequential shift-and-add unit computes the former in one cycle
+per multiplier bit, and :func:`times` multiplies by an elaboration-time constant with adders only.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["Multiplier", "times"]
+
+
+def times(value: Value, k: int, width: int) -> Value:
+    """``value · k`` modulo ``2**width`` for a constant ``k ≥ 0``, as a sum of shifted copies (no
+    multiplier cell, so synthesis never spends a DSP block on it)."""
+    value = Value.cast(value)
+    terms = [Cat(Const(0, n), value)[:width] for n in range(k.bit_length()) if k >> n & 1]
+    total = Const(0, width)
+    for term in terms:
+        total = (total + term)[:width]
+    return total
+
+
+class Multiplier(wiring.Component):
+    """``product = a · b`` (exact, ``a_width + b_width`` bits) ``b_width`` cycles after ``start``;
+    ``start`` latches the operands, ``done`` pulses with the result."""
+
+    def __init__(self, a_width: int, b_width: int) -> None:
+        self.a_width, self.b_width = a_width, b_width
+        super().__init__(
+            {
+                "start": In(1),
+                "a": In(a_width),
+                "b": In(b_width),
+                "busy": Out(1),
+                "done": Out(1),
+                "product": Out(a_width + b_width),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        wa, wb = self.a_width, self.b_width
+        a = Signal(wa)
+        b = Signal(wb)
+        acc = Signal(wa + wb)
+        step = Signal(range(wb + 1))
+        m.d.sync += self.done.eq(0)
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [a.eq(self.a), b.eq(self.b), acc.eq(0), step.eq(wb), self.busy.eq(1)]
+        with m.Elif(self.busy):
+            # Most significant multiplier bit first: acc = 2·acc + (bit ? a : 0).
+            doubled = Cat(Const(0, 1), acc[: wa + wb - 1])
+            m.d.sync += [acc.eq(doubled + Mux(b[wb - 1], a, 0)), b.eq(Cat(Const(0, 1), b[: wb - 1])), step.eq(step - 1)]
+            with m.If(step == 1):
+                m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+        m.d.comb += self.product.eq(acc)
+        return m
