@@ -56,6 +56,7 @@ ERR = {
     "QUEUE_FULL": 0x0A,
     "BAD_SHAPE": 0x0B,
     "DEADLOCK": 0x0C,
+    "BAD_FIELD": 0x0D,
 }
 UNIT_QUEUE = 5
 
@@ -104,6 +105,7 @@ class CommandInterface(wiring.Component):
                 "flush": Out(1),
                 "irq": Out(1),
                 "pending": Out(1),  # work accepted and not yet reported done, or a queue drain
+                "halted": Out(1),  # an error is pending: a running loop command stops issuing work
             }
         )
 
@@ -149,6 +151,7 @@ class CommandInterface(wiring.Component):
         m.d.comb += busy.eq(self.busy | (queue.level != 0))
         self._control(m, write, status, draining, overflow, seq, busy)
         m.d.comb += self.pending.eq(busy | status["had_work"] | draining | self.rsp.valid)
+        m.d.comb += self.halted.eq(status["error"])
         self._readback(m, status, queue, words, busy)
         return m
 

@@ -1,23 +1,34 @@
 """The GEMM hardware loop: one command becomes the whole tiled LOAD / EXEC / STORE sequence.
 
-``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "GEMM loop").
-Loop order: M blocks (as many A rows as half the scratchpad holds for all K tiles), then N tiles,
-then K tiles. A block's K slices are loaded once, during its first N tile, and reused by the
-others. Buffers: S weight slots (up to 32, and no more than the steps of one M block), two A
-halves (by M block parity), two C slots in the accumulator (by (M block, N tile) pair), so loads,
-compute and stores of neighbouring steps overlap, and with short steps (small M) many weight
-loads are in flight at once. Dependencies use the ISA's tokens:
+``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "The GEMM loop").
+Loop order: M blocks, then N tiles, then K tiles; a step is one (block, N tile, K tile) and loads
+one weight tile into one of S weight slots. CONV2D runs through the same loop as the GEMM of its
+implicit im2col matrix: its K tiles walk C_in slices at each kernel position and its A slices come
+from the im2col walker (rtl/im2col.py).
 
-* each step's last LOAD signals EXEC; each EXEC waits for it;
-* each EXEC frees its weight slot (signal LOAD) and the LOAD S steps later waits for that;
-* the last EXEC of a pair signals STORE; the STORE waits for it and frees its C slot for the
-  first EXEC two pairs later.
+A is kept in the scratchpad one of two ways, chosen per command:
 
-Token counts are balanced, so no token is left over when the loop ends. CONV2D runs through the
-same loop as the GEMM of its implicit im2col matrix: its K tiles walk C_in slices at each kernel
-position and its A slices come from the im2col walker (rtl/im2col.py). A bias (or C) load into a
-C slot must not overtake the STORE that last used that slot; LOAD has no link to STORE, so the
-generator itself waits for that STORE's completion before emitting the bias load.
+* **resident**: a block's A rows for every K slice fit the A region (all of M in one block) or half
+  of it (blocks alternate between the halves). A block's K slices are loaded during its first N
+  tile and reused by the others.
+* **streaming**: not even two rows per K slice fit half the region (a very long K). Each step then
+  loads its own A slice into a ring of S slots beside the weight slots, every N tile again.
+
+Every size the command allows runs; nothing is refused for not fitting the scratchpad.
+
+Counters are positions (``m0``, ``n0``, ``k0``, kernel position), each as wide as its documented
+limit; addresses are byte registers stepped by additions (strength reduction), so no multiplier
+sits in the per-step path. Buffer reuse is decided here, from exact counts of the operations
+issued and not yet finished (``exec_finished``, ``store_finished``): a load waits until the EXEC
+that last read its slot has finished. Only the units' own hand-offs use the ISA's tokens:
+
+* each step's weight load (its last load) signals EXEC; each EXEC waits for it;
+* the last EXEC of a pair (M block, N tile) signals STORE; the STORE waits for it;
+* the STORE of a pair frees its C slot (signal EXEC) for the first EXEC two pairs later, unless
+  fewer than two pairs follow, so no token is left over when the loop ends.
+
+A bias (or C) load into a C slot must not overtake the STORE that last used that slot, so it
+waits until at most one STORE is unfinished.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
@@ -27,31 +38,15 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.divider import Divider
 from rtl.exec_unit import exec_op_layout
-from rtl.im2col import Im2col
-from rtl.ops import KIND, GemmCmd, deps_layout, dma_desc_layout
+from rtl.im2col import KERNEL_MAX, Im2col
+from rtl.multiplier import Multiplier, times
+from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
-__all__ = ["GemmLoop", "pack", "sp_layout"]
+__all__ = ["GemmLoop", "pack"]
 
-
-# Weight slots at most: enough weight loads in flight to cover the memory latency when each step
-# is only a few rows (the LSTM gate GEMM: M = 4), at one `rows`-row slot each.
-MAX_WEIGHT_SLOTS = 32
-
-
-def sp_layout(cfg: AccelConfig) -> tuple[int, int, int, int]:
-    """Scratchpad rows of the loop's buffers: (first weight slot, weight slots, A region, rows per A half).
-
-    The EXEC unit reads activations and the next weight tile in the same cycles, on two read
-    ports; in one bank they would take turns and starve the weights. So with two or more banks
-    the weight slots fill the last bank (up to ``MAX_WEIGHT_SLOTS``, a power of two) and the A
-    halves the others; a single bank keeps two slots in front of the A region.
-    """
-    bank_rows = cfg.sp_bank_rows
-    if cfg.sp_banks == 1:
-        return 0, 2, 2 * cfg.rows, (cfg.sp_rows - 2 * cfg.rows) // 2
-    fit = min(MAX_WEIGHT_SLOTS, bank_rows // cfg.rows)
-    slots = 1 << (fit.bit_length() - 1)
-    return (cfg.sp_banks - 1) * bank_rows, slots, 0, (cfg.sp_banks - 1) * bank_rows // 2
+# Operations the generator has issued and that have not finished are counted in this many bits.
+# They are bounded by the queues and gates between the generator and the engines (below 64).
+OUTSTANDING_BITS = 8
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -70,6 +65,20 @@ def _gated(op: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": op, "deps": deps_layout, "seq": 16}))
 
 
+def _min(a, b):
+    return Mux(a < b, a, b)
+
+
+def kernel_area(kh: Value, kw: Value) -> Value:
+    """``kh · kw`` for kernels of at most 7 × 7, with adders only."""
+    return sum((Mux(kh[bit], kw << bit, 0) for bit in range(KERNEL_MAX.bit_length())), Const(0, 6))
+
+
+def k_tiles_max(cfg: AccelConfig) -> int:
+    """K tiles of a loop command at most: CONV2D with the largest C_in and kernel."""
+    return -(-MAX_DIM // cfg.rows) * KERNEL_MAX * KERNEL_MAX
+
+
 class GemmLoop(wiring.Component):
     def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int) -> None:
         self.cfg, self.sp_bits, self.acc_bits = cfg, sp_bits, acc_bits
@@ -79,8 +88,10 @@ class GemmLoop(wiring.Component):
                 "load": Out(_gated(dma_desc_layout())),
                 "exec": Out(_gated(exec_op_layout(sp_bits, acc_bits))),
                 "store": Out(_gated(dma_desc_layout())),
-                "store_finished": In(1),  # a STORE completed (any STORE: the loop runs alone)
-                "too_large": Out(1),  # K needs more scratchpad rows than half of it: nothing issued
+                # An EXEC / a STORE completed (any: the loop runs alone).
+                "exec_finished": In(1),
+                "store_finished": In(1),
+                "too_large": Out(1),  # CONV2D with more than 2**32 - 1 output pixels: nothing issued
                 "seq": Out(16),  # sequence number of the loop command being run
                 "busy": Out(1),
             }
@@ -92,144 +103,130 @@ class GemmLoop(wiring.Component):
         R, C = cfg.rows, cfg.cols
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
         narrow_e = 1 if cfg.dtype == "int8" else 2
-        b_base, max_slots, a_base, a_half = sp_layout(cfg)
-        m.submodules.div = div = Divider(24)
+        layout = cfg.sp_layout
+        S = layout.slots
+        m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
+        m.submodules.mul = mul = Multiplier(32, 16)
         m.submodules.im2col = im2col = Im2col(cfg)
 
         c = Signal(GemmCmd)
-        sizes = {name: Signal(32, name=name) for name in ("k_tiles", "mb", "n_tiles", "groups", "pairs")}
-        m0, n0, k0, kt, chunk = (Signal(16, name=n) for n in ("m0", "n0", "k0", "kt", "chunk"))
-        # The K tile: GEMM walks k0 over K; CONV2D walks k0 over C_in at kernel position (ky, kx),
-        # and kbase = (ky·kw + kx)·C_in places that slice in the flat (kh, kw, c_in) order of B.
+        # Per-command sizes and steps, computed in SETUP.
+        k_tiles = Signal(div.width)
+        mb = Signal(16)  # rows of a full M block
+        streaming = Signal()
+        steps = {name: Signal(32, name=f"{name}_step") for name in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
+        # Positions.
+        m0, n0, k0 = Signal(32), Signal(16), Signal(16)
         kx, ky = Signal(3), Signal(3)
-        kbase = Signal(16)
-        g, p, stores_done = Signal(32), Signal(32), Signal(32)
-        odd_block = Signal()  # parity of the M block: which A half it uses
-        a_waits = Signal()
-        slots = Signal(range(max_slots + 1))  # weight slots in use: all, or 2 when A takes the token
-        with m.If(self.store_finished):
-            m.d.sync += stores_done.eq(stores_done + 1)
-
-        mb = sizes["mb"][:16]
-        mb_rows = Mux(c.m - m0 < mb, c.m - m0, mb)
-        nw = Mux(c.n - n0 < C, c.n - n0, C)
-        kdim = Mux(c.conv, c.cin, c.k)
-        kw = Mux(kdim - k0 < R, kdim - k0, R)
-        kflat = kbase + k0
-        last_slice = k0 + R >= kdim
-        last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
-        first_n, last_k = n0 == 0, last_slice & last_pos
-        b_slot = b_base + (g[: max(1, (max_slots - 1).bit_length())] & (slots - 1)) * R
-        a_slot = a_base + Mux(odd_block, a_half, 0) + kt * mb
-        # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
-        # that bank's read port: with two or more banks the slots sit in different banks.
-        c_slot = Mux(p[0], cfg.acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
-        out_e = Mux(c.out == 0, narrow_e, acc_e)
-        has_bias = (c.bias != 0) | c.acc_c
-
-        # Where a step starts: A slices are loaded in an M block's first N tile only. Callers say
-        # whether that is so, because n0 may be changing in the same cycle.
-        def go_data_loads(first) -> None:
-            with m.If(first):
-                m.next = "LOAD_A"
-            with m.Else():
-                m.next = "LOAD_B"
-
-        def go_first_load(first) -> None:
-            with m.If(has_bias):
-                m.next = "BIAS"
-            with m.Else():
-                go_data_loads(first)
-
-        # The generator writes into small queues in front of the gates, so it runs ahead of them
-        # (the next step's loads are issued while this step computes).
-        # The EXEC queue holds as many steps as there are weight slots, so that weight loads can
-        # really run that far ahead of the EXECs waiting for them.
-        load, ex, store = (
-            self._queue(m, port, name, depth)
-            for port, name, depth in (
-                (self.load, "load", 4),
-                (self.exec, "exec", max(4, max_slots)),
-                (self.store, "store", 4),
-            )
+        first_k, odd_pair, odd_block, p_ge2 = Signal(), Signal(), Signal(), Signal()
+        chunk = Signal(16)  # rows of a transposed A slice already loaded
+        # Address offsets, stepped by additions.
+        off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
+        b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
+        # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
+        ex_out, st_out, prev_steps, cur_steps = (
+            Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
         )
 
-        # What each state emits, as plain expressions of the loop registers: the FSM below only
-        # decides when to move on, so every payload bit is driven by one continuous assignment.
+        rows_left = c.m - m0
+        last_m = rows_left <= mb
+        mb_rows = Mux(last_m, rows_left[:16], mb)
+        cols_left = c.n - n0
+        last_n = cols_left <= C
+        nw = Mux(last_n, cols_left, C)
+        kdim = Mux(c.conv, c.cin, c.k)
+        k_left = kdim - k0
+        kslice = Mux(k_left < R, k_left, R)  # K rows of this tile
+        last_slice = k_left <= R
+        last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
+        last_k = last_slice & last_pos
+        # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
+        pairs_after_2 = (cols_left > 2 * C) | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
+        has_bias = (c.bias != 0) | c.acc_c
+        a_off = Mux(streaming, ring, res)
+        a_local = layout.a_base + a_off
+        b_local = layout.b_base + b_slot
+        c_slot = Mux(odd_pair, cfg.acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
+        # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
+        # that bank's read port: with two or more banks the slots sit in different banks.
+
+        # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
+        # back; a resident A half by the M block before the previous one. EXECs finish in order.
+        slot_free = ex_out < S
+        older = prev_steps + cur_steps
+        a_free = Mux(streaming, slot_free, ex_out <= Mux(older[OUTSTANDING_BITS], (1 << OUTSTANDING_BITS) - 1, older))
+        bias_free = st_out <= 1
+
+        load, ex, store = (
+            self._queue(m, port, name, depth)
+            for port, name, depth in ((self.load, "load", 4), (self.exec, "exec", max(4, S)), (self.store, "store", 4))
+        )
+        self._count(m, ex_out, ex.valid & ex.ready, self.exec_finished)
+        self._count(m, st_out, store.valid & store.ready, self.store_finished)
+
         def op(payload, **deps):
             return pack(load.p.shape(), op=payload, deps=pack(deps_layout, **deps), seq=c.seq)
 
         def desc(**fields):
             return pack(dma_desc_layout(), **fields)
 
-        rows_left = mb_rows - chunk
-        a_block = Mux(rows_left < cfg.dim, rows_left, cfg.dim)
-        last_a = ~c.trans_a | (chunk + cfg.dim >= mb_rows)
+        n_acc = times(n0, acc_e, 32)
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=self._bias_addr(c, m0, n0, acc_e),
-                dram_stride=self._bias_stride(c),
+                dram_addr=Mux(c.acc_c, c.c + off["c_m"], c.d + Mux(c.bias == 2, 0, off["d_m"])) + n_acc,
+                dram_stride=Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd)),
                 rows=mb_rows,
                 elems=nw,
                 local_addr=c_slot,
-            ),
+            )
         )
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=Mux(c.trans_b, c.b + n0 * c.ldb + kflat * in_e, c.b + kflat * c.ldb + n0 * in_e),
+                dram_addr=c.b + off["b_k"] + off["b_n"],
                 dram_stride=c.ldb,
-                rows=Mux(c.trans_b, nw, kw),
-                elems=Mux(c.trans_b, kw, nw),
-                local_addr=b_slot,
+                rows=Mux(c.trans_b, nw, kslice),
+                elems=Mux(c.trans_b, kslice, nw),
+                local_addr=b_local,
                 transpose=c.trans_b,
             ),
-            # The weight load waits for its slot (freed by the EXEC S steps back) and, being the
-            # step's last load, tells EXEC the step's data is in place. A and bias loads ahead of
-            # it need no token, so they stream while earlier steps still compute.
-            wait_next=(g >= slots) & ~a_waits,
-            signal_next=1,
+            signal_next=1,  # the step's last load: its data is in place
         )
+        a_block = _min(mb_rows - chunk, cfg.dim)
+        last_a = ~c.trans_a | (chunk + cfg.dim >= mb_rows)
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=Mux(c.trans_a, c.a + k0 * c.lda + (m0 + chunk) * in_e, c.a + m0 * c.lda + k0 * in_e),
+                dram_addr=c.a + off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
                 dram_stride=c.lda,
-                rows=Mux(c.trans_a, kw, mb_rows),
-                elems=Mux(c.trans_a, a_block, kw),
-                local_addr=a_slot + chunk,
+                rows=Mux(c.trans_a, kslice, mb_rows),
+                elems=Mux(c.trans_a, a_block, kslice),
+                local_addr=a_local + chunk,
                 transpose=c.trans_a,
-            ),
-            wait_next=(g >= 2) & a_waits & (chunk == 0),
+            )
         )
-        conv_a_load = op(im2col.desc.p.as_value(), wait_next=(g >= 2) & a_waits & im2col.first)
-        self._im2col_inputs(m, im2col, c, mb_rows, a_slot, kx, ky, k0, kw)
+        conv_a_load = op(im2col.desc.p.as_value())
+        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice)
         exec_op = pack(
             ex.p.shape(),
             op=pack(
                 ex.p.op.shape(),
-                b_addr=b_slot,
-                k_rows=kw,
-                a_addr=a_slot,
+                b_addr=b_local,
+                k_rows=kslice,
+                a_addr=a_local,
                 m=mb_rows,
                 c_addr=c_slot,
-                accumulate=(kt != 0) | has_bias,
+                accumulate=~first_k | has_bias,
                 seq=c.seq,
             ),
-            deps=pack(
-                deps_layout,
-                wait_prev=1,
-                wait_next=(kt == 0) & (p >= 2),
-                signal_prev=g + slots < sizes["groups"],
-                signal_next=last_k,
-            ),
+            deps=pack(deps_layout, wait_prev=1, wait_next=first_k & p_ge2, signal_next=last_k),
             seq=c.seq,
         )
         store_op = op(
             desc(
                 kind=KIND["acc_to_mem"],
-                dram_addr=c.c + m0 * c.ldc + n0 * out_e,
+                dram_addr=c.c + off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
                 dram_stride=c.ldc,
                 rows=mb_rows,
                 elems=nw,
@@ -239,97 +236,79 @@ class GemmLoop(wiring.Component):
                 out=c.out,
             ),
             wait_prev=1,
-            signal_prev=p + 2 < sizes["pairs"],
+            signal_prev=pairs_after_2,
         )
+
+        def go_data_loads(first_n) -> None:
+            """A step's loads: its A slice (first N tile of a block, or every step when streaming),
+            then its weight tile."""
+            with m.If(first_n | streaming):
+                m.next = "LOAD_A"
+            with m.Else():
+                m.next = "LOAD_B"
+
+        def go_pair(first_n) -> None:
+            with m.If(has_bias):
+                m.next = "BIAS"
+            with m.Else():
+                go_data_loads(first_n)
+
+        def restart_k() -> None:
+            """The first K tile of a pair."""
+            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0)]
+            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), k0.eq(0), kt.eq(0), g.eq(0), p.eq(0)]
-                    m.d.sync += [stores_done.eq(0), odd_block.eq(0), kx.eq(0), ky.eq(0), kbase.eq(0)]
+                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
+                    m.d.sync += [off[n].eq(0) for n in ("b_n", "a_m", "c_m", "d_m")]
+                    m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0)]
+                    restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
-                        self._divide(m, div, self.cmd.p.k + R - 1, R)
                         m.next = "K_TILES"
-            with m.State("CONV_SIZE"), m.If(im2col.ready):
-                # M = batch · OH · OW output pixels; K tiles: kh · kw kernel positions of C_in slices.
-                pixels = c.batch * im2col.oh * im2col.ow
-                m.d.sync += c.m.eq(pixels)
-                self._divide(m, div, c.cin + R - 1, R)
-                m.next = "K_TILES"
-                with m.If(pixels >> 16 != 0):
-                    m.d.comb += self.too_large.eq(1)
-                    m.next = "IDLE"
-            with m.State("K_TILES"), m.If(div.done):
-                k_tiles = Mux(c.conv, div.quotient * c.kh * c.kw, div.quotient)
-                m.d.sync += sizes["k_tiles"].eq(k_tiles)
-                self._divide(m, div, 2 * a_half, k_tiles)  # A rows that fit with all K slices
-                m.next = "BLOCK"
-            with m.State("BLOCK"), m.If(div.done):
-                # Two C slots in the accumulator, a bank each where there are two or more banks.
-                limit = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
-                # All of M in one block uses the whole A region; more blocks double-buffer it in halves.
-                whole = (c.m <= div.quotient) & (c.m <= limit)
-                half = div.quotient >> 1
-                block = Mux(whole, c.m, Mux(half < limit, half, limit))
-                m.d.sync += sizes["mb"].eq(block)
-                self._divide(m, div, c.n + C - 1, C)
-                m.next = "N_TILES"
-                with m.If(block == 0):
-                    m.d.comb += self.too_large.eq(1)
-                    m.next = "IDLE"
-            with m.State("N_TILES"), m.If(div.done):
-                m.d.sync += sizes["n_tiles"].eq(div.quotient)
-                self._divide(m, div, c.m + mb - 1, mb)
-                m.next = "M_BLOCKS"
-            with m.State("M_BLOCKS"), m.If(div.done):
-                pairs = div.quotient * sizes["n_tiles"]
-                m.d.sync += [sizes["pairs"].eq(pairs), sizes["groups"].eq(pairs * sizes["k_tiles"])]
-                # Loads run up to `slots` steps ahead of EXEC; an A load must not overwrite the half
-                # that the block before the previous one still reads, so no more slots than steps per
-                # block. With one step per block even two is too many: then the A load, not the weight
-                # load, takes the token (from the EXEC two steps back).
-                steps = sizes["n_tiles"] * sizes["k_tiles"]
-                fit = Const(2, slots.shape())
-                for count in (4, 8, 16, 32, 64):
-                    if count <= max_slots:
-                        fit = Mux(steps >= count, count, fit)
-                m.d.sync += [a_waits.eq(steps < 2), slots.eq(fit)]
-                go_first_load(1)
+            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, steps)
+            with m.State("READY"):
+                go_pair(1)
             with m.State("BIAS"):
-                # The C slot's previous STORE (two pairs back) must be finished (see module doc).
-                m.d.comb += load.valid.eq((p < 2) | (stores_done + 1 >= p))
+                m.d.comb += load.valid.eq(bias_free)
                 with m.If(load.valid & load.ready):
-                    go_data_loads(first_n)
+                    go_data_loads(n0 == 0)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free)
             with m.State("LOAD_B"):
-                m.d.comb += load.valid.eq(1)
-                with m.If(load.ready):
+                m.d.comb += load.valid.eq(slot_free)
+                with m.If(load.valid & load.ready):
                     m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
-                    m.d.sync += g.eq(g + 1)
+                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
                     with m.If(last_k):
                         m.next = "STORE"
                     with m.Else():
-                        self._next_k_tile(m, c, k0, kt, kx, ky, kbase, last_slice)
-                        go_data_loads(first_n)
+                        self._next_k_tile(m, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice)
+                        go_data_loads(n0 == 0)
             with m.State("STORE"):
                 m.d.comb += store.valid.eq(1)
                 with m.If(store.ready):
-                    m.d.sync += [p.eq(p + 1), k0.eq(0), kt.eq(0), kx.eq(0), ky.eq(0), kbase.eq(0)]
-                    with m.If(n0 + C < c.n):
-                        m.d.sync += n0.eq(n0 + C)
-                        go_first_load(0)
-                    with m.Elif(m0 + mb < c.m):
-                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block)]
+                    m.d.sync += [odd_pair.eq(~odd_pair), p_ge2.eq(p_ge2 | odd_pair)]
+                    restart_k()
+                    with m.If(~last_n):
+                        m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
+                        m.d.sync += res.eq(Mux(odd_block, layout.a_rows // 2, 0))
+                        go_pair(0)
+                    with m.Elif(~last_m):
+                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(0)]
+                        m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
+                        m.d.sync += [res.eq(Mux(odd_block, 0, layout.a_rows // 2))]
+                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0)]
                         m.d.comb += im2col.next_block.eq(1)
-                        go_first_load(1)
+                        go_pair(1)
                     with m.Else():
                         m.next = "IDLE"
         m.d.comb += [
@@ -342,12 +321,113 @@ class GemmLoop(wiring.Component):
             ),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
+            self.seq.eq(c.seq),
         ]
-        m.d.comb += self.seq.eq(c.seq)
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
         queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
         m.d.comb += self.busy.eq(~self.cmd.ready | queued)
         return m
+
+    def _setup(
+        self, m: Module, c, im2col: Im2col, div: Divider, mul: Multiplier, k_tiles, mb, streaming, steps
+    ) -> None:
+        """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
+        size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
+        cfg = self.cfg
+        R, C = cfg.rows, cfg.cols
+        in_e = cfg.in_bits // 8
+        layout = cfg.sp_layout
+        # C slots: two, a bank each where there are two or more banks.
+        c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+        stream_rows = min(layout.a_rows // layout.slots, c_slot_rows)
+
+        def multiply(a, b) -> None:
+            m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
+
+        def divide(numerator, denominator) -> None:
+            m.d.comb += [div.start.eq(1), div.numerator.eq(numerator), div.denominator.eq(denominator)]
+
+        with m.State("CONV_SIZE"), m.If(im2col.ready):
+            multiply(c.batch, im2col.oh)  # M = batch · OH · OW output pixels
+            m.next = "CONV_PIXELS"
+        with m.State("CONV_PIXELS"), m.If(mul.done):
+            multiply(mul.product[:32], im2col.ow)
+            m.next = "CONV_M"
+        with m.State("CONV_M"), m.If(mul.done):
+            m.d.sync += c.m.eq(mul.product[:32])
+            multiply(c.ldb, c.cin)  # bytes of B from one kernel position to the next
+            m.next = "CONV_POS"
+            with m.If(mul.product[32:] != 0):
+                m.d.comb += self.too_large.eq(1)
+                m.next = "IDLE"
+        with m.State("CONV_POS"), m.If(mul.done):
+            m.d.sync += steps["pos"].eq(mul.product[:32])
+            m.next = "K_TILES"
+        kdim = Mux(c.conv, c.cin, c.k)
+        slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
+        with m.State("K_TILES"):
+            if R & (R - 1):
+                divide(kdim + R - 1, R)
+                m.next = "K_TILES_DIV"
+            else:
+                m.d.sync += slices.eq((kdim + R - 1) >> (R.bit_length() - 1))
+                m.next = "K_TILES_MUL"
+        with m.State("K_TILES_DIV"), m.If(div.done):
+            m.d.sync += slices.eq(div.quotient)
+            m.next = "K_TILES_MUL"
+        with m.State("K_TILES_MUL"):
+            with m.If(c.conv):
+                multiply(slices, kernel_area(c.kh, c.kw))
+                m.next = "K_TILES_CONV"
+            with m.Else():
+                m.d.sync += k_tiles.eq(slices)
+                divide(layout.a_rows, slices)  # A rows that fit with all their K slices
+                m.next = "BLOCK"
+        with m.State("K_TILES_CONV"), m.If(mul.done):
+            m.d.sync += k_tiles.eq(mul.product)
+            divide(layout.a_rows, mul.product)
+            m.next = "BLOCK"
+        with m.State("BLOCK"), m.If(div.done):
+            q = div.quotient
+            whole = (c.m <= q) & (c.m <= c_slot_rows)
+            half = q >> 1
+            m.d.sync += [
+                mb.eq(Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows)))),
+                streaming.eq(~whole & (half == 0)),
+                # Steps that need no multiplier: constant multiples (adders only) and shifts.
+                steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
+                steps["b_k"].eq(Mux(c.trans_b, R * in_e, times(c.ldb, R, 32))),
+                steps["b_n"].eq(Mux(c.trans_b, times(c.ldb, C, 32), C * in_e)),
+            ]
+            with m.If(whole):
+                m.next = "READY"
+            with m.Else():
+                m.next = "STEP_A"
+        # Block strides: mb rows of A, C and D (only used when there is more than one block).
+        with m.State("STEP_A"):
+            with m.If(c.trans_a):
+                m.d.sync += steps["a_m"].eq(times(mb, in_e, 32))
+                m.next = "STEP_C"
+            with m.Else():
+                multiply(c.lda, mb)
+                m.next = "STEP_A_MUL"
+        with m.State("STEP_A_MUL"), m.If(mul.done):
+            m.d.sync += steps["a_m"].eq(mul.product[:32])
+            m.next = "STEP_C"
+        with m.State("STEP_C"):
+            multiply(c.ldc, mb)
+            m.next = "STEP_C_MUL"
+        with m.State("STEP_C_MUL"), m.If(mul.done):
+            m.d.sync += steps["c_m"].eq(mul.product[:32])
+            multiply(c.ldd, mb)
+            m.next = "STEP_D_MUL"
+        with m.State("STEP_D_MUL"), m.If(mul.done):
+            m.d.sync += steps["d_m"].eq(mul.product[:32])
+            m.next = "READY"
+
+    @staticmethod
+    def _count(m: Module, counter: Signal, issued, finished) -> None:
+        m.d.sync += counter.eq(counter + issued - finished)
 
     @staticmethod
     def _queue(m: Module, port, name: str, depth: int):
@@ -380,42 +460,46 @@ class GemmLoop(wiring.Component):
             im2col.width.eq(width),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a) -> None:
-        """A's K slice for this block: the walker's loads (CONV2D), or up to ``dim`` rows per load."""
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free) -> None:
+        """A's K slice for this step, once its rows are free: the walker's loads (CONV2D), or up to
+        ``dim`` rows per load (a transposed A)."""
         with m.If(c.conv):
-            m.d.comb += [im2col.active.eq(1), load.valid.eq(im2col.desc.valid), im2col.desc.ready.eq(load.ready)]
+            m.d.comb += [
+                im2col.active.eq(a_free),
+                load.valid.eq(im2col.desc.valid),
+                im2col.desc.ready.eq(load.ready),
+            ]
             with m.If(load.valid & load.ready & im2col.last):
                 m.next = "LOAD_B"
         with m.Else():
-            m.d.comb += load.valid.eq(1)
-            with m.If(load.ready):
+            m.d.comb += load.valid.eq(a_free)
+            with m.If(load.valid & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
                     m.d.sync += chunk.eq(0)
                     m.next = "LOAD_B"
 
-    def _next_k_tile(self, m: Module, c, k0, kt, kx, ky, kbase, last_slice) -> None:
+    def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
+        """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""
+        cfg = self.cfg
+        S, R = cfg.sp_layout.slots, cfg.rows
+        m.d.sync += b_slot.eq(Mux(b_slot == (S - 1) * R, 0, b_slot + R))
+        with m.If(streaming):
+            m.d.sync += ring.eq(Mux(ring == times(mb, S - 1, self.sp_bits + 1), 0, ring + mb))
+        m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
+
+    def _next_k_tile(self, m: Module, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
-        m.d.sync += kt.eq(kt + 1)
+        m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
         with m.If(last_slice):  # only CONV2D gets here without being at its last K tile
-            m.d.sync += [k0.eq(0), kbase.eq(kbase + c.cin)]
+            m.d.sync += [k0.eq(0), off["pos"].eq(off["pos"] + steps["pos"]), off["b_k"].eq(off["pos"] + steps["pos"])]
             with m.If(kx + 1 == c.kw):
                 m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
             with m.Else():
                 m.d.sync += kx.eq(kx + 1)
         with m.Else():
-            m.d.sync += k0.eq(k0 + self.cfg.rows)
-
-    @staticmethod
-    def _divide(m: Module, div: Divider, numerator, denominator) -> None:
-        m.d.comb += [div.start.eq(1), div.numerator.eq(numerator), div.denominator.eq(denominator)]
-
-    @staticmethod
-    def _bias_addr(c, m0, n0, acc_e: int):
-        """C itself (accumulate into C), one repeated row of D, or the full D."""
-        full = c.d + m0 * c.ldd + n0 * acc_e
-        return Mux(c.acc_c, c.c + m0 * c.ldc + n0 * acc_e, Mux(c.bias == 2, c.d + n0 * acc_e, full))
-
-    @staticmethod
-    def _bias_stride(c):
-        return Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd))
+            m.d.sync += [
+                k0.eq(k0 + self.cfg.rows),
+                off["a_k"].eq(off["a_k"] + steps["a_k"]),
+                off["b_k"].eq(off["b_k"] + steps["b_k"]),
+            ]

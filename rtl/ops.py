@@ -5,7 +5,11 @@ Kept apart from the units so the decoder, the loop generators and the gates shar
 
 from amaranth.lib import data
 
-__all__ = ["KIND", "GemmCmd", "deps_layout", "dma_desc_layout"]
+__all__ = ["KIND", "MAX_CONV_PIXELS", "MAX_DIM", "GemmCmd", "deps_layout", "dma_desc_layout"]
+
+# The command set's size limits (docs/isa.md); the loops' counters are as wide as these need.
+MAX_DIM = 65535  # GEMM M, K, N; CONV2D batch, C_in, H, W, C_out; LOAD/STORE rows and elements; EXEC M
+MAX_CONV_PIXELS = 2**32 - 1  # CONV2D batch · OH · OW, the M of its GEMM
 
 # DMA descriptor kinds (docs/tile.md, "DMA").
 KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
@@ -36,7 +40,7 @@ def dma_desc_layout() -> data.StructLayout:
 # A decoded loop command (docs/isa.md, "GEMM" and "CONV2D").
 GemmCmd = data.StructLayout(
     {
-        "m": 16,
+        "m": 32,  # CONV2D: batch · OH · OW, computed by the loop
         "k": 16,
         "n": 16,
         "a": 32,

@@ -6,7 +6,7 @@ writes for stores), so DMA in both directions overlaps. Four token counters carr
 neighbouring units.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -32,6 +32,8 @@ LOAD_READS_IN_FLIGHT = 64
 # Cycles ``active`` stays high after the tile has gone quiet: longer than any pipeline that drains
 # on its own (mesh skew, accumulator read-modify-write, counter updates), so the state is settled.
 SETTLE_CYCLES = 64
+# Tokens that can wait in one direction: 2**TOKEN_BITS - 1 (docs/isa.md, "Dependency tokens").
+TOKEN_BITS = 8
 DMA_TO_ISA = {
     DmaError.MISALIGNED: ERR["MISALIGNED"],
     DmaError.RANGE: ERR["SP_RANGE"],
@@ -71,7 +73,10 @@ class Tile(wiring.Component):
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
         m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
         m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
-        m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits)
+        # An error stops a running loop command at once: it issues nothing more and forgets its
+        # queued operations (units holding one finish it, or drop it when the error is cleared).
+        gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits)
+        m.submodules.gemm = ResetInserter(cmdif.halted)(gemm)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, regs.req, cmdif.req)
@@ -94,7 +99,10 @@ class Tile(wiring.Component):
                 source_loop.ready.eq(gemm.busy & gate.inp.ready),
                 source_dec.ready.eq(~gemm.busy & gate.inp.ready),
             ]
-        m.d.comb += gemm.store_finished.eq(g_store.engine_done.valid)
+        m.d.comb += [
+            gemm.exec_finished.eq(g_exec.engine_done.valid),
+            gemm.store_finished.eq(g_store.engine_done.valid),
+        ]
         dma_load, dma_store = self._dma_engines(m, g_load, g_store)
         connect(m, g_exec.engine, ex.op)
         m.d.comb += [
@@ -204,16 +212,17 @@ class Tile(wiring.Component):
 
     @staticmethod
     def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, flush) -> None:
-        """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC; a flush empties them."""
+        """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC; a flush empties them. A
+        full counter makes the giving operation fail (BAD_DEPS) rather than wrap."""
         links = (
-            ("load_exec", g_load.give_next, g_exec.take_prev, g_exec.prev_avail),
-            ("exec_load", g_exec.give_prev, g_load.take_next, g_load.next_avail),
-            ("exec_store", g_exec.give_next, g_store.take_prev, g_store.prev_avail),
-            ("store_exec", g_store.give_prev, g_exec.take_next, g_exec.next_avail),
+            ("load_exec", g_load.give_next, g_load.next_full, g_exec.take_prev, g_exec.prev_avail),
+            ("exec_load", g_exec.give_prev, g_exec.prev_full, g_load.take_next, g_load.next_avail),
+            ("exec_store", g_exec.give_next, g_exec.next_full, g_store.take_prev, g_store.prev_avail),
+            ("store_exec", g_store.give_prev, g_store.prev_full, g_exec.take_next, g_exec.next_avail),
         )
-        for name, give, take, avail in links:
-            count = Signal(8, name=f"tokens_{name}")
-            m.d.comb += avail.eq(count != 0)
+        for name, give, full, take, avail in links:
+            count = Signal(TOKEN_BITS, name=f"tokens_{name}")
+            m.d.comb += [avail.eq(count != 0), full.eq(count.all())]
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
 
     def _events(

@@ -32,7 +32,7 @@ from tb.axi_memory import AxiMemory
 LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
 WAIT_PREV, SIGNAL_NEXT = 1 << 8, 1 << 11
 ACC_TARGET, OUT_FULL = 1 << 12, 1 << 15
-MEM_SIZE = 1 << 20
+MEM_SIZE = 1 << 20  # bytes of main memory unless PYARD_TB_ARGS names "mem_mib"
 CLOCK_NS = 10
 
 
@@ -73,8 +73,8 @@ async def start(dut) -> Tile:
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
-    latency = tb_args(latency=32)["latency"]
-    mem = AxiMemory(dut, "m_axi_", dut.clk, dut.rst, size=MEM_SIZE, read_latency=latency)
+    args = tb_args(latency=32, mem_mib=MEM_SIZE >> 20)
+    mem = AxiMemory(dut, "m_axi_", dut.clk, dut.rst, size=args["mem_mib"] << 20, read_latency=args["latency"])
     await RisingEdge(dut.clk)
     return Tile(dut, cfg, axil, mem)
 
@@ -133,6 +133,17 @@ def get(t: Tile, addr: int, shape: tuple[int, int], dtype, stride: int | None = 
     raw = bytes(t.mem.data[addr : addr + ((rows - 1) * stride + cols) * size])
     flat = np.frombuffer(raw + bytes(size * (rows * stride - len(raw) // size)), dtype=dtype)
     return flat.reshape(rows, stride)[:, :cols]
+
+
+def layout(t: Tile, sizes: dict[str, int]) -> dict[str, int]:
+    """Addresses for operands of the given byte sizes, one after the other with a gap, so that no
+    operand can overlap another whatever the shapes; fails if they do not fit the memory."""
+    addr, out = 0x1000, {}
+    for name, size in sizes.items():
+        out[name] = addr
+        addr = (addr + size + 0x1FF) & ~0xFF
+    assert addr <= len(t.mem.data), f"operands of {addr} bytes do not fit the {len(t.mem.data)}-byte memory: {sizes}"
+    return out
 
 
 def tb_args(**defaults) -> dict:
@@ -284,11 +295,13 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
     b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
     in_t, acc_t, out_t = element_types(cfg, case["out"])
-    addr = {"A": 0x1000, "B": 0x40000, "C": 0x80000, "D": 0xC0000}
     # Regressions pad every row (odd strides, rows straddling bus beats); benchmarks use dense matrices.
     pad = {"A": 3, "B": 5, "C": 2, "D": 1} if not case.get("dense") else dict.fromkeys("ABCD", 0)
     ld = {"A": (m if case["trans_a"] else k), "B": (k if case["trans_b"] else n), "C": n, "D": n}
     ld = {key: ld[key] + pad[key] for key in ld}
+    rows = {"A": k if case["trans_a"] else m, "B": n if case["trans_b"] else k, "C": m, "D": m}
+    byte = {"A": in_t, "B": in_t, "C": out_t, "D": acc_t}
+    addr = layout(t, {key: rows[key] * ld[key] * np.dtype(byte[key]).itemsize for key in "ABCD"})
     put(t, addr["A"], padded(a.T if case["trans_a"] else a, ld["A"]).astype(in_t))
     put(t, addr["B"], padded(b.T if case["trans_b"] else b, ld["B"]).astype(in_t))
     init = None
@@ -298,7 +311,6 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     elif case["bias"]:
         init = stimulus.accumulators(cfg, rng, (m if case["bias"] == 1 else 1, n))
         put(t, addr["D"], padded(init, ld["D"]).astype(acc_t))
-    byte = {"A": in_t, "B": in_t, "C": out_t, "D": acc_t}
     ld_bytes = {key: ld[key] * np.dtype(byte[key]).itemsize for key in ld}
     if case["bias"] == 2:
         ld_bytes["D"] = 0
@@ -372,13 +384,14 @@ async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     x = stimulus.inputs(cfg, rng, (batch, h, w, cin), special=0.0)
     weights = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
     _, acc_t, out_t = element_types(cfg, case["out"])
-    addr = {"in": 0x1000, "w": 0x40000, "out": 0x60000, "bias": 0x3F000}
+    oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
+    sizes = {"in": x.nbytes, "w": weights.nbytes, "out": batch * oh * ow * cout * np.dtype(out_t).itemsize}
+    addr = layout(t, sizes | {"bias": cout * np.dtype(acc_t).itemsize})
     put(t, addr["in"], x)
     put(t, addr["w"], weights)
     bias = stimulus.accumulators(cfg, rng, (1, cout)) if case["bias"] else None
     if bias is not None:
         put(t, addr["bias"], bias.astype(acc_t))
-    oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
     got, cycles, counters = await run_loop_command(
         t, f"CONV2D {case}", conv_words(case, addr), case, lambda: get(t, addr["out"], (batch * oh * ow, cout), out_t)
     )
@@ -406,6 +419,47 @@ async def tile_bench_conv(dut) -> None:
     result = await run_conv(t, case["conv_bench"], seed=11) | case["conv_bench"]
     if "PYARD_RESULT" in os.environ:
         Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
+
+
+@cocotb.test()
+async def tile_loop_errors(dut) -> None:
+    """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels is refused before any
+    memory traffic; an AXI error on one of a GEMM's loads stops the loop (the tile comes back once
+    the error is cleared, no later operation runs); each time a correct GEMM follows."""
+    t = await start(dut)
+    await t.write("IRQ_ENABLE", 0b10)
+    await t.write("CONTROL", 0b101)
+    huge = {"batch": 2, "h": 65535, "w": 65535, "cin": 1, "cout": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 0}
+    await t.push(
+        conv_words(huge | {"bias": 0, "act": 0, "out": 0, "scale": 0}, dict.fromkeys(("in", "w", "out", "bias"), 0))
+    )
+    await First(RisingEdge(dut.irq), ClockCycles(dut.clk, 2000))
+    status = await t.read("STATUS")
+    assert status & 4 and status >> 8 & 0xFF == ERR["TOO_LARGE"], f"status {status:#x}"
+    assert await t.read("DMA_RD_BYTES") == 0
+    await t.write("CONTROL", 0b111)
+    await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=2)
+
+    # B is read at its first N tile's K slices; an error range in the middle of B hits a later load.
+    from cocotbext.axi import AxiResp
+
+    case = {"m": 12, "k": 40, "n": 10}
+    t.mem.inject(0x1000, len(t.mem.data), AxiResp.SLVERR)  # every operand: the first load fails
+    await t.write("CONTROL", 0b101)
+    await t.push(gemm_words({"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": 0} | case,
+                            dict.fromkeys("ABCD", 0x1000), dict.fromkeys("ABCD", 64)))  # fmt: skip
+    await First(RisingEdge(dut.irq), ClockCycles(dut.clk, 20_000))
+    status = await t.read("STATUS")
+    assert status & 4 and status >> 8 & 0xFF == ERR["AXI_SLVERR"], f"status {status:#x}"
+    t.mem.clear_errors()
+    await ClockCycles(dut.clk, 2000)  # whatever the loop had issued has settled
+    macs = await t.read("MACS_LO")
+    assert macs < case["m"] * case["k"] * case["n"], "the loop went on past the error"
+    await t.write("CONTROL", 0b110)
+    await ClockCycles(dut.clk, 64)
+    status = await t.read("STATUS")
+    assert not status & 5, f"tile still busy or in error after the clear: {status:#x}"
+    await run_gemm_loop(t, case, seed=3)
 
 
 @cocotb.test()

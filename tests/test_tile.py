@@ -29,17 +29,34 @@ CONV_CASES = [
     {"batch": 1, "h": 6, "w": 5, "cin": 5, "cout": 3, "kh": 2, "kw": 4, "stride": 3, "pad": 2, "bias": 2},
     {"batch": 1, "h": 3, "w": 9, "cin": 2, "cout": 3, "kh": 7, "kw": 7, "pad": 3},
 ]
-# Memories of 1 KiB force the loop to split M into blocks (A halves, B reloaded) and, with one step
-# per block, to move the dependency token from the weight load to the A load.
+# Memories of 1 KiB force the loop to split M into blocks (A halves, B reloaded, one step per block),
+# and K slices beyond half the A region (K > 384 for int8, 192 for bf16) to stream A with each step.
 SMALL_CASES = [
     {"m": 40, "k": 33, "n": 7},
     {"m": 300, "k": 4, "n": 4},
     {"m": 37, "k": 9, "n": 10, "trans_a": 1, "bias": 1},
     {"m": 70, "k": 3, "n": 9, "trans_b": 1, "acc_c": 1},
+    {"m": 20, "k": 600, "n": 9},
+    {"m": 37, "k": 700, "n": 5, "trans_a": 1, "bias": 1},
+    {"m": 9, "k": 500, "n": 6, "trans_b": 1, "acc_c": 1, "act": 1},
 ]
 SMALL_CONV_CASES = [
     {"batch": 2, "h": 8, "w": 8, "cin": 6, "cout": 5, "kh": 3, "kw": 3, "pad": 1, "bias": 2},
     {"batch": 1, "h": 11, "w": 10, "cin": 3, "cout": 9, "kh": 3, "kw": 2, "stride": 2, "pad": 1},
+    {"batch": 2, "h": 5, "w": 5, "cin": 48, "cout": 7, "kh": 3, "kw": 3, "pad": 1, "bias": 2},  # streams A
+]
+# Each command at its documented limits (docs/isa.md) on the 1 KiB memories: the largest K, M and N
+# of a GEMM, C_in·kh·kw whose flat weight index passes 16 bits, the largest C_in, and more output
+# pixels than 16 bits count.
+LIMIT_CASES = [
+    {"m": 2, "k": 65535, "n": 3},
+    {"m": 65535, "k": 3, "n": 2, "out": 0},
+    {"m": 3, "k": 2, "n": 65535, "out": 0},
+]
+LIMIT_CONV_CASES = [
+    {"batch": 1, "h": 3, "w": 3, "cin": 8192, "cout": 1, "kh": 3, "kw": 3},
+    {"batch": 1, "h": 1, "w": 1, "cin": 65535, "cout": 2, "kh": 1, "kw": 1},
+    {"batch": 1, "h": 257, "w": 256, "cin": 1, "cout": 1, "kh": 1, "kw": 1, "out": 0},
 ]
 
 
@@ -56,6 +73,17 @@ def test_tile_gemm_loop_blocks(dtype: str) -> None:
     env = {"PYARD_TB_ARGS": json.dumps({"cases": SMALL_CASES, "conv_cases": SMALL_CONV_CASES})}
     run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env)
     run_cocotb(b, "tb.tile_tb", testcase="tile_conv", env=env, name="conv")
+    run_cocotb(b, "tb.tile_tb", testcase="tile_loop_errors", name="loop-errors")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_tile_loop_limits(dtype: str) -> None:
+    b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype, sp_kib=1, acc_kib=1))
+    args = {"cases": LIMIT_CASES, "conv_cases": LIMIT_CONV_CASES, "mem_mib": 4}
+    env = {"PYARD_TB_ARGS": json.dumps(args)}
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env, name="limits")
+    run_cocotb(b, "tb.tile_tb", testcase="tile_conv", env=env, name="limits-conv")
 
 
 def test_tile_lint(tmp_path) -> None:
