@@ -20,6 +20,18 @@ __all__ = ["OP", "Decoder"]
 
 OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "GEMM": 0x10, "CONV2D": 0x11}
 UNIT_DECODE = 1
+# Bits of word 0 each opcode defines above its opcode byte (docs/isa.md); any other bit set is a
+# BAD_FIELD, so a mistyped flag is reported instead of silently meaning something else.
+DEPS_BITS = 0xF << 8
+FLAG_BITS = {
+    "LOAD": DEPS_BITS | 0xF << 12,
+    "STORE": DEPS_BITS | 0x1F << 12,
+    "EXEC": DEPS_BITS | 0x3 << 12,
+    "FENCE": 0,
+    "GEMM": 0x1FF << 12,
+    "CONV2D": 0x7F << 14,
+}
+ACT_CODES = 2  # read-out activations defined: 0 none, 1 ReLU
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
@@ -190,6 +202,25 @@ class Decoder(wiring.Component):
             (gemm & misaligned, "MISALIGNED"),
         ]
 
+    @staticmethod
+    def _bad_field(flags, opcode, sp_target):
+        """A reserved bit of word 0 set, or a field holding a code the tile does not define:
+        read-out activation or output width codes 2–3, a STORE from the scratchpad with a
+        read-out, a LOAD that transposes into or accumulates onto the wrong memory."""
+        reserved = Cat(
+            (opcode == OP[name]) & ((flags[8:] & ~(mask >> 8)) != 0) for name, mask in FLAG_BITS.items()
+        ).any()
+        store, loop = opcode == OP["STORE"], (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
+        store_act, store_out = flags[13:15], flags[15:17]
+        loop_act, loop_out = flags[17:19], flags[19:21]
+        return (
+            reserved
+            | (store & ~sp_target & ((store_act >= ACT_CODES) | (store_out > 1)))
+            | (store & sp_target & ((store_act != 0) | (store_out != 0)))
+            | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])))
+            | (loop & ((loop_act >= ACT_CODES) | (loop_out > 1)))
+        )
+
     def _descriptor(self, m: Module, w, opcode, desc) -> None:
         store = opcode == OP["STORE"]
         m.d.comb += [
@@ -241,6 +272,8 @@ class Decoder(wiring.Component):
         checks = [
             (~(load | store | ex | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
+            (~(load | store | ex) & (w[0][8:12] != 0), "BAD_DEPS"),
+            (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
             (ex & (k_rows > cfg.rows), "TOO_LARGE"),

@@ -7,11 +7,11 @@ status. A flush drops the operation that has not started; operations already wit
 finish and still report.
 """
 
-from amaranth.hdl import Cat, Module
+from amaranth.hdl import Cat, Module, Mux
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.cmd import ErrorEvent
+from rtl.cmd import ERR, ErrorEvent
 from rtl.ops import deps_layout
 
 __all__ = ["EngineDone", "Gate"]
@@ -36,6 +36,10 @@ class Gate(wiring.Component):
                 "take_next": Out(1),
                 "give_prev": Out(1),
                 "give_next": Out(1),
+                # The token counter towards the previous / next unit holds its maximum: a token
+                # given now would be lost, so the operation reports BAD_DEPS instead.
+                "prev_full": In(1),
+                "next_full": In(1),
                 "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
                 "waiting_prev": Out(1),  # has an operation, waits for a token from the previous unit
                 "waiting_next": Out(1),
@@ -67,14 +71,16 @@ class Gate(wiring.Component):
 
         done = self.engine_done
         fin = data.View(data.StructLayout({"deps": deps_layout, "seq": 16}), flight.r_data)
+        overflow = (fin.deps.signal_prev & self.prev_full) | (fin.deps.signal_next & self.next_full)
+        failed = done.p.error | overflow
         m.d.comb += [
             done.ready.eq(1),
             flight.r_en.eq(done.valid),
-            self.give_prev.eq(done.valid & fin.deps.signal_prev & ~done.p.error),
-            self.give_next.eq(done.valid & fin.deps.signal_next & ~done.p.error),
-            self.error.valid.eq(done.valid & done.p.error),
+            self.give_prev.eq(done.valid & fin.deps.signal_prev & ~failed),
+            self.give_next.eq(done.valid & fin.deps.signal_next & ~failed),
+            self.error.valid.eq(done.valid & failed),
             self.error.payload.unit.eq(self.unit),
-            self.error.payload.code.eq(done.p.code),
+            self.error.payload.code.eq(Mux(done.p.error, done.p.code, ERR["BAD_DEPS"])),
             self.error.payload.seq.eq(fin.seq),
             self.waiting_prev.eq(self.inp.valid & deps.wait_prev & ~self.prev_avail),
             self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),

@@ -90,11 +90,36 @@ CASES = [
     (load(flags=ACC, addr=4, stride=30), "MISALIGNED"),
     (store(flags=1 << 15, addr=2), "MISALIGNED"),  # full int32 output
     (load(rows=0, elems=9), "ZERO_DIM"),  # the first rule in the list wins
+    # codes the tile does not define, and reserved bits, are refused rather than ignored
+    (store(flags=2 << 13), "BAD_FIELD"),  # read-out activation 2
+    (store(flags=3 << 13), "BAD_FIELD"),
+    (store(flags=2 << 15), "BAD_FIELD"),  # output width 2
+    (store(flags=ACC | 1 << 13), "BAD_FIELD"),  # a scratchpad source has no read-out
+    (store(flags=1 << 17), "BAD_FIELD"),
+    (load(flags=ACC | TRANSPOSE, stride=32), "BAD_FIELD"),  # transposing into the accumulator
+    (load(flags=1 << 14), "BAD_FIELD"),  # accumulating into the scratchpad
+    (load(flags=1 << 16), "BAD_FIELD"),
+    (execute(flags=1 << 14), "BAD_FIELD"),
+    ([FENCE | 1 << 12], "BAD_FIELD"),
+    ([FENCE | WAIT_PREV], "BAD_DEPS"),
+    (gemm(flags=2 << 17), "BAD_FIELD"),
+    (gemm(flags=3 << 17), "BAD_FIELD"),
+    (gemm(flags=2 << 19), "BAD_FIELD"),
+    (gemm(flags=1 << 21), "BAD_FIELD"),
+    (gemm(flags=SIGNAL_NEXT), "BAD_DEPS"),  # a loop command has no dependency flags
+    (conv(flags=2 << 17), "BAD_FIELD"),
+    (conv(flags=3 << 19), "BAD_FIELD"),
+    (conv(flags=1 << 12), "BAD_FIELD"),  # GEMM's transpose flags are not CONV2D's
+    (conv(flags=WAIT_PREV), "BAD_DEPS"),
     # valid ones
     (load(addr=3, stride=5), None),  # int8: any byte address
     (load(local=32760, rows=8), None),
     (load(flags=ACC, addr=4, stride=32, local=2046, rows=2), None),
     (store(addr=3), None),  # narrow int8 output
+    (store(flags=1 << 13 | 1 << 15, addr=4, stride=32), None),  # ReLU, full int32 output
+    (gemm(flags=1 << 17 | 1 << 19, c=4), None),  # ReLU, full output
+    (gemm(m=65535, k=65535, n=65535), None),  # the largest GEMM
+    (conv(batch=65535, cin=65535, h=65535, w=65535, cout=65535, kh=7, kw=7, stride=255, pad=255), None),
     (execute(b=32764, a=32764, m=4, c=2044), None),
     (execute(b=4 << 16 | 7), None),
     (execute(flags=1 << 13, b=32767, m=4), None),  # kept weights: the tile address is not used

@@ -81,3 +81,22 @@ def test_flush_drops_waiting_operation() -> None:
         assert ctx.get(dut.inp.ready) and not ctx.get(dut.engine.valid)
 
     run(bench)
+
+
+def test_full_counter_fails_the_giver() -> None:
+    """A token given to a full counter would be lost: the operation reports BAD_DEPS instead."""
+    from rtl.cmd import ERR
+
+    async def bench(ctx, dut):
+        ctx.set(dut.engine.ready, 1)
+        offer(ctx, dut, 1, signal_next=1, seq=9)
+        await ctx.tick()
+        ctx.set(dut.inp.valid, 0)
+        await ctx.tick()  # the in-flight record reaches the buffered FIFO's output
+        ctx.set(dut.next_full, 1)
+        ctx.set(dut.prev_full, 1)  # not this operation's direction: ignored
+        ctx.set(dut.engine_done.valid, 1)
+        assert not ctx.get(dut.give_next) and ctx.get(dut.error.valid)
+        assert (ctx.get(dut.error.payload.code), ctx.get(dut.error.payload.seq)) == (ERR["BAD_DEPS"], 9)
+
+    run(bench)

@@ -9,7 +9,7 @@ pyard_error_t pyard_last_error(void) { return last_error; }
 const char *pyard_error_name(unsigned code) {
   static const char *const names[] = {"OK",         "BAD_OPCODE", "ZERO_DIM", "TOO_LARGE",  "SP_RANGE",
                                       "ACC_RANGE",  "MISALIGNED", "AXI_SLVERR", "AXI_DECERR", "BAD_DEPS",
-                                      "QUEUE_FULL", "BAD_SHAPE",  "DEADLOCK"};
+                                      "QUEUE_FULL", "BAD_SHAPE",  "DEADLOCK",   "BAD_FIELD"};
   return code < sizeof names / sizeof names[0] ? names[code] : "UNKNOWN";
 }
 

@@ -59,7 +59,7 @@ enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_
 /* Error codes the tile reports (STATUS[15:8]). */
 enum { PYARD_ERR_BAD_OPCODE = 0x01, PYARD_ERR_ZERO_DIM, PYARD_ERR_TOO_LARGE, PYARD_ERR_SP_RANGE, PYARD_ERR_ACC_RANGE,
        PYARD_ERR_MISALIGNED, PYARD_ERR_AXI_SLVERR, PYARD_ERR_AXI_DECERR, PYARD_ERR_BAD_DEPS, PYARD_ERR_QUEUE_FULL,
-       PYARD_ERR_BAD_SHAPE, PYARD_ERR_DEADLOCK };
+       PYARD_ERR_BAD_SHAPE, PYARD_ERR_DEADLOCK, PYARD_ERR_BAD_FIELD };
 /* Errors found by the driver before anything is pushed. */
 #define PYARD_EINVAL (-100)  /* an argument out of its field's range */
 #define PYARD_ENOTMEM (-101) /* a matrix pointer outside main memory (the DMA reaches only main memory) */
