@@ -79,6 +79,42 @@ def k_tiles_max(cfg: AccelConfig) -> int:
     return -(-MAX_DIM // cfg.rows) * KERNEL_MAX * KERNEL_MAX
 
 
+class _Prefetch:
+    """Registers of the stream that loads the next M block's A slices during the current block."""
+
+    def __init__(self, sp_bits: int) -> None:
+        self.done = Signal(16, name="pf_done")  # slices of the next block loaded
+        self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
+        self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
+        self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
+        self.k_off = Signal(32, name="pf_k_off")  # its byte offset within A's rows (or rows of A^T)
+        self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
+        self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
+        self.step = Signal(name="pf_step")  # a slice went out in this step
+
+    def restart(self) -> list:
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
+        return [sig.eq(0) for sig in regs]
+
+    def slice_done(self, rows: int, mb, k_step) -> list:
+        return [
+            self.chunk.eq(0),
+            self.done.eq(self.done + 1),
+            self.k0.eq(self.k0 + rows),
+            self.k_off.eq(self.k_off + k_step),
+            self.res.eq(self.res + mb),
+            self.step.eq(1),
+        ]
+
+    def after_step(self, n_tiles) -> list:
+        wrap = self.pc + 1 >= n_tiles
+        return [
+            self.step.eq(0),
+            self.pc.eq(Mux(wrap, 0, self.pc + 1)),
+            self.due.eq(Mux(wrap & ~self.due.all(), self.due + 1, self.due)),
+        ]
+
+
 class GemmLoop(wiring.Component):
     def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int) -> None:
         self.cfg, self.sp_bits, self.acc_bits = cfg, sp_bits, acc_bits
@@ -114,6 +150,8 @@ class GemmLoop(wiring.Component):
         k_tiles = Signal(div.width)
         mb = Signal(16)  # rows of a full M block
         streaming = Signal()
+        prefetch = Signal()  # GEMM: the next block's A is loaded during the current block
+        n_tiles = Signal(16)
         steps = {name: Signal(32, name=f"{name}_step") for name in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
         # Positions.
         m0, n0, k0 = Signal(32), Signal(16), Signal(16)
@@ -123,6 +161,10 @@ class GemmLoop(wiring.Component):
         # Address offsets, stepped by additions.
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
+        kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
+        have = Signal(16)  # K slices of the current block's A already in place (prefetched)
+        pf = _Prefetch(self.sp_bits)
+        strides_go, strides_ready = Signal(), Signal()
         # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
         ex_out, st_out, prev_steps, cur_steps = (
             Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
@@ -156,6 +198,20 @@ class GemmLoop(wiring.Component):
         older = prev_steps + cur_steps
         a_free = Mux(streaming, slot_free, ex_out <= Mux(older[OUTSTANDING_BITS], (1 << OUTSTANDING_BITS) - 1, older))
         bias_free = st_out <= 1
+        # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
+        # before this one has finished; at most one slice a step, as they come due.
+        next_rows = _min(mb, rows_left - mb)
+        pf_kslice = _min(c.k - pf.k0, R)
+        pf_go = (
+            prefetch
+            & strides_ready
+            & ~last_m
+            & ~pf.step
+            & (pf.done < pf.due)
+            & (pf.done < k_tiles)
+            & (ex_out <= cur_steps)
+        )
+        pf_last = ~c.trans_a | (pf.chunk + cfg.dim >= next_rows)
 
         load, ex, store = (
             self._queue(m, port, name, depth)
@@ -206,6 +262,17 @@ class GemmLoop(wiring.Component):
                 transpose=c.trans_a,
             )
         )
+        pf_load = op(
+            desc(
+                kind=KIND["mem_to_sp"],
+                dram_addr=c.a + off["a_m"] + steps["a_m"] + pf.k_off + times(pf.chunk, in_e, 32),
+                dram_stride=c.lda,
+                rows=Mux(c.trans_a, pf_kslice, next_rows),
+                elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
+                local_addr=layout.a_base + Mux(odd_block, 0, layout.a_rows // 2) + pf.res + pf.chunk,
+                transpose=c.trans_a,
+            )
+        )
         conv_a_load = op(im2col.desc.p.as_value())
         self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice)
         exec_op = pack(
@@ -239,23 +306,24 @@ class GemmLoop(wiring.Component):
             signal_prev=pairs_after_2,
         )
 
-        def go_data_loads(first_n) -> None:
-            """A step's loads: its A slice (first N tile of a block, or every step when streaming),
-            then its weight tile."""
-            with m.If(first_n | streaming):
+        def go_data_loads(first_n, k_tile, prefetched) -> None:
+            """A step's loads: its A slice (first N tile of a block unless prefetched, or every step
+            when streaming), then its weight tile (and maybe a slice of the next block's A). The
+            arguments are those of the step being entered, not the registers still being updated."""
+            with m.If((first_n & (k_tile >= prefetched)) | streaming):
                 m.next = "LOAD_A"
             with m.Else():
                 m.next = "LOAD_B"
 
-        def go_pair(first_n) -> None:
+        def go_pair(first_n, prefetched) -> None:
             with m.If(has_bias):
                 m.next = "BIAS"
             with m.Else():
-                go_data_loads(first_n)
+                go_data_loads(first_n, 0, prefetched)
 
         def restart_k() -> None:
             """The first K tile of a pair."""
-            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0)]
+            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0)]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
         with m.FSM() as fsm:
@@ -264,59 +332,70 @@ class GemmLoop(wiring.Component):
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
                     m.d.sync += [off[n].eq(0) for n in ("b_n", "a_m", "c_m", "d_m")]
-                    m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0)]
+                    m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    m.d.sync += [*pf.restart(), strides_ready.eq(0)]
                     restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, steps)
+            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go)
             with m.State("READY"):
-                go_pair(1)
+                go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free)
                 with m.If(load.valid & load.ready):
-                    go_data_loads(n0 == 0)
+                    go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
                 self._load_a(m, c, load, im2col, chunk, last_a, a_free)
             with m.State("LOAD_B"):
-                m.d.comb += load.valid.eq(slot_free)
-                with m.If(load.valid & load.ready):
-                    m.next = "EXEC"
+                with m.If(pf_go):
+                    m.d.comb += load.valid.eq(1)
+                    with m.If(load.ready):
+                        m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
+                        with m.If(pf_last):
+                            m.d.sync += pf.slice_done(R, mb, steps["a_k"])
+                with m.Else():
+                    m.d.comb += load.valid.eq(slot_free)
+                    with m.If(load.valid & load.ready):
+                        m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
                     self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
+                    m.d.sync += [kt.eq(Mux(kt.all(), kt, kt + 1)), *pf.after_step(n_tiles)]
                     with m.If(last_k):
                         m.next = "STORE"
                     with m.Else():
                         self._next_k_tile(m, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice)
-                        go_data_loads(n0 == 0)
+                        go_data_loads(n0 == 0, kt + 1, have)
             with m.State("STORE"):
-                m.d.comb += store.valid.eq(1)
-                with m.If(store.ready):
+                # A block change needs the strides, which may still be being multiplied.
+                m.d.comb += store.valid.eq(strides_ready | ~last_n | last_m)
+                with m.If(store.valid & store.ready):
                     m.d.sync += [odd_pair.eq(~odd_pair), p_ge2.eq(p_ge2 | odd_pair)]
                     restart_k()
                     with m.If(~last_n):
                         m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
                         m.d.sync += res.eq(Mux(odd_block, layout.a_rows // 2, 0))
-                        go_pair(0)
+                        go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(0)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
                         m.d.sync += [res.eq(Mux(odd_block, 0, layout.a_rows // 2))]
-                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0)]
+                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done), *pf.restart()]
                         m.d.comb += im2col.next_block.eq(1)
-                        go_pair(1)
+                        go_pair(1, pf.done)
                     with m.Else():
                         m.next = "IDLE"
+        self._strides(m, c, mul, mb, steps, strides_go, strides_ready)
         m.d.comb += [
             load.payload.eq(
                 Mux(
                     fsm.ongoing("BIAS"),
                     bias_load,
-                    Mux(fsm.ongoing("LOAD_B"), b_load, Mux(c.conv, conv_a_load, a_load)),
+                    Mux(fsm.ongoing("LOAD_B"), Mux(pf_go, pf_load, b_load), Mux(c.conv, conv_a_load, a_load)),
                 )
             ),
             ex.payload.eq(exec_op),
@@ -329,7 +408,19 @@ class GemmLoop(wiring.Component):
         return m
 
     def _setup(
-        self, m: Module, c, im2col: Im2col, div: Divider, mul: Multiplier, k_tiles, mb, streaming, steps
+        self,
+        m: Module,
+        c,
+        im2col: Im2col,
+        div: Divider,
+        mul: Multiplier,
+        k_tiles,
+        mb,
+        streaming,
+        prefetch,
+        n_tiles,
+        steps,
+        strides_go,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -340,6 +431,13 @@ class GemmLoop(wiring.Component):
         # C slots: two, a bank each where there are two or more banks.
         c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
         stream_rows = min(layout.a_rows // layout.slots, c_slot_rows)
+        # GEMM blocks of at least this many rows keep a weight load (about R beats per R x C tile row
+        # group) under half the bus time of the block's EXEC; larger M is cut into about four blocks,
+        # so the first block's A (loaded before any prefetch can run) and the last block's STORE
+        # (after every EXEC) are short.
+        bus_bytes = cfg.dma_bits // 8
+        mb_min = max(R, 2 * R * -(-C * in_e // bus_bytes))
+        multi = Signal()
 
         def multiply(a, b) -> None:
             m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
@@ -391,39 +489,63 @@ class GemmLoop(wiring.Component):
             q = div.quotient
             whole = (c.m <= q) & (c.m <= c_slot_rows)
             half = q >> 1
+            quarter = (c.m + 3) >> 2
+            target = Mux(quarter > mb_min, quarter, mb_min)
+            split = ~c.conv & (c.m > target) & (half != 0)
+            block = Mux(
+                split,
+                _min(_min(target, half), c_slot_rows),
+                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows))),
+            )
             m.d.sync += [
-                mb.eq(Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows)))),
-                streaming.eq(~whole & (half == 0)),
+                mb.eq(block),
+                multi.eq(block < c.m),
+                streaming.eq(~split & ~whole & (half == 0)),
+                prefetch.eq(~c.conv & (split | (half != 0))),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
                 steps["b_k"].eq(Mux(c.trans_b, R * in_e, times(c.ldb, R, 32))),
                 steps["b_n"].eq(Mux(c.trans_b, times(c.ldb, C, 32), C * in_e)),
             ]
-            with m.If(whole):
-                m.next = "READY"
-            with m.Else():
-                m.next = "STEP_A"
-        # Block strides: mb rows of A, C and D (only used when there is more than one block).
-        with m.State("STEP_A"):
-            with m.If(c.trans_a):
-                m.d.sync += steps["a_m"].eq(times(mb, in_e, 32))
-                m.next = "STEP_C"
-            with m.Else():
-                multiply(c.lda, mb)
-                m.next = "STEP_A_MUL"
-        with m.State("STEP_A_MUL"), m.If(mul.done):
-            m.d.sync += steps["a_m"].eq(mul.product[:32])
-            m.next = "STEP_C"
-        with m.State("STEP_C"):
-            multiply(c.ldc, mb)
-            m.next = "STEP_C_MUL"
-        with m.State("STEP_C_MUL"), m.If(mul.done):
-            m.d.sync += steps["c_m"].eq(mul.product[:32])
-            multiply(c.ldd, mb)
-            m.next = "STEP_D_MUL"
-        with m.State("STEP_D_MUL"), m.If(mul.done):
-            m.d.sync += steps["d_m"].eq(mul.product[:32])
+            m.next = "N_TILES"
+        with m.State("N_TILES"):  # the next block's A slices come due once every N tiles steps
+            if C & (C - 1):
+                divide(c.n + C - 1, C)
+                m.next = "N_TILES_DIV"
+            else:
+                m.d.sync += n_tiles.eq((c.n + C - 1) >> (C.bit_length() - 1))
+                m.next = "STRIDES"
+        with m.State("N_TILES_DIV"), m.If(div.done):
+            m.d.sync += n_tiles.eq(div.quotient)
+            m.next = "STRIDES"
+        with m.State("STRIDES"):
+            m.d.comb += strides_go.eq(multi)
             m.next = "READY"
+
+    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, go, ready) -> None:
+        """The block strides (mb rows of A, C and D), only needed at the first block change and by
+        the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
+        in_e = self.cfg.in_bits // 8
+        with m.FSM(name="strides"):
+            with m.State("IDLE"), m.If(go):
+                m.d.sync += [ready.eq(0), steps["a_m"].eq(times(mb, in_e, 32))]
+                m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldc), mul.b.eq(mb)]
+                m.next = "C"
+            with m.State("C"), m.If(mul.done):
+                m.d.sync += steps["c_m"].eq(mul.product[:32])
+                m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldd), mul.b.eq(mb)]
+                m.next = "D"
+            with m.State("D"), m.If(mul.done):
+                m.d.sync += steps["d_m"].eq(mul.product[:32])
+                with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
+                    m.d.sync += ready.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [mul.start.eq(1), mul.a.eq(c.lda), mul.b.eq(mb)]
+                    m.next = "A"
+            with m.State("A"), m.If(mul.done):
+                m.d.sync += [steps["a_m"].eq(mul.product[:32]), ready.eq(1)]
+                m.next = "IDLE"
 
     @staticmethod
     def _count(m: Module, counter: Signal, issued, finished) -> None:

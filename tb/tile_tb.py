@@ -20,12 +20,10 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, First, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from rtl.accumulator_model import add_rows
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
-from rtl.mesh_model import mesh_tile
-from rtl.readout_model import readout
+from rtl.gemm_loop_model import conv_k_tiles, loop_result
 from tb import stimulus
 from tb.axi_memory import AxiMemory
 
@@ -220,25 +218,7 @@ def padded(array: np.ndarray, stride: int) -> np.ndarray:
 
 
 def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) -> np.ndarray:
-    """Per element in the hardware's order: the optional bias (or C), then each K tile's mesh sum
-    (from +0) added in the accumulator, then the read-out. K tiles: (first, width) pairs; by
-    default ``rows``-wide slices of K."""
-    m, k = a.shape
-    n = b.shape[1]
-    acc = None if init is None else np.broadcast_to(init, (m, n)).astype(np.uint32)
-    if k_tiles is None:
-        k_tiles = [(k0, min(cfg.rows, k - k0)) for k0 in range(0, k, cfg.rows)]
-    for k0, kw in k_tiles:
-        part = np.zeros((m, n), dtype=np.uint32)
-        for n0 in range(0, n, cfg.cols):
-            nw = min(cfg.cols, n - n0)
-            a_t = np.zeros((m, cfg.rows), a.dtype)
-            a_t[:, :kw] = a[:, k0 : k0 + kw]
-            w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
-            w_t[:kw, :nw] = b[k0 : k0 + kw, n0 : n0 + nw]
-            part[:, n0 : n0 + nw] = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), np.uint32))[:, :nw]
-        acc = part if acc is None else add_rows(cfg, acc, part)
-    return readout(cfg, acc, case["scale"], case["act"], case["out"])
+    return loop_result(cfg, a, b, init, case["scale"], case["act"], case["out"], k_tiles)
 
 
 def element_types(cfg: AccelConfig, out: int) -> tuple[type, type, type]:
@@ -350,16 +330,6 @@ async def tile_bench_gemm(dut) -> None:
 
 
 # -- the CONV2D loop command ----------------------------------------------------------------------
-
-
-def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int, int]]:
-    """The loop's K tiles: at each kernel position (kh, kw), ``rows``-wide slices of C_in."""
-    return [
-        ((i * kw + j) * cin + c0, min(cfg.rows, cin - c0))
-        for i in range(kh)
-        for j in range(kw)
-        for c0 in range(0, cin, cfg.rows)
-    ]
 
 
 def conv_words(case: dict, addr: dict) -> list[int]:

@@ -1,0 +1,63 @@
+"""NumPy model of the GEMM and CONV2D loop commands (rtl/gemm_loop.py): the result, rounded in the
+hardware's order.
+
+Per element: the optional bias (or C), then each K tile's mesh sum (from +0) added in the
+accumulator, then the read-out. GEMM K tiles are ``rows``-wide slices of K; CONV2D's are
+``rows``-wide slices of C_in at each kernel position in (kh, kw) order, over the im2col matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rtl.accumulator_model import add_rows
+from rtl.config import AccelConfig
+from rtl.mesh_model import mesh_tile
+from rtl.readout_model import readout
+
+__all__ = ["conv_k_tiles", "gemm_k_tiles", "loop_result"]
+
+
+def gemm_k_tiles(cfg: AccelConfig, k: int) -> list[tuple[int, int]]:
+    """A GEMM's K tiles as (first row of B, width)."""
+    return [(k0, min(cfg.rows, k - k0)) for k0 in range(0, k, cfg.rows)]
+
+
+def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int, int]]:
+    """The CONV2D loop's K tiles: at each kernel position (kh, kw), ``rows``-wide slices of C_in."""
+    return [
+        ((i * kw + j) * cin + c0, min(cfg.rows, cin - c0))
+        for i in range(kh)
+        for j in range(kw)
+        for c0 in range(0, cin, cfg.rows)
+    ]
+
+
+def loop_result(
+    cfg: AccelConfig,
+    a: npt.NDArray,
+    b: npt.NDArray,
+    init: npt.NDArray | None,
+    scale: int,
+    act: int,
+    out: int,
+    k_tiles: list[tuple[int, int]] | None = None,
+) -> npt.NDArray:
+    """``act(scale · (A·B + init))`` as the loop computes it, bit patterns in and out (accumulator
+    slots of 32 bits; a narrow result in the low bits). ``init`` is the bias or C (accumulator
+    type), broadcast over the rows, or None."""
+    m, k = a.shape
+    n = b.shape[1]
+    acc = None if init is None else np.broadcast_to(init, (m, n)).astype(np.uint32)
+    for k0, width in k_tiles if k_tiles is not None else gemm_k_tiles(cfg, k):
+        part = np.zeros((m, n), dtype=np.uint32)
+        for n0 in range(0, n, cfg.cols):
+            nw = min(cfg.cols, n - n0)
+            a_t = np.zeros((m, cfg.rows), a.dtype)
+            a_t[:, :width] = a[:, k0 : k0 + width]
+            w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
+            w_t[:width, :nw] = b[k0 : k0 + width, n0 : n0 + nw]
+            part[:, n0 : n0 + nw] = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), np.uint32))[:, :nw]
+        acc = part if acc is None else add_rows(cfg, acc, part)
+    return readout(cfg, acc, scale, act, out)

@@ -1,0 +1,313 @@
+"""The GEMM / CONV2D loop generator alone (rtl/gemm_loop.py) in Amaranth's simulator, its operations
+executed by a model of the tile's units, against the loop's NumPy model, exactly.
+
+The unit model keeps the ISA's rules (each unit in order, dependency tokens taken at start and
+given at completion) with random delays, and is pessimistic about timing: a LOAD writes its rows
+when it starts and an EXEC or STORE reads when it completes. A buffer reused too early therefore
+shows as a wrong result, whatever the real engines' timing. No Verilator build is needed, so many
+configs and shapes run quickly; tests/test_tile.py runs the whole tile.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rtl.accumulator_model import add_rows
+from rtl.config import AccelConfig
+from rtl.conv_model import im2col, out_size
+from rtl.gemm_loop import GemmLoop
+from rtl.gemm_loop_model import conv_k_tiles, loop_result
+from rtl.mesh_model import mesh_tile
+from rtl.readout_model import readout
+from tb import stimulus
+
+UNITS = ("load", "exec", "store")
+TOKEN_LINKS = {"load": (None, "le"), "exec": ("le", "es"), "store": ("es", None)}  # (prev, next)
+GIVE_PREV = {"exec": "el", "store": "se"}
+TAKE_NEXT = {"load": "el", "exec": "se"}
+
+
+@dataclass
+class Unit:
+    queue: deque = field(default_factory=deque)
+    busy_until: int = 0  # completion time of the last started operation (completions are in order)
+    running: deque = field(default_factory=deque)  # (completion time, op)
+
+
+class TileModel:
+    """The three units behind the loop: queues, tokens, memories, and what each operation does."""
+
+    def __init__(self, cfg: AccelConfig, mem: bytearray, rng: random.Random) -> None:
+        self.cfg, self.mem, self.rng = cfg, mem, rng
+        self.in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
+        self.acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+        self.sp = np.zeros((cfg.sp_rows, cfg.dim), self.in_t)
+        self.acc = np.zeros((cfg.acc_rows, cfg.cols), np.uint32)
+        self.units = {u: Unit() for u in UNITS}
+        self.tokens = dict.fromkeys(("le", "el", "es", "se"), 0)
+
+    def step(self, now: int) -> dict[str, int]:
+        """One cycle: operations complete, then may start. Returns the finished pulses."""
+        finished = {}
+        for name, unit in self.units.items():
+            if unit.running and unit.running[0][0] <= now:
+                _, op = unit.running.popleft()
+                self._complete(name, op)
+                finished[name] = 1
+            if unit.queue and self.rng.random() < 0.7 and self._tokens_ok(name, unit.queue[0]["deps"]):
+                op = unit.queue.popleft()
+                self._start(name, op)
+                unit.busy_until = max(unit.busy_until + 1, now + 1 + self.rng.randrange(12))
+                unit.running.append((unit.busy_until, op))
+        return finished
+
+    def _tokens_ok(self, unit: str, deps: dict) -> bool:
+        prev, nxt = TOKEN_LINKS[unit][0], TAKE_NEXT.get(unit)
+        return (not deps["wait_prev"] or self.tokens[prev] > 0) and (not deps["wait_next"] or self.tokens[nxt] > 0)
+
+    def _start(self, unit: str, op: dict) -> None:
+        deps = op["deps"]
+        if deps["wait_prev"]:
+            self.tokens[TOKEN_LINKS[unit][0]] -= 1
+        if deps["wait_next"]:
+            self.tokens[TAKE_NEXT[unit]] -= 1
+        if unit == "load":  # pessimistic: rows are overwritten as soon as the load starts
+            self._load(op)
+
+    def _complete(self, unit: str, op: dict) -> None:
+        if unit == "exec":
+            self._exec(op)
+        elif unit == "store":
+            self._store(op)
+        deps = op["deps"]
+        if deps["signal_next"]:
+            self.tokens[TOKEN_LINKS[unit][1]] += 1
+        if deps["signal_prev"]:
+            self.tokens[GIVE_PREV[unit]] += 1
+
+    def _rows(self, addr: int, stride: int, rows: int, elems: int, dtype) -> np.ndarray:
+        size = np.dtype(dtype).itemsize
+        out = np.zeros((rows, elems), dtype)
+        for r in range(rows):
+            start = (addr + r * stride) % 2**32
+            out[r] = np.frombuffer(bytes(self.mem[start : start + elems * size]), dtype)
+        return out
+
+    def _load(self, d: dict) -> None:
+        rows, elems, local = d["rows"], d["elems"], d["local_addr"]
+        if d["kind"] == 1:  # bias / C into the accumulator
+            data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.acc_t).astype(np.uint32)
+            self.acc[local : local + rows, :elems] = data
+            return
+        if d["zero"]:
+            self.sp[local : local + rows] = 0
+            return
+        data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.in_t)
+        if d["transpose"]:
+            self.sp[local : local + elems] = 0
+            self.sp[local : local + elems, :rows] = data.T
+        else:
+            self.sp[local : local + rows] = 0
+            self.sp[local : local + rows, :elems] = data
+
+    def _exec(self, e: dict) -> None:
+        cfg = self.cfg
+        w = self.sp[e["b_addr"] : e["b_addr"] + cfg.rows, : cfg.cols].copy()
+        if e["k_rows"]:
+            w[e["k_rows"] :] = 0
+        a = self.sp[e["a_addr"] : e["a_addr"] + e["m"], : cfg.rows]
+        part = mesh_tile(cfg, a, w, np.zeros((e["m"], cfg.cols), np.uint32))
+        rows = slice(e["c_addr"], e["c_addr"] + e["m"])
+        self.acc[rows] = add_rows(cfg, self.acc[rows], part) if e["accumulate"] else part
+
+    def _store(self, d: dict) -> None:
+        cfg = self.cfg
+        rows, elems, local = d["rows"], d["elems"], d["local_addr"]
+        values = readout(cfg, self.acc[local : local + rows, :elems], d["scale"], d["act"], d["out"])
+        out_t = self.acc_t if d["out"] else self.in_t
+        for r in range(rows):
+            raw = values[r].astype(out_t).tobytes()
+            start = (d["dram_addr"] + r * d["dram_stride"]) % 2**32
+            self.mem[start : start + len(raw)] = raw
+
+
+DESC = ("kind", "dram_addr", "dram_stride", "rows", "elems", "local_addr", "transpose", "zero", "scale", "act", "out")
+EXEC = ("b_addr", "k_rows", "a_addr", "m", "c_addr", "accumulate")
+DEPS = ("wait_prev", "wait_next", "signal_prev", "signal_next")
+
+
+def run_loop(cfg: AccelConfig, fields: dict, mem: bytearray, seed: int, max_cycles: int = 200_000) -> int:
+    """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model."""
+    dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
+    rng = random.Random(seed)
+    tile = TileModel(cfg, mem, rng)
+    result = {}
+
+    async def bench(ctx) -> None:
+        for name, value in fields.items():
+            ctx.set(getattr(dut.cmd.p, name), value)
+        ctx.set(dut.cmd.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.cmd.valid, 0)
+        for cycle in range(max_cycles):
+            if ctx.get(dut.too_large):
+                result["too_large"] = True
+            for name in UNITS:
+                port = getattr(dut, name)
+                ready = rng.random() < 0.8
+                ctx.set(port.ready, ready)
+                if ready and ctx.get(port.valid):
+                    keys = EXEC if name == "exec" else DESC
+                    op = {k: ctx.get(getattr(port.p.op, k)) for k in keys}
+                    op["deps"] = {k: ctx.get(getattr(port.p.deps, k)) for k in DEPS}
+                    tile.units[name].queue.append(op)
+            done = tile.step(cycle)
+            ctx.set(dut.exec_finished, done.get("exec", 0))
+            ctx.set(dut.store_finished, done.get("store", 0))
+            await ctx.tick()
+            idle = all(not u.queue and not u.running for u in tile.units.values())
+            if idle and not ctx.get(dut.busy):
+                result["cycles"] = cycle
+                return
+        raise AssertionError(f"loop still running after {max_cycles} cycles")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
+    return result.get("cycles", -1) if not result.get("too_large") else -1
+
+
+def _layout(sizes: dict[str, int]) -> tuple[dict[str, int], bytearray]:
+    addr, out = 0x100, {}
+    for name, size in sizes.items():
+        out[name] = addr
+        addr += (size + 0x7F) & ~0x3F
+    return out, bytearray(addr + 0x100)
+
+
+def check_gemm(cfg: AccelConfig, m: int, k: int, n: int, seed: int, **flags) -> None:
+    case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1} | flags
+    rng = np.random.default_rng(seed)
+    a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
+    b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
+    in_t = a.dtype
+    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+    out_t = acc_t if case["out"] else in_t
+    stored = {"A": a.T if case["trans_a"] else a, "B": b.T if case["trans_b"] else b}
+    init = None
+    if case["acc_c"]:
+        init = stimulus.accumulators(cfg, rng, (m, n))
+    elif case["bias"]:
+        init = stimulus.accumulators(cfg, rng, (m if case["bias"] == 1 else 1, n))
+    sizes = {key: v.nbytes for key, v in stored.items()} | {"C": m * n * 4, "D": m * n * 4}
+    addr, mem = _layout(sizes)
+    for key, v in stored.items():
+        mem[addr[key] : addr[key] + v.nbytes] = np.ascontiguousarray(v).tobytes()
+    if init is not None:
+        raw = init.astype(acc_t).tobytes()
+        where = addr["C"] if case["acc_c"] else addr["D"]
+        mem[where : where + len(raw)] = raw
+    e_in, e_out, e_acc = np.dtype(in_t).itemsize, np.dtype(out_t).itemsize, np.dtype(acc_t).itemsize
+    scale = 0 if cfg.acc_dtype == "int32" else 0x3F800000
+    fields = case | {
+        "m": m, "k": k, "n": n, "scale": scale,
+        "a": addr["A"], "lda": stored["A"].shape[1] * e_in, "b": addr["B"], "ldb": stored["B"].shape[1] * e_in,
+        "c": addr["C"], "ldc": n * (e_acc if case["acc_c"] else e_out),
+        "d": addr["D"], "ldd": 0 if case["bias"] == 2 else n * e_acc,
+    }  # fmt: skip
+    run_loop(cfg, fields, mem, seed)
+    got = np.frombuffer(bytes(mem[addr["C"] : addr["C"] + m * n * e_out]), out_t).reshape(m, n)
+    want = loop_result(cfg, a, b, init, scale, case["act"], case["out"]).astype(out_t)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{len(bad)} of {got.size} wrong, rows {sorted({int(r) for r in bad[:, 0]})[:20]}"
+
+
+def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
+    batch, h, w, cin, cout = (shape[k] for k in ("batch", "h", "w", "cin", "cout"))
+    kh, kw, stride, pad = shape["kh"], shape["kw"], shape["stride"], shape["pad"]
+    rng = np.random.default_rng(seed)
+    x = stimulus.inputs(cfg, rng, (batch, h, w, cin), special=0.0)
+    wt = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
+    oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
+    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
+    addr, mem = _layout({"x": x.nbytes, "w": wt.nbytes, "out": batch * oh * ow * cout * 4})
+    mem[addr["x"] : addr["x"] + x.nbytes] = x.tobytes()
+    mem[addr["w"] : addr["w"] + wt.nbytes] = wt.tobytes()
+    e_in, e_acc = x.dtype.itemsize, np.dtype(acc_t).itemsize
+    scale = 0 if cfg.acc_dtype == "int32" else 0x3F800000
+    fields = {
+        "conv": 1, "batch": batch, "cin": cin, "h": h, "w": w, "kh": kh, "kw": kw, "stride": stride, "pad": pad,
+        "n": cout, "a": addr["x"], "b": addr["w"], "ldb": cout * e_in, "c": addr["out"], "ldc": cout * e_acc,
+        "scale": scale, "out": 1,
+    }  # fmt: skip
+    run_loop(cfg, fields, mem, seed)
+    got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
+    want = loop_result(cfg, im2col(x, kh, kw, stride, pad), wt.reshape(-1, cout), None, scale, 0, 1,
+                       conv_k_tiles(cfg, kh, kw, cin)).astype(acc_t)  # fmt: skip
+    assert np.array_equal(got.reshape(want.shape), want)
+
+
+CONFIGS = [
+    AccelConfig(rows=4, cols=4, dtype="int8", sp_kib=1, acc_kib=1),
+    AccelConfig(rows=3, cols=5, dtype="bf16", sp_kib=1, acc_kib=1),
+    AccelConfig(rows=8, cols=4, dtype="int8", sp_kib=2, acc_kib=1, sp_banks=2),
+    AccelConfig(rows=4, cols=4, dtype="bf16", sp_kib=1, acc_kib=1, sp_banks=1, acc_banks=1),
+    AccelConfig(rows=4, cols=4, dtype="int8"),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    m=st.integers(1, 70),
+    k=st.one_of(st.integers(1, 40), st.integers(150, 700)),
+    n=st.integers(1, 14),
+    flags=st.fixed_dictionaries(
+        {
+            "trans_a": st.integers(0, 1),
+            "trans_b": st.integers(0, 1),
+            "bias": st.integers(0, 2),
+            "act": st.integers(0, 1),
+        }
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_gemm_loop(cfg: AccelConfig, m: int, k: int, n: int, flags: dict, seed: int) -> None:
+    """Random shapes and options, resident (one or several blocks, prefetched) and streaming A."""
+    check_gemm(cfg, m, k, n, seed, **flags)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:3], ids=lambda c: c.name)
+def test_gemm_loop_accumulate_into_c(cfg: AccelConfig) -> None:
+    check_gemm(cfg, 23, 9, 7, seed=5, acc_c=1)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"batch": 2, "h": 6, "w": 5, "cin": 3, "cout": 6, "kh": 3, "kw": 3, "stride": 1, "pad": 1},
+        {"batch": 1, "h": 7, "w": 9, "cin": 5, "cout": 4, "kh": 2, "kw": 3, "stride": 2, "pad": 2},
+        {"batch": 1, "h": 4, "w": 4, "cin": 40, "cout": 3, "kh": 3, "kw": 3, "stride": 1, "pad": 1},
+    ],
+)
+def test_conv_loop(cfg: AccelConfig, shape: dict) -> None:
+    check_conv(cfg, shape, seed=17)
+
+
+def test_conv_too_large_issues_nothing() -> None:
+    cfg = CONFIGS[0]
+    fields = {"conv": 1, "batch": 2, "cin": 1, "h": 65535, "w": 65535, "kh": 1, "kw": 1, "stride": 1, "n": 1}
+    mem = bytearray(64)
+    assert run_loop(cfg, fields, mem, seed=1, max_cycles=2000) == -1
+    assert mem == bytearray(64)
