@@ -22,7 +22,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.pe import PE, weight_layout
+from rtl.pe import PE, tag_bits, weight_layout
+from rtl.shared import add_shared
 
 __all__ = ["Mesh", "mesh_latency"]
 
@@ -65,10 +66,13 @@ class Mesh(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         cfg = self.cfg
-        pes = [[PE(cfg, i) for _ in range(cfg.cols)] for i in range(cfg.rows)]
+        # Every PE is one shared Verilog module (rtl/shared.py): a large mesh is converted and
+        # compiled as one PE and rows x cols instances, not as rows x cols copies.
+        key = f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}"
+        pes = [[add_shared(m, f"pe_{i}_{j}", key, lambda: PE(cfg)) for j in range(cfg.cols)] for i in range(cfg.rows)]
         for i, row in enumerate(pes):
-            for j, pe in enumerate(row):
-                m.submodules[f"pe_{i}_{j}"] = pe
+            for pe in row:
+                m.d.comb += pe.row.eq(i)
 
         in_fire, w_fire, w_row = self._handshake(m)
         row_reg = Signal.like(self.inp.payload)

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.mac import make_adder, make_multiplier
 
-__all__ = ["PE", "weight_layout"]
+__all__ = ["PE", "tag_bits", "weight_layout"]
 
 
 def tag_bits(cfg: AccelConfig) -> int:
@@ -28,11 +28,15 @@ def weight_layout(cfg: AccelConfig) -> data.StructLayout:
 
 
 class PE(wiring.Component):
-    def __init__(self, cfg: AccelConfig, row: int) -> None:
-        self.cfg, self.row = cfg, row
+    """``row`` is the index of the PE's row, a constant the mesh ties off (a port, not a parameter,
+    so that every PE of a mesh is the same Verilog module)."""
+
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
         w = weight_layout(cfg)
         super().__init__(
             {
+                "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
                 "flip_in": In(1),
                 "a_out": Out(cfg.in_bits),

@@ -53,11 +53,10 @@ class SocBuild:
 
 
 def soc_verilog(cfg: SocConfig, *, gate_tile: bool = True) -> str:
-    from amaranth.back import verilog
-
+    from rtl import shared
     from soc.soc import SocSim
 
-    return verilog.convert(SocSim(cfg, gate_tile=gate_tile), name=TOP, emit_src=False)
+    return shared.convert(SocSim(cfg, gate_tile=gate_tile), TOP)
 
 
 def _harness_hash() -> str:
