@@ -39,9 +39,9 @@ class _Collector:
     top: str
     modules: dict[str, _Module] = field(default_factory=dict)
 
-    def module(self, key: str, make: Callable[[], wiring.Component]) -> tuple[str, _Module]:
+    def module(self, key: str, make: Callable[[], wiring.Component], hier_block: bool) -> tuple[str, _Module]:
         """The Verilog module of the component ``key`` names, converted on first use."""
-        name = f"{self.top}__{key}"
+        name = f"{self.top}_{key}"  # one underscore: Verilator escapes "__" in module names
         if name not in self.modules:
             component = make()
             # Internal attributes off: the module must not also claim to be the file's top.
@@ -49,6 +49,10 @@ class _Collector:
             header = re.search(rf"^module {re.escape(name)}\(([^)]*)\);", text, re.M)
             assert header, f"no module header for {name} in the generated Verilog"
             ports = frozenset(p.strip() for p in header[1].split(","))
+            if hier_block:
+                # Verilator builds a hierarchical block once and links it into every instance
+                # when it runs with --hierarchical (sim/build.py); other tools read a comment.
+                text = text[: header.end()] + " /*verilator hier_block*/" + text[header.end() :]
             self.modules[name] = _Module(component.signature, ports, text)
         return name, self.modules[name]
 
@@ -73,11 +77,12 @@ def convert(component: wiring.Component, name: str) -> str:
         return text + "".join(module.verilog for module in collector.modules.values())
 
 
-def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component]):
+def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component], *, hier_block: bool = False):
     """Add the submodule ``name`` built by ``make()``; return an object with its ports.
 
     ``key`` names the component's Verilog module and must identify everything ``make()`` depends
-    on: components with the same key share one module. Outside :func:`convert` this is simply
+    on: components with the same key share one module. ``hier_block`` marks the module as a
+    Verilator hierarchical block. Outside :func:`convert` this is simply
     ``m.submodules[name] = make()``.
     """
     collector = _active.get()
@@ -85,7 +90,7 @@ def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Compone
         component = make()
         m.submodules[name] = component
         return component
-    module_name, module = collector.module(key, make)
+    module_name, module = collector.module(key, make, hier_block)
     interface = module.signature.create(path=(name,))
     ports = {}
     for path, member, value in module.signature.flatten(interface):
