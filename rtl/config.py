@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NAMED", "AccelConfig", "ConfigError", "check_choice", "check_int", "check_pow2", "load_config"]
+__all__ = ["NAMED", "PE_STAGES", "AccelConfig", "ConfigError", "check_choice", "check_int", "check_pow2", "load_config"]
 
 DTYPES = ("int8", "bf16")
 ACC_DTYPES = {"int8": ("int32",), "bf16": ("fp32", "bf16")}
 DMA_BITS = (32, 64, 128, 256, 512)
+# Cycles per PE on the vertical path: 1 multiplies and adds in one cycle, 2 registers the product,
+# 3 to 5 also split the adder into 2 to 4 pipeline stages (rtl/pe.py, rtl/fp.py).
+PE_STAGES = (1, 2, 3, 4, 5)
 MAX_DIM = 64
 
 _NAME_RE = re.compile(r"^(\d+)x(\d+)-(int8|bf16)$")
@@ -63,7 +66,8 @@ class AccelConfig:
     ``rows`` is the reduction (K) dimension of the weight-stationary mesh, ``cols`` the output (N)
     dimension. ``acc_dtype`` defaults to int32 for int8 inputs and fp32 for bf16 inputs; bf16
     accumulation reproduces the thesis' "compressed" design. ``pe_stages`` is the latency of one PE
-    on the partial-sum path: 2 puts a register between multiplier and adder, for FPGA timing.
+    on the partial-sum path (``PE_STAGES``): 2 puts a register between multiplier and adder, 3 to 5
+    also pipeline the adder, for FPGA timing; throughput stays one row per cycle.
     """
 
     rows: int = 4
@@ -88,7 +92,7 @@ class AccelConfig:
         if not self.acc_dtype:
             object.__setattr__(self, "acc_dtype", ACC_DTYPES[self.dtype][0])
         check_choice("acc_dtype", self.acc_dtype, ACC_DTYPES[self.dtype])
-        check_choice("pe_stages", self.pe_stages, (1, 2))
+        check_choice("pe_stages", self.pe_stages, PE_STAGES)
         check_pow2("sp_kib", self.sp_kib, 1, 4096)
         check_pow2("sp_banks", self.sp_banks, 1, 16)
         check_pow2("acc_kib", self.acc_kib, 1, 4096)

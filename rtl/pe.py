@@ -1,8 +1,10 @@
 """One weight-stationary processing element of the mesh.
 
 Activations pass left to right in one cycle; partial sums and preloaded weights pass top to bottom
-in ``pe_stages`` cycles. Each PE holds two weights: ``w_act``, used now, and ``w_next``, filled by
-the weight chain while the current tile computes (double buffering). A weight on the chain carries
+in ``pe_stages`` cycles: 1 multiplies and adds in one cycle, 2 registers the product, 3 to 5 also
+split the adder into 2 to 4 pipeline stages (``rtl/fp.py``, ``ADD_CUTS``). Each PE holds two
+weights: ``w_act``, used now, and ``w_next``, filled by the weight chain while the current tile
+computes (double buffering). A weight on the chain carries
 the index of the row it belongs to, so each PE picks its own out of the passing column. The
 ``flip`` bit travels with the first activation row of a new tile and swaps ``w_next`` in exactly
 when that row reaches the PE, so consecutive tiles follow each other with no bubble.
@@ -13,7 +15,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mac import make_adder, make_multiplier
+from rtl.mac import adder_registers, make_adder, make_multiplier
 
 __all__ = ["PE", "tag_bits", "weight_layout"]
 
@@ -52,7 +54,7 @@ class PE(wiring.Component):
         m = Module()
         cfg = self.cfg
         m.submodules.mul = mul = make_multiplier(cfg)
-        m.submodules.add = add = make_adder(cfg)
+        m.submodules.add = add = make_adder(cfg, adder_registers(cfg))
 
         w_next = Signal(cfg.in_bits)
         w_act = Signal(cfg.in_bits)
@@ -66,17 +68,14 @@ class PE(wiring.Component):
             mul.a.eq(self.a_in),
             mul.b.eq(Mux(self.flip_in, w_next, w_act)),
         ]
-        if cfg.pe_stages == 1:
-            m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
-            m.d.sync += [self.ps_out.eq(add.o), self.w_out.eq(self.w_in)]
-        else:
-            # Register the product and the incoming sum side by side, then add.
-            w_mid = Signal.like(self.w_in)
-            m.d.sync += [
-                add.acc.eq(self.ps_in),
-                add.x.eq(mul.p),
-                self.ps_out.eq(add.o),
-                w_mid.eq(self.w_in),
-                self.w_out.eq(w_mid),
-            ]
+        # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
+        # registers, and the sum register. The weight chain keeps pace with it.
+        domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
+        domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+        m.d.sync += self.ps_out.eq(add.o)
+        w = self.w_in
+        for k in range(cfg.pe_stages):
+            reg = self.w_out if k == cfg.pe_stages - 1 else Signal.like(self.w_in, name=f"w_d{k}")
+            m.d.sync += reg.eq(w)
+            w = reg
         return m
