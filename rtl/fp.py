@@ -130,21 +130,23 @@ class FpAdd(wiring.Component):
         sa, ea, fa, za, ia, na = _fields(m, a32, 23, "a")
         sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
 
-        # Order the operands by magnitude so the difference below is never negative.
+        # Order the operands by magnitude. Both exponent differences are formed beside the compare
+        # (not after the swap it decides), so the alignment starts one subtraction earlier.
         mag_a = Mux(za, 0, a32[:31])
         mag_x = Mux(zx, 0, self.x[:31])
         swap = mag_x > mag_a
         sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
         sig_x = Mux(zx, 0, Cat(fx, 1))
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
-        e_big, e_small = Mux(swap, ex, ea), Mux(swap, ea, ex)
+        dist = Signal(5)
+        m.d.comb += dist.eq(Mux(swap, _align_distance(ex, ea), _align_distance(ea, ex)))
         aligned = Signal(27)
-        m.d.comb += aligned.eq(self._align(m, Cat(Const(0, 3), sig_small), e_big - e_small))
+        m.d.comb += aligned.eq(self._align(Cat(Const(0, 3), sig_small), dist))
         return {
             "sign_a": sa,
             "sign_x": sx,
             "s_big": Mux(swap, sx, sa),
-            "e_big": e_big,
+            "e_big": Mux(swap, ex, ea),
             "big": Cat(Const(0, 3), sig_big),
             "aligned": aligned,
             "nan": na | nx | (ia & ix & (sa ^ sx)),
@@ -153,14 +155,11 @@ class FpAdd(wiring.Component):
         }
 
     @staticmethod
-    def _align(m: Module, ext, shift):
-        """Shift ``ext`` (27 bits) right by ``shift``, OR-ing every lost bit into bit 0 (sticky)."""
-        dist = Signal(5)
-        m.d.comb += dist.eq(Mux(shift > 27, 27, shift))
-        shifted = Signal(27)
-        m.d.comb += shifted.eq(ext >> dist)
-        lost = (shifted << dist)[:27] != ext
-        return shifted | lost
+    def _align(ext, dist):
+        """``ext`` (27 bits) shifted right by ``dist``, with every lost bit OR-ed into bit 0 (sticky).
+        The lost bits are those under a mask decoded from ``dist`` beside the shift."""
+        lost = Cat(*(dist > i for i in range(27)))
+        return (ext >> dist)[:27] | (ext & lost).any()
 
     @staticmethod
     def _normalize(m: Module, sum_, e_big):
@@ -188,6 +187,12 @@ class FpAdd(wiring.Component):
         m.d.comb += exp_r.eq(exp + rounded[precision])
         # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
         return rounded[: precision - 1], exp_r
+
+
+def _align_distance(e_big, e_small):
+    """How far the smaller operand shifts right: the exponent difference, at most 27 (all bits lost)."""
+    diff = e_big - e_small
+    return Mux(diff > 27, 27, diff)[:5]
 
 
 def _leading_zeros(value):
