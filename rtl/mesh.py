@@ -53,7 +53,8 @@ def _row_key(cfg: AccelConfig) -> str:
 
 class MeshRow(wiring.Component):
     """One row of PEs: activations pass left to right, sums and weights enter at the top of each
-    column and leave at the bottom. ``row`` is the row's index, tied off by the mesh."""
+    column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
+    runs one cycle ahead of ``a_in`` (see rtl/pe.py)."""
 
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
@@ -123,12 +124,14 @@ class Mesh(wiring.Component):
         in_fire, w_fire, w_row = self._handshake(m)
         row_reg = Signal.like(self.inp.payload)
         m.d.sync += row_reg.eq(self.inp.payload)
-        m.d.sync += row_reg.flip.eq(in_fire & self.inp.payload.flip)
+        # A row's flip enters the PEs one cycle ahead of its activations (rtl/pe.py): unregistered.
+        flip = Signal()
+        m.d.comb += flip.eq(in_fire & self.inp.payload.flip)
 
         for i, row in enumerate(rows):
             m.d.comb += [
                 row.a_in.eq(_delay(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
-                row.flip_in.eq(_delay(m, row_reg.flip, cfg.pe_stages * i, f"skew_flip{i}")),
+                row.flip_in.eq(_delay(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
             ]
             if i:
                 m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]

@@ -6,8 +6,9 @@ split the adder into 2 to 4 pipeline stages (``rtl/fp.py``, ``ADD_CUTS``). Each 
 weights: ``w_act``, used now, and ``w_next``, filled by the weight chain while the current tile
 computes (double buffering). A weight on the chain carries
 the index of the row it belongs to, so each PE picks its own out of the passing column. The
-``flip`` bit travels with the first activation row of a new tile and swaps ``w_next`` in exactly
-when that row reaches the PE, so consecutive tiles follow each other with no bubble.
+``flip`` bit travels with the first activation row of a new tile (one cycle ahead of it) and swaps
+``w_next`` in exactly when that row reaches the PE, so consecutive tiles follow each other with no
+bubble.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -31,7 +32,8 @@ def weight_layout(cfg: AccelConfig) -> data.StructLayout:
 
 class PE(wiring.Component):
     """``row`` is the index of the PE's row, a constant the mesh ties off (a port, not a parameter,
-    so that every PE of a mesh is the same Verilog module)."""
+    so that every PE of a mesh is the same Verilog module). ``flip_in`` is the flip bit of the
+    activation that arrives in the next cycle; ``flip_out`` keeps that lead for the next PE."""
 
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
@@ -56,18 +58,19 @@ class PE(wiring.Component):
         m.submodules.mul = mul = make_multiplier(cfg)
         m.submodules.add = add = make_adder(cfg, adder_registers(cfg))
 
-        w_next = Signal(cfg.in_bits)
-        w_act = Signal(cfg.in_bits)
-        with m.If(self.w_in.valid & (self.w_in.row == self.row)):
+        w_next = Signal(cfg.in_bits)  # the next tile's weight
+        w_act = Signal(cfg.in_bits)  # the weight the multiplier uses this cycle
+        mine = self.w_in.valid & (self.w_in.row == self.row)
+        with m.If(mine):
             m.d.sync += w_next.eq(self.w_in.value)
+        # flip_in runs one cycle ahead of a_in: the weight switches as the flipping row arrives,
+        # from a register, with no multiplexer in front of the multiplier. w_next as it will be
+        # then includes a weight landing in this very cycle.
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(w_next)
+            m.d.sync += w_act.eq(Mux(mine, self.w_in.value, w_next))
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
-        m.d.comb += [
-            mul.a.eq(self.a_in),
-            mul.b.eq(Mux(self.flip_in, w_next, w_act)),
-        ]
+        m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
         domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
