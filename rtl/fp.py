@@ -52,22 +52,27 @@ class Bf16Mul(wiring.Component):
         sign, nan, inf, zero = special["sign"], special["nan"], special["inf"], special["zero"]
 
         prod = Signal(16)
-        exp = Signal(signed(11))
+        exp = Signal(signed(11))  # the exponent before normalization, formed beside the multiply
         frac = Signal(23)
         m.d.comb += [
             prod.eq(Cat(fa, 1) * Cat(fb, 1)),
-            exp.eq(ea + eb - BIAS + prod[15]),
+            exp.eq(ea + eb - BIAS),
             # The product lies in [1, 4): its leading one is bit 15 or bit 14.
             frac.eq(Mux(prod[15], Cat(Const(0, 8), prod[:15]), Cat(Const(0, 9), prod[:14]))),
         ]
+        # Normalizing adds prod[15] to the exponent: both outcomes are checked against the range
+        # while the multiplier works, and the product's top bit only picks one.
+        carry = prod[15]
+        over = Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX)
+        under = Mux(carry, exp <= -1, exp <= 0)
         with m.If(nan):
             m.d.comb += self.p.eq(0x7FC00000)
-        with m.Elif(inf | (exp >= EXP_MAX)):
+        with m.Elif(inf | over):
             m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
-        with m.Elif(zero | (exp <= 0)):
+        with m.Elif(zero | under):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
-            m.d.comb += self.p.eq(Cat(frac, exp[:8], sign))
+            m.d.comb += self.p.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
         return m
 
 

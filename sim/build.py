@@ -1,8 +1,9 @@
 """Verilator builds cached by config and source hash, and cocotb runs on them.
 
 A build lives in ``build/sim/<top>-<config>-<hash>/``; the hash covers the config, the generator
-sources, the Verilator version and the waveform option, so an unchanged design is never rebuilt.
-Concurrent test workers asking for the same build wait on a file lock instead of racing.
+sources, the Verilator version, its options and the waveform option, so an unchanged design is
+never rebuilt. Concurrent test workers asking for the same build wait on a file lock instead of
+racing. The model is built by sim/verilator.py (progress on a terminal).
 """
 
 from __future__ import annotations
