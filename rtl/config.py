@@ -19,6 +19,7 @@ __all__ = [
     "MAX_LOCAL_ROWS",
     "MAX_WEIGHT_SLOTS",
     "NAMED",
+    "PE_STAGES",
     "AccelConfig",
     "ConfigError",
     "SpLayout",
@@ -31,6 +32,9 @@ __all__ = [
 DTYPES = ("int8", "bf16")
 ACC_DTYPES = {"int8": ("int32",), "bf16": ("fp32", "bf16")}
 DMA_BITS = (32, 64, 128, 256, 512)
+# Cycles per PE on the vertical path: 1 multiplies and adds in one cycle, 2 registers the product,
+# 3 to 5 also split the adder into 2 to 4 pipeline stages (rtl/pe.py, rtl/fp.py).
+PE_STAGES = (1, 2, 3, 4, 5)
 MAX_DIM = 64
 MEM_KIB = (1, 4096)  # range of sp_kib and acc_kib (powers of two)
 DEFAULT_SP_KIB = 256
@@ -92,7 +96,8 @@ class AccelConfig:
     ``rows`` is the reduction (K) dimension of the weight-stationary mesh, ``cols`` the output (N)
     dimension. ``acc_dtype`` defaults to int32 for int8 inputs and fp32 for bf16 inputs; bf16
     accumulation reproduces the thesis' "compressed" design. ``pe_stages`` is the latency of one PE
-    on the partial-sum path: 2 puts a register between multiplier and adder, for FPGA timing.
+    on the partial-sum path (``PE_STAGES``): 2 puts a register between multiplier and adder, 3 to 5
+    also pipeline the adder, for FPGA timing; throughput stays one row per cycle.
     """
 
     rows: int = 4
@@ -117,7 +122,7 @@ class AccelConfig:
         if not self.acc_dtype:
             object.__setattr__(self, "acc_dtype", ACC_DTYPES[self.dtype][0])
         check_choice("acc_dtype", self.acc_dtype, ACC_DTYPES[self.dtype])
-        check_choice("pe_stages", self.pe_stages, (1, 2))
+        check_choice("pe_stages", self.pe_stages, PE_STAGES)
         check_pow2("sp_banks", self.sp_banks, 1, 16)
         check_pow2("acc_banks", self.acc_banks, 1, 16)
         if not self.sp_kib:

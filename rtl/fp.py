@@ -1,14 +1,15 @@
 """Floating-point units of the BF16 processing element and the accumulator read-out, checked bit for
 bit against ``rtl/fp_model.py``.
 
-All units are combinational; their users (the PE, the read-out) decide where the pipeline registers go.
+The units are combinational, except that the adder can be pipelined (``FpAdd(registers=…)``) for
+the deeper PE pipelines of ``pe_stages`` ≥ 3; the other registers are placed by the units' users.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Bf16Mul", "Fp32Mul", "FpAdd"]
+__all__ = ["ADD_CUTS", "Bf16Mul", "Fp32Mul", "FpAdd"]
 
 EXP_MAX = 255
 BIAS = 127
@@ -51,23 +52,33 @@ class Bf16Mul(wiring.Component):
         sign, nan, inf, zero = special["sign"], special["nan"], special["inf"], special["zero"]
 
         prod = Signal(16)
-        exp = Signal(signed(11))
+        exp = Signal(signed(11))  # the exponent before normalization, formed beside the multiply
         frac = Signal(23)
         m.d.comb += [
             prod.eq(Cat(fa, 1) * Cat(fb, 1)),
-            exp.eq(ea + eb - BIAS + prod[15]),
+            exp.eq(ea + eb - BIAS),
             # The product lies in [1, 4): its leading one is bit 15 or bit 14.
             frac.eq(Mux(prod[15], Cat(Const(0, 8), prod[:15]), Cat(Const(0, 9), prod[:14]))),
         ]
+        # Normalizing adds prod[15] to the exponent: both outcomes are checked against the range
+        # while the multiplier works, and the product's top bit only picks one.
+        carry = prod[15]
+        over = Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX)
+        under = Mux(carry, exp <= -1, exp <= 0)
         with m.If(nan):
             m.d.comb += self.p.eq(0x7FC00000)
-        with m.Elif(inf | (exp >= EXP_MAX)):
+        with m.Elif(inf | over):
             m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
-        with m.Elif(zero | (exp <= 0)):
+        with m.Elif(zero | under):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
-            m.d.comb += self.p.eq(Cat(frac, exp[:8], sign))
+            m.d.comb += self.p.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
         return m
+
+
+# Where a pipelined adder puts its registers, by their number: after the alignment, the add and
+# the normalization, the three steps of about equal depth (rounding is the fourth).
+ADD_CUTS = {0: (), 1: ("add",), 2: ("align", "normalize"), 3: ("align", "add", "normalize")}
 
 
 class FpAdd(wiring.Component):
@@ -77,48 +88,39 @@ class FpAdd(wiring.Component):
     datapath aligns the smaller operand with guard, round and sticky bits, which is enough for a
     correctly rounded sum: a shift of more than one place loses bits only when the result needs at
     most one place of renormalization.
+
+    ``registers`` (0 to 3, see ``ADD_CUTS``) pipelines the datapath: ``o`` is then the sum of the
+    operands of ``registers`` cycles before, one sum per cycle. The arithmetic is the same.
     """
 
-    def __init__(self, acc_mant_bits: int = 23) -> None:
-        assert acc_mant_bits in (7, 23)
-        self.acc_mant_bits = acc_mant_bits
+    def __init__(self, acc_mant_bits: int = 23, registers: int = 0) -> None:
+        assert acc_mant_bits in (7, 23) and registers in ADD_CUTS
+        self.acc_mant_bits, self.registers = acc_mant_bits, registers
         width = acc_mant_bits + 9
         super().__init__({"acc": In(width), "x": In(32), "o": Out(width)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        a32 = Cat(Const(0, 23 - self.acc_mant_bits), self.acc)
-        sa, ea, fa, za, ia, na = _fields(m, a32, 23, "a")
-        sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
-
-        # Order the operands by magnitude so the difference below is never negative.
-        mag_a = Mux(za, 0, a32[:31])
-        mag_x = Mux(zx, 0, self.x[:31])
-        swap = mag_x > mag_a
-        s_big, e_big = Mux(swap, sx, sa), Mux(swap, ex, ea)
-        sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
-        sig_x = Mux(zx, 0, Cat(fx, 1))
-        sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
-        e_small = Mux(swap, ea, ex)
-
-        aligned, sum_ = Signal(27), Signal(28)
-        m.d.comb += aligned.eq(self._align(m, Cat(Const(0, 3), sig_small), e_big - e_small))
-        subtract = sa ^ sx
-        big = Cat(Const(0, 3), sig_big)
-        m.d.comb += sum_.eq(Mux(subtract, big - aligned, big + aligned))
-
-        norm, exp = self._normalize(m, sum_, e_big)
-        frac, exp_r = self._round(m, norm, exp)
+        cut = _Cuts(m, ADD_CUTS[self.registers])
+        v = cut("align", self._align_operands(m))
+        subtract = v["sign_a"] ^ v["sign_x"]
+        v["sum"] = Mux(subtract, v["big"] - v["aligned"], v["big"] + v["aligned"])[:28]
+        v = cut("add", v)
+        v["norm"], v["exp"] = self._normalize(m, v["sum"], v["e_big"])
+        v["zero"] = v["sum"] == 0
+        v = cut("normalize", v)
+        frac, exp_r = self._round(m, v["norm"], v["exp"])
 
         mant = self.acc_mant_bits
+        s_big = v["s_big"]
         nan_out = Cat(Const(0, mant - 1), Const(1, 1), Const(EXP_MAX, 8), Const(0, 1))
-        with m.If(na | nx | (ia & ix & subtract)):
+        with m.If(v["nan"]):
             m.d.comb += self.o.eq(nan_out)
-        with m.Elif(ia | ix):
-            m.d.comb += self.o.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), Mux(ia, sa, sx)))
-        with m.Elif(sum_ == 0):
+        with m.Elif(v["inf"]):
+            m.d.comb += self.o.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), v["inf_sign"]))
+        with m.Elif(v["zero"]):
             # An exact zero is +0 under round-to-nearest unless both addends are negative.
-            m.d.comb += self.o.eq(Cat(Const(0, mant + 8), sa & sx))
+            m.d.comb += self.o.eq(Cat(Const(0, mant + 8), v["sign_a"] & v["sign_x"]))
         with m.Elif(exp_r >= EXP_MAX):
             m.d.comb += self.o.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), s_big))
         with m.Elif(exp_r <= 0):
@@ -127,25 +129,51 @@ class FpAdd(wiring.Component):
             m.d.comb += self.o.eq(Cat(frac, exp_r[:8], s_big))
         return m
 
-    @staticmethod
-    def _align(m: Module, ext, shift):
-        """Shift ``ext`` (27 bits) right by ``shift``, OR-ing every lost bit into bit 0 (sticky)."""
+    def _align_operands(self, m: Module) -> dict:
+        """Special cases, the operands ordered by magnitude, and the smaller one aligned to the larger."""
+        a32 = Cat(Const(0, 23 - self.acc_mant_bits), self.acc)
+        sa, ea, fa, za, ia, na = _fields(m, a32, 23, "a")
+        sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
+
+        # Order the operands by magnitude. Both exponent differences are formed beside the compare
+        # (not after the swap it decides), so the alignment starts one subtraction earlier.
+        mag_a = Mux(za, 0, a32[:31])
+        mag_x = Mux(zx, 0, self.x[:31])
+        swap = mag_x > mag_a
+        sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
+        sig_x = Mux(zx, 0, Cat(fx, 1))
+        sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
         dist = Signal(5)
-        m.d.comb += dist.eq(Mux(shift > 27, 27, shift))
-        shifted = Signal(27)
-        m.d.comb += shifted.eq(ext >> dist)
-        lost = (shifted << dist)[:27] != ext
-        return shifted | lost
+        m.d.comb += dist.eq(Mux(swap, _align_distance(ex, ea), _align_distance(ea, ex)))
+        aligned = Signal(27)
+        m.d.comb += aligned.eq(self._align(Cat(Const(0, 3), sig_small), dist))
+        return {
+            "sign_a": sa,
+            "sign_x": sx,
+            "s_big": Mux(swap, sx, sa),
+            "e_big": Mux(swap, ex, ea),
+            "big": Cat(Const(0, 3), sig_big),
+            "aligned": aligned,
+            "nan": na | nx | (ia & ix & (sa ^ sx)),
+            "inf": ia | ix,
+            "inf_sign": Mux(ia, sa, sx),
+        }
+
+    @staticmethod
+    def _align(ext, dist):
+        """``ext`` (27 bits) shifted right by ``dist``, with every lost bit OR-ed into bit 0 (sticky).
+        The lost bits are those under a mask decoded from ``dist`` beside the shift."""
+        lost = Cat(*(dist > i for i in range(27)))
+        return (ext >> dist)[:27] | (ext & lost).any()
 
     @staticmethod
     def _normalize(m: Module, sum_, e_big):
         """Bring the leading one of ``sum_`` to bit 26; return (27-bit significand, exponent)."""
         norm = Signal(27)
         exp = Signal(signed(11))
-        lz = Signal(5)
-        for i in range(27):  # the highest set bit is assigned last and wins
-            with m.If(sum_[i]):
-                m.d.comb += lz.eq(26 - i)
+        # Leading zeros of sum_[:27] counted from bit 26 (padded to 32 bits at the bottom), as a
+        # balanced tree: log-depth where a priority chain would be 27 muxes deep.
+        _, lz = _leading_zeros(Cat(Const(0, 5), sum_[:27]))
         with m.If(sum_[27]):
             m.d.comb += [norm.eq(sum_[1:] | sum_[0]), exp.eq(e_big + 1)]
         with m.Else():
@@ -164,6 +192,41 @@ class FpAdd(wiring.Component):
         m.d.comb += exp_r.eq(exp + rounded[precision])
         # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
         return rounded[: precision - 1], exp_r
+
+
+def _align_distance(e_big, e_small):
+    """How far the smaller operand shifts right: the exponent difference, at most 27 (all bits lost)."""
+    diff = e_big - e_small
+    return Mux(diff > 27, 27, diff)[:5]
+
+
+def _leading_zeros(value):
+    """(value == 0, leading zeros of ``value``) for a power-of-two width; the count is
+    meaningless when the value is zero."""
+    if len(value) == 1:
+        return ~value[0], Const(0, 0)
+    half = len(value) // 2
+    zero_hi, count_hi = _leading_zeros(value[half:])
+    zero_lo, count_lo = _leading_zeros(value[:half])
+    return zero_hi & zero_lo, Cat(Mux(zero_hi, count_lo, count_hi), zero_hi)
+
+
+class _Cuts:
+    """Pipeline registers of a unit at the named points of its datapath: ``cut(point, values)``
+    returns the values registered when a register sits at that point, else the values."""
+
+    def __init__(self, m: Module, points: tuple[str, ...]) -> None:
+        self.m, self.points = m, points
+
+    def __call__(self, point: str, values: dict) -> dict:
+        if point not in self.points:
+            return values
+        registered = {}
+        for name, value in values.items():
+            reg = Signal.like(Value.cast(value), name=f"{point}_{name}")
+            self.m.d.sync += reg.eq(value)
+            registered[name] = reg
+        return registered
 
 
 class Fp32Mul(wiring.Component):

@@ -1,16 +1,17 @@
 """The multiply and accumulate halves of a processing element, chosen by the config's dtypes.
 
-The PE keeps them apart so that a pipeline register can sit between them (``pe_stages`` = 2).
+The PE keeps them apart so that a pipeline register can sit between them (``pe_stages`` ≥ 2), and
+the adder can be pipelined itself (``pe_stages`` ≥ 3, ``adder_registers``).
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.fp import Bf16Mul, FpAdd
 
-__all__ = ["IntAdd", "IntMul", "make_adder", "make_multiplier", "product_bits"]
+__all__ = ["IntAdd", "IntMul", "adder_registers", "make_adder", "make_multiplier", "product_bits"]
 
 
 class IntMul(wiring.Component):
@@ -27,15 +28,23 @@ class IntMul(wiring.Component):
 
 
 class IntAdd(wiring.Component):
-    """int32 + int16 → int32, wrapping (the accumulator is sized so a K ≤ 2^17 sum cannot overflow)."""
+    """int32 + int16 → int32, wrapping (the accumulator is sized so a K ≤ 2^17 sum cannot overflow).
 
-    acc: In(32)
-    x: In(16)
-    o: Out(32)
+    With ``registers`` the sum leaves that many cycles later: a 32-bit add is short enough that
+    the deeper PE pipelines only delay it, to keep int8 and bf16 meshes on one timing."""
+
+    def __init__(self, registers: int = 0) -> None:
+        self.registers = registers
+        super().__init__({"acc": In(32), "x": In(16), "o": Out(32)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.d.comb += self.o.eq(self.acc + self.x.as_signed())
+        total = self.acc + self.x.as_signed()
+        for k in range(self.registers):
+            reg = Signal(32, name=f"sum_d{k}")
+            m.d.sync += reg.eq(total)
+            total = reg
+        m.d.comb += self.o.eq(total)
         return m
 
 
@@ -47,7 +56,13 @@ def make_multiplier(cfg: AccelConfig) -> wiring.Component:
     return IntMul() if cfg.dtype == "int8" else Bf16Mul()
 
 
-def make_adder(cfg: AccelConfig) -> wiring.Component:
+def adder_registers(cfg: AccelConfig) -> int:
+    """Pipeline registers inside a PE's adder: ``pe_stages`` less the product and sum registers."""
+    return max(0, cfg.pe_stages - 2)
+
+
+def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
+    """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
-        return IntAdd()
-    return FpAdd(23 if cfg.acc_dtype == "fp32" else 7)
+        return IntAdd(registers)
+    return FpAdd(23 if cfg.acc_dtype == "fp32" else 7, registers)

@@ -22,9 +22,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.pe import PE, weight_layout
+from rtl.pe import PE, tag_bits, weight_layout
+from rtl.shared import add_shared
 
-__all__ = ["Mesh", "mesh_latency"]
+__all__ = ["Mesh", "MeshRow", "mesh_latency"]
 
 
 def mesh_latency(cfg: AccelConfig) -> int:
@@ -39,6 +40,53 @@ def _delay(m: Module, value, cycles: int, name: str):
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+def _pe_key(cfg: AccelConfig) -> str:
+    """Names the PE's Verilog module after everything the PE depends on."""
+    return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}"
+
+
+def _row_key(cfg: AccelConfig) -> str:
+    return f"row_c{cfg.cols}_{_pe_key(cfg)}"
+
+
+class MeshRow(wiring.Component):
+    """One row of PEs: activations pass left to right, sums and weights enter at the top of each
+    column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
+    runs one cycle ahead of ``a_in`` (see rtl/pe.py)."""
+
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
+        super().__init__(
+            {
+                "row": In(tag_bits(cfg)),
+                "a_in": In(cfg.in_bits),
+                "flip_in": In(1),
+                "ps_in": In(data.ArrayLayout(cfg.acc_bits, cfg.cols)),
+                "w_in": In(data.ArrayLayout(weight_layout(cfg), cfg.cols)),
+                "ps_out": Out(data.ArrayLayout(cfg.acc_bits, cfg.cols)),
+                "w_out": Out(data.ArrayLayout(weight_layout(cfg), cfg.cols)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        a, flip = self.a_in, self.flip_in
+        for j in range(cfg.cols):
+            pe = add_shared(m, f"pe_{j}", _pe_key(cfg), lambda: PE(cfg))
+            m.d.comb += [
+                pe.row.eq(self.row),
+                pe.a_in.eq(a),
+                pe.flip_in.eq(flip),
+                pe.ps_in.eq(self.ps_in[j]),
+                pe.w_in.eq(self.w_in[j]),
+                self.ps_out[j].eq(pe.ps_out),
+                self.w_out[j].eq(pe.w_out),
+            ]
+            a, flip = pe.a_out, pe.flip_out
+        return m
 
 
 class Mesh(wiring.Component):
@@ -65,33 +113,37 @@ class Mesh(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         cfg = self.cfg
-        pes = [[PE(cfg, i) for _ in range(cfg.cols)] for i in range(cfg.rows)]
-        for i, row in enumerate(pes):
-            for j, pe in enumerate(row):
-                m.submodules[f"pe_{i}_{j}"] = pe
+        # Every row is one shared Verilog module of shared PEs (rtl/shared.py): a large mesh is
+        # converted and compiled as one row and `rows` instances of it, not as rows x cols copies.
+        rows = [
+            add_shared(m, f"row_{i}", _row_key(cfg), lambda: MeshRow(cfg), hier_block=True) for i in range(cfg.rows)
+        ]
+        for i, row in enumerate(rows):
+            m.d.comb += row.row.eq(i)
 
         in_fire, w_fire, w_row = self._handshake(m)
         row_reg = Signal.like(self.inp.payload)
         m.d.sync += row_reg.eq(self.inp.payload)
-        m.d.sync += row_reg.flip.eq(in_fire & self.inp.payload.flip)
+        # A row's flip enters the PEs one cycle ahead of its activations (rtl/pe.py): unregistered.
+        flip = Signal()
+        m.d.comb += flip.eq(in_fire & self.inp.payload.flip)
 
-        for i in range(cfg.rows):
-            a = _delay(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")
-            flip = _delay(m, row_reg.flip, cfg.pe_stages * i, f"skew_flip{i}")
-            m.d.comb += [pes[i][0].a_in.eq(a), pes[i][0].flip_in.eq(flip)]
-            for j in range(1, cfg.cols):
-                m.d.comb += [pes[i][j].a_in.eq(pes[i][j - 1].a_out), pes[i][j].flip_in.eq(pes[i][j - 1].flip_out)]
+        for i, row in enumerate(rows):
+            m.d.comb += [
+                row.a_in.eq(_delay(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
+                row.flip_in.eq(_delay(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
+            ]
+            if i:
+                m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]
 
         w_reg = Signal(data.StructLayout(dict(weight_layout(cfg).members) | {"value": self.weights.payload.shape()}))
         m.d.sync += [w_reg.valid.eq(w_fire), w_reg.row.eq(w_row), w_reg.value.eq(self.weights.payload)]
         for j in range(cfg.cols):
             w_top = Signal(weight_layout(cfg), name=f"w_top{j}")
             m.d.comb += [w_top.valid.eq(w_reg.valid), w_top.row.eq(w_reg.row), w_top.value.eq(w_reg.value[j])]
-            m.d.comb += pes[0][j].w_in.eq(_delay(m, w_top, j, f"skew_w{j}"))
-            m.d.comb += pes[0][j].ps_in.eq(_delay(m, row_reg.d[j], j, f"skew_d{j}"))
-            for i in range(1, cfg.rows):
-                m.d.comb += [pes[i][j].w_in.eq(pes[i - 1][j].w_out), pes[i][j].ps_in.eq(pes[i - 1][j].ps_out)]
-            bottom = pes[cfg.rows - 1][j].ps_out
+            m.d.comb += rows[0].w_in[j].eq(_delay(m, w_top, j, f"skew_w{j}"))
+            m.d.comb += rows[0].ps_in[j].eq(_delay(m, row_reg.d[j], j, f"skew_d{j}"))
+            bottom = rows[-1].ps_out[j]
             m.d.comb += self.out.payload.c[j].eq(_delay(m, bottom, cfg.cols - 1 - j, f"deskew{j}"))
 
         valid, tag = in_fire, self.inp.payload.tag

@@ -1,11 +1,14 @@
 """One weight-stationary processing element of the mesh.
 
 Activations pass left to right in one cycle; partial sums and preloaded weights pass top to bottom
-in ``pe_stages`` cycles. Each PE holds two weights: ``w_act``, used now, and ``w_next``, filled by
-the weight chain while the current tile computes (double buffering). A weight on the chain carries
+in ``pe_stages`` cycles: 1 multiplies and adds in one cycle, 2 registers the product, 3 to 5 also
+split the adder into 2 to 4 pipeline stages (``rtl/fp.py``, ``ADD_CUTS``). Each PE holds two
+weights: ``w_act``, used now, and ``w_next``, filled by the weight chain while the current tile
+computes (double buffering). A weight on the chain carries
 the index of the row it belongs to, so each PE picks its own out of the passing column. The
-``flip`` bit travels with the first activation row of a new tile and swaps ``w_next`` in exactly
-when that row reaches the PE, so consecutive tiles follow each other with no bubble.
+``flip`` bit travels with the first activation row of a new tile (one cycle ahead of it) and swaps
+``w_next`` in exactly when that row reaches the PE, so consecutive tiles follow each other with no
+bubble.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -13,9 +16,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mac import make_adder, make_multiplier
+from rtl.mac import adder_registers, make_adder, make_multiplier
 
-__all__ = ["PE", "weight_layout"]
+__all__ = ["PE", "tag_bits", "weight_layout"]
 
 
 def tag_bits(cfg: AccelConfig) -> int:
@@ -28,11 +31,16 @@ def weight_layout(cfg: AccelConfig) -> data.StructLayout:
 
 
 class PE(wiring.Component):
-    def __init__(self, cfg: AccelConfig, row: int) -> None:
-        self.cfg, self.row = cfg, row
+    """``row`` is the index of the PE's row, a constant the mesh ties off (a port, not a parameter,
+    so that every PE of a mesh is the same Verilog module). ``flip_in`` is the flip bit of the
+    activation that arrives in the next cycle; ``flip_out`` keeps that lead for the next PE."""
+
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
         w = weight_layout(cfg)
         super().__init__(
             {
+                "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
                 "flip_in": In(1),
                 "a_out": Out(cfg.in_bits),
@@ -48,31 +56,29 @@ class PE(wiring.Component):
         m = Module()
         cfg = self.cfg
         m.submodules.mul = mul = make_multiplier(cfg)
-        m.submodules.add = add = make_adder(cfg)
+        m.submodules.add = add = make_adder(cfg, adder_registers(cfg))
 
-        w_next = Signal(cfg.in_bits)
-        w_act = Signal(cfg.in_bits)
-        with m.If(self.w_in.valid & (self.w_in.row == self.row)):
+        w_next = Signal(cfg.in_bits)  # the next tile's weight
+        w_act = Signal(cfg.in_bits)  # the weight the multiplier uses this cycle
+        mine = self.w_in.valid & (self.w_in.row == self.row)
+        with m.If(mine):
             m.d.sync += w_next.eq(self.w_in.value)
+        # flip_in runs one cycle ahead of a_in: the weight switches as the flipping row arrives,
+        # from a register, with no multiplexer in front of the multiplier. w_next as it will be
+        # then includes a weight landing in this very cycle.
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(w_next)
+            m.d.sync += w_act.eq(Mux(mine, self.w_in.value, w_next))
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
-        m.d.comb += [
-            mul.a.eq(self.a_in),
-            mul.b.eq(Mux(self.flip_in, w_next, w_act)),
-        ]
-        if cfg.pe_stages == 1:
-            m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
-            m.d.sync += [self.ps_out.eq(add.o), self.w_out.eq(self.w_in)]
-        else:
-            # Register the product and the incoming sum side by side, then add.
-            w_mid = Signal.like(self.w_in)
-            m.d.sync += [
-                add.acc.eq(self.ps_in),
-                add.x.eq(mul.p),
-                self.ps_out.eq(add.o),
-                w_mid.eq(self.w_in),
-                self.w_out.eq(w_mid),
-            ]
+        m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
+        # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
+        # registers, and the sum register. The weight chain keeps pace with it.
+        domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
+        domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+        m.d.sync += self.ps_out.eq(add.o)
+        w = self.w_in
+        for k in range(cfg.pe_stages):
+            reg = self.w_out if k == cfg.pe_stages - 1 else Signal.like(self.w_in, name=f"w_d{k}")
+            m.d.sync += reg.eq(w)
+            w = reg
         return m

@@ -49,6 +49,7 @@ CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "
 
 def bench_mesh(args: argparse.Namespace) -> int:
     from sim.build import build, run_cocotb
+    from sim.verilator import hierarchical_args
 
     cfg = config_from_args(args)
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,9 +60,13 @@ def bench_mesh(args: argparse.Namespace) -> int:
     result = {
         "bench": "mesh",
         "config": cfg.name,
+        "rows": cfg.rows,
+        "cols": cfg.cols,
+        "pes": cfg.rows * cfg.cols,
         "pe_stages": cfg.pe_stages,
         "verilog_generation_s": round(b.generate_seconds, 2),
-        "verilator_build_s": round(b.verilate_seconds, 2),
+        "verilator_build_s": round(b.verilate_seconds, 2),  # Verilation and C++ compile
+        "verilator_hierarchical": bool(hierarchical_args(cfg.rows * cfg.cols)),
         "build_was_cached": b.cached,
         **timing,
     }

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from rtl import shared
 from rtl.config import AccelConfig, ConfigError
 from rtl.mesh import Mesh, mesh_latency
+from sim import progress
 from tb.dma_top import DmaTop
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +69,8 @@ def source_hash() -> str:
 
 
 def to_verilog(top: str, cfg: AccelConfig) -> str:
-    return verilog.convert(top_component(top, cfg), name=top, emit_src=False)
+    with progress.phase(f"Generating Verilog: {top} {cfg.name}"):
+        return shared.convert(top_component(top, cfg), top)
 
 
 def accel_macros(cfg: AccelConfig) -> dict[str, int]:
@@ -132,8 +134,8 @@ def write_soc_outputs(top: str, cfg, out_dir: Path) -> dict[str, Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"verilog": out_dir / f"{top}.v", "config": out_dir / "config.json"}
-    component = Soc(cfg) if top == "soc" else SocSim(cfg)
-    paths["verilog"].write_text(verilog.convert(component, name=top, emit_src=False))
+    with progress.phase(f"Generating Verilog: {top} {cfg.name}"):
+        paths["verilog"].write_text(shared.convert(Soc(cfg) if top == "soc" else SocSim(cfg), top))
     paths["config"].write_text(cfg.to_json())
     paths |= write_firmware_files(cfg, out_dir)
     if top == "soc_sim":

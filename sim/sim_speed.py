@@ -35,6 +35,7 @@ int hart_main(unsigned hart, unsigned nharts) {
 
 
 def sim_speed(cfg, iterations: int) -> dict:
+    from sim import progress
     from sim.firmware import build_firmware
     from sim.run import run_elf
     from sim.soc_build import build_soc
@@ -45,7 +46,8 @@ def sim_speed(cfg, iterations: int) -> dict:
         source = Path(tmp) / "sim_speed.c"
         source.write_text(LOOP)
         elf = build_firmware(cfg, [source], defines={"ITERS": iterations})
-    result = run_elf(cfg, elf, max_cycles=100 * iterations + 1_000_000)
+    with progress.phase(f"Simulating the sim-speed loop ({iterations} iterations)"):
+        result = run_elf(cfg, elf, max_cycles=100 * iterations + 1_000_000)
     if result.exit_code != 0:
         raise RuntimeError(f"the sim-speed loop failed (exit {result.exit_code}): {result.console}")
     return {

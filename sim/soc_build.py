@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim import verilator
+from sim import progress, verilator
 from sim.build import BUILD_ROOT, cached_build
 from sim.generate import REPO, source_hash
 from soc.config import SocConfig
@@ -53,11 +51,11 @@ class SocBuild:
 
 
 def soc_verilog(cfg: SocConfig, *, gate_tile: bool = True) -> str:
-    from amaranth.back import verilog
-
+    from rtl import shared
     from soc.soc import SocSim
 
-    return verilog.convert(SocSim(cfg, gate_tile=gate_tile), name=TOP, emit_src=False)
+    with progress.phase(f"Generating Verilog: SoC {cfg.name}"):
+        return shared.convert(SocSim(cfg, gate_tile=gate_tile), TOP)
 
 
 def _harness_hash() -> str:
@@ -75,21 +73,24 @@ def build_soc(cfg: SocConfig, *, trace: bool = False, gate_tile: bool = True, ro
 
     def generate() -> tuple[str, str]:
         text = soc_verilog(cfg, gate_tile=gate_tile)
+        flags = (*COMPILE_FLAGS, *_hierarchical(cfg))
         key = hashlib.sha256(
-            "\0".join(
-                (text, cfg.to_json(), harness, *COMPILE_FLAGS, str(verilator.verilator_root()), str(trace))
-            ).encode()
+            "\0".join((text, cfg.to_json(), harness, *flags, str(verilator.verilator_root()), str(trace))).encode()
         )
         return f"{TOP}-{cfg.name}-{key.hexdigest()[:16]}", text
 
     directory, cached = cached_build(
         (root or BUILD_ROOT) / "sim",
-        (TOP, cfg.to_json(), source_hash(), harness, *COMPILE_FLAGS, str(trace), str(gate_tile)),
+        (TOP, cfg.to_json(), source_hash(), harness, *COMPILE_FLAGS, *_hierarchical(cfg), str(trace), str(gate_tile)),
         generate,
         lambda directory, text, seconds: _compile(cfg, directory, text, trace, seconds),
     )
     times = json.loads((directory / "built.ok").read_text())
     return SocBuild(cfg, directory, trace, gate_tile, cached, times["generate_seconds"], times["verilate_seconds"])
+
+
+def _hierarchical(cfg: SocConfig) -> list[str]:
+    return verilator.hierarchical_args(cfg.accel.rows * cfg.accel.cols)
 
 
 def _compile(cfg: SocConfig, directory: Path, text: str, trace: bool, generate_seconds: float) -> None:
@@ -100,34 +101,15 @@ def _compile(cfg: SocConfig, directory: Path, text: str, trace: bool, generate_s
     (directory / f"{TOP}.v").write_text(text)
     (directory / "config.json").write_text(cfg.to_json())
     write_firmware_files(cfg, directory)
-    cmd = [
-        str(verilator.verilator_root() / "bin" / "verilator"),
-        "--cc",
-        "--exe",
-        "--build",
-        "-j",
-        str(min(2, os.cpu_count() or 1)),
-        "--top-module",
-        TOP,
-        *VERILATOR_ARGS,
-        "--Mdir",
-        str(directory / "obj"),
-        "-o",
-        str(directory / TOP),
-        "-CFLAGS",
-        f"{CXX_FLAGS} -I{directory}" + (" -DPYARD_TRACE" if trace else ""),
-        "-MAKEFLAGS",
-        MAKE_FLAGS,
+    args = [
+        *("--top-module", TOP, *VERILATOR_ARGS, *_hierarchical(cfg)),
+        *("-o", str(directory / TOP)),
+        *("-CFLAGS", f"{CXX_FLAGS} -I{directory}" + (" -DPYARD_TRACE" if trace else "")),
         *(["--trace-fst"] if trace else []),
-        str(SIM_RAM),
-        str(directory / f"{TOP}.v"),
-        str(HARNESS_DIR / "soc_main.cpp"),
+        *map(str, (SIM_RAM, directory / f"{TOP}.v", HARNESS_DIR / "soc_main.cpp")),
     ]
     log = directory / "build.log"
-    with open(log, "w") as out:
-        proc = subprocess.run(cmd, env=verilator.verilator_env(), stdout=out, stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise verilator.ToolError(f"Verilator build of {cfg.name} failed (see {log}):\n{tail}")
+    what = f"SoC {cfg.name}"
+    verilator.build_model(args, directory / "obj", log, prefix=f"V{TOP}", make_args=MAKE_FLAGS.split(), what=what)
     times = {"generate_seconds": generate_seconds, "verilate_seconds": time.monotonic() - start}
     (directory / "built.ok").write_text(json.dumps(times))

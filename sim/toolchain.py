@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim import progress
+
 __all__ = [
     "TOOLCHAINS",
     "ElfImage",
@@ -140,7 +142,10 @@ def link(
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out_dir))
     try:
-        _run([*tc.cc, *flags, f"-Wl,-T,{linker_script}", *map(str, sources), "-o", str(tmp / "image.elf"), *tc.libs])
+        with progress.phase(f"Compiling firmware: {len(sources)} sources with {tc.name}"):
+            _run(
+                [*tc.cc, *flags, f"-Wl,-T,{linker_script}", *map(str, sources), "-o", str(tmp / "image.elf"), *tc.libs]
+            )
         if then:
             then(tmp)
     except ToolchainError:

@@ -1,4 +1,4 @@
-"""Evaluate a combinational Amaranth component over arrays of inputs in one simulator run."""
+"""Evaluate a combinational or pipelined Amaranth component over arrays of inputs in one simulator run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from amaranth.sim import Simulator
 
 
 def evaluate(
-    dut: wiring.Component, inputs: Mapping[str, npt.ArrayLike], outputs: tuple[str, ...]
+    dut: wiring.Component, inputs: Mapping[str, npt.ArrayLike], outputs: tuple[str, ...], latency: int = 0
 ) -> dict[str, npt.NDArray[np.uint64]]:
-    """Drive each input port with the given values, one vector per step; return the output values."""
+    """Drive each input port with the given values, one vector per step; return the output values.
+
+    A pipelined unit (``latency`` > 0) takes one vector per clock cycle; its outputs are read
+    ``latency`` cycles after their inputs."""
     arrays = {name: np.asarray(v).astype(np.uint64).ravel() for name, v in inputs.items()}
     count = len(next(iter(arrays.values())))
     results = {name: np.zeros(count, dtype=np.uint64) for name in outputs}
@@ -22,13 +25,18 @@ def evaluate(
     async def bench(ctx) -> None:
         in_ports = {name: getattr(dut, name) for name in columns}
         out_ports = {name: getattr(dut, name) for name in outputs}
-        for i in range(count):
+        for i in range(count + latency):
             for name, port in in_ports.items():
-                ctx.set(port, columns[name][i])
-            for name, port in out_ports.items():
-                results[name][i] = ctx.get(port)
+                ctx.set(port, columns[name][min(i, count - 1)])
+            if i >= latency:
+                for name, port in out_ports.items():
+                    results[name][i - latency] = ctx.get(port)
+            if latency:
+                await ctx.tick()
 
     sim = Simulator(dut)
+    if latency:
+        sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     return results

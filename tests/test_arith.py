@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import Bf16Mul, FpAdd
+from rtl.fp import ADD_CUTS, Bf16Mul, FpAdd
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
 from rtl.mac import IntAdd, IntMul
 from rtl.mac_model import accumulate, multiply
@@ -50,8 +50,8 @@ def check_mul(a, b) -> None:
     np.testing.assert_array_equal(got, bf16_mul(a, b).astype(np.uint64))
 
 
-def check_add(acc, x, mant: int) -> None:
-    got = evaluate(FpAdd(mant), {"acc": acc, "x": x}, ("o",))["o"]
+def check_add(acc, x, mant: int, registers: int = 0) -> None:
+    got = evaluate(FpAdd(mant, registers), {"acc": acc, "x": x}, ("o",), latency=registers)["o"]
     np.testing.assert_array_equal(got, fp_add(np.asarray(acc, np.uint32), np.asarray(x, np.uint32), mant))
 
 
@@ -66,24 +66,27 @@ def test_bf16_mul_matches_model(pairs) -> None:
     check_mul(a, b)
 
 
+@pytest.mark.parametrize("registers", sorted(ADD_CUTS))
 @pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
-def test_fp_add_all_edge_pairs(mant: int) -> None:
+def test_fp_add_all_edge_pairs(mant: int, registers: int) -> None:
+    """Every pipelining of the adder (pe_stages 2 to 5) computes the same sums, one per cycle."""
     acc, x = _pairs(F32_EDGES)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant)
+    check_add(acc, x, mant, registers)
 
 
+@pytest.mark.parametrize("registers", [0, max(ADD_CUTS)])
 @pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
 @settings(max_examples=25, deadline=None)
 @given(pairs=st.lists(st.tuples(f32_bits, f32_bits, st.integers(0, 2**20)), min_size=BATCH, max_size=BATCH))
-def test_fp_add_matches_model(mant: int, pairs) -> None:
+def test_fp_add_matches_model(mant: int, registers: int, pairs) -> None:
     acc, x, flip = (np.array(col, dtype=np.uint64) for col in zip(*pairs, strict=True))
     # Half the pairs are near-cancellations: x is -acc with low bits disturbed.
     acc[::2] = x[::2] ^ flip[::2] ^ np.uint64(0x80000000)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant)
+    check_add(acc, x, mant, registers)
 
 
 def test_int8_mul_exhaustive() -> None:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rtl.config import AccelConfig, ConfigError, load_config
+from rtl.config import PE_STAGES, AccelConfig, ConfigError, load_config
 
 
 @pytest.mark.parametrize(
@@ -19,7 +19,8 @@ from rtl.config import AccelConfig, ConfigError, load_config
         ({"dtype": "fp8"}, "dtype"),
         ({"dtype": "int8", "acc_dtype": "fp32"}, "acc_dtype"),
         ({"dtype": "bf16", "acc_dtype": "int32"}, "acc_dtype"),
-        ({"pe_stages": 3}, "pe_stages"),
+        ({"pe_stages": 0}, "pe_stages"),
+        ({"pe_stages": max(PE_STAGES) + 1}, "pe_stages"),
         ({"sp_kib": 100}, "sp_kib"),
         ({"acc_banks": 0}, "acc_banks"),
         ({"dma_bits": 48}, "dma_bits"),

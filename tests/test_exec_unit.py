@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from rtl.accumulator_model import add_rows
-from rtl.config import AccelConfig
+from rtl.config import PE_STAGES, AccelConfig
 from rtl.exec_unit import ExecUnit
 from rtl.mesh_model import mesh_tile
 from tb.stimulus import inputs
@@ -114,6 +114,7 @@ def run_exec(cfg: AccelConfig, seed: int, count: int) -> None:
         AccelConfig(rows=2, cols=5, dtype="int8", pe_stages=2),
         AccelConfig(rows=3, cols=2, dtype="bf16"),
         AccelConfig(rows=2, cols=2, dtype="bf16", acc_dtype="bf16"),
+        AccelConfig(rows=3, cols=2, dtype="bf16", pe_stages=max(PE_STAGES)),
     ],
     ids=lambda c: f"{c.name}-s{c.pe_stages}",
 )

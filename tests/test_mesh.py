@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rtl.config import AccelConfig
+from rtl.config import PE_STAGES, AccelConfig
 from sim.build import build, run_cocotb
 
 CONFIGS = [
@@ -18,6 +18,12 @@ CONFIGS = [
     AccelConfig(rows=8, cols=8, dtype="bf16"),
     AccelConfig(rows=4, cols=16, dtype="bf16"),
     AccelConfig(rows=4, cols=4, dtype="bf16", acc_dtype="bf16", pe_stages=2),
+    # The deeper pipelines (the adder split): same results, latency pe_stages * rows + cols.
+    AccelConfig(rows=3, cols=5, dtype="int8", pe_stages=3),
+    AccelConfig(rows=4, cols=4, dtype="int8", pe_stages=max(PE_STAGES)),
+    AccelConfig(rows=4, cols=4, dtype="bf16", pe_stages=3),
+    AccelConfig(rows=5, cols=3, dtype="bf16", pe_stages=max(PE_STAGES)),
+    AccelConfig(rows=3, cols=4, dtype="bf16", acc_dtype="bf16", pe_stages=max(PE_STAGES)),
 ]
 SLOW_CONFIGS = [
     AccelConfig(rows=16, cols=16, dtype="int8"),

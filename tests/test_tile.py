@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rtl.config import AccelConfig
+from rtl.config import PE_STAGES, AccelConfig
 from sim.build import build, run_cocotb
 
 SHAPES = [[1, 1, 1], [3, 5, 7], [9, 11, 6], [17, 9, 5]]
@@ -70,6 +70,15 @@ def test_tile(dtype: str) -> None:
     b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype))
     args = {"shapes": SHAPES, "cases": LOOP_CASES, "conv_cases": CONV_CASES, "seed": 3}
     run_cocotb(b, "tb.tile_tb", env={"PYARD_TB_ARGS": json.dumps(args)})
+
+
+def test_tile_deep_pe_pipeline() -> None:
+    """The deepest BF16 PE pipeline gives the same GEMMs, bit for bit: the EXEC unit and the
+    accumulator follow the mesh's longer latency (mesh_latency) through its output valid."""
+    b = build("tile", AccelConfig(rows=4, cols=4, dtype="bf16", pe_stages=max(PE_STAGES)))
+    env = {"PYARD_TB_ARGS": json.dumps({"shapes": SHAPES, "cases": LOOP_CASES, "seed": 5})}
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm", env=env, name="gemm")
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env, name="loop")
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
