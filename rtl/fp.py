@@ -201,10 +201,10 @@ def _align_distance(e_big, e_small):
 
 
 def _leading_zeros(value):
-    """(value == 0, leading zeros of ``value``) for a power-of-two width; the count is
-    meaningless when the value is zero."""
-    if len(value) == 1:
-        return ~value[0], Const(0, 0)
+    """(value == 0, leading zeros of ``value``) for a power-of-two width of at least 2; the count
+    is meaningless when the value is zero."""
+    if len(value) == 2:  # the smallest pair, so no count is ever zero bits wide
+        return ~value.any(), ~value[1]
     half = len(value) // 2
     zero_hi, count_hi = _leading_zeros(value[half:])
     zero_lo, count_lo = _leading_zeros(value[:half])
