@@ -24,7 +24,7 @@ from amaranth.back import verilog
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 
-__all__ = ["add_shared", "convert"]
+__all__ = ["add_shared", "convert", "drop_zero_memory_init"]
 
 
 @dataclass
@@ -74,7 +74,18 @@ def convert(component: wiring.Component, name: str) -> str:
     """Verilog of ``component`` as module ``name``, followed by the modules of its shared components."""
     with _collecting(name) as collector:
         text = verilog.convert(component, name=name, emit_src=False)
-        return text + "".join(module.verilog for module in collector.modules.values())
+        return drop_zero_memory_init(text + "".join(module.verilog for module in collector.modules.values()))
+
+
+# A memory's all-zero contents as Amaranth writes them: an initial block with one line per row.
+_ZERO_MEMORY_INIT = re.compile(r"^ *initial begin\n(?: *[^\n=]+\[\d+\] = \d+'h0+;\n)+ *end\n", re.M)
+
+
+def drop_zero_memory_init(text: str) -> str:
+    """``text`` without the initial blocks that set a memory to zero. Zero is what block RAM holds
+    after configuration and what Verilator starts from anyway, but Yosys reads one statement per
+    row (hours for a 256 KiB scratchpad); a memory with other contents keeps its block."""
+    return _ZERO_MEMORY_INIT.sub("", text)
 
 
 def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component], *, hier_block: bool = False):
