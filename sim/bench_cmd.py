@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from sim.config_args import add_config_args, config_from_args
+from tb import operands
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,6 +105,20 @@ def _report(bench: str, cfg, latency: int, measured: dict, wall: float, as_json:
     print(json.dumps(result, indent=None if as_json else 2))
 
 
+def _memory_mib(sizes: dict[str, int], command: str) -> int:
+    """The testbench memory for these operands; refuses (one line) operands it cannot hold."""
+    from sim.cli import UsageError
+
+    mib = operands.mem_mib(sizes)
+    if mib > operands.MAX_MEM_MIB:
+        total = sum(sizes.values()) / (1 << 20)
+        raise UsageError(
+            f"the {command}'s operands take {total:.0f} MiB: the testbench's memory holds at most "
+            f"{operands.MAX_MEM_MIB} MiB (the tile's 32-bit addresses); choose smaller sizes"
+        )
+    return mib
+
+
 def bench_gemm(args: argparse.Namespace) -> int:
     from sim.cli import UsageError
 
@@ -113,7 +128,9 @@ def bench_gemm(args: argparse.Namespace) -> int:
             raise UsageError(f"--{dim} = {getattr(args, dim)} is invalid: allowed an integer from 1 to 65535")
     case = {"m": args.m, "k": args.k, "n": args.n, "trans_a": int(args.trans_a), "trans_b": int(args.trans_b)}
     case["max_cycles"] = 40 * args.m * args.k * args.n // (cfg.rows * cfg.cols) + 100_000
-    measured, wall = _run_tile_bench(cfg, "tile_bench_gemm", {"bench": case, "latency": args.latency})
+    mib = _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
+    tb_args = {"bench": case, "latency": args.latency, "mem_mib": mib}
+    measured, wall = _run_tile_bench(cfg, "tile_bench_gemm", tb_args)
     _report("gemm", cfg, args.latency, measured, wall, args.json)
     return 0
 
@@ -135,6 +152,8 @@ def bench_conv(args: argparse.Namespace) -> int:
         raise UsageError(f"the kernel {case['kh']}x{case['kw']} does not fit the padded {case['h']}x{case['w']} input")
     macs = case["batch"] * oh * ow * case["kh"] * case["kw"] * case["cin"] * case["cout"]
     case["max_cycles"] = 40 * macs // (cfg.rows * cfg.cols) + 100_000
-    measured, wall = _run_tile_bench(cfg, "tile_bench_conv", {"conv_bench": case, "latency": args.latency})
+    mib = _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
+    tb_args = {"conv_bench": case, "latency": args.latency, "mem_mib": mib}
+    measured, wall = _run_tile_bench(cfg, "tile_bench_conv", tb_args)
     _report("conv", cfg, args.latency, measured, wall, args.json)
     return 0

@@ -24,8 +24,9 @@ from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
 from rtl.gemm_loop_model import conv_k_tiles, loop_result
-from tb import stimulus
+from tb import operands, stimulus
 from tb.axi_memory import AxiMemory
+from tb.operands import element_types
 
 LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
 WAIT_PREV, SIGNAL_NEXT = 1 << 8, 1 << 11
@@ -134,14 +135,12 @@ def get(t: Tile, addr: int, shape: tuple[int, int], dtype, stride: int | None = 
 
 
 def layout(t: Tile, sizes: dict[str, int]) -> dict[str, int]:
-    """Addresses for operands of the given byte sizes, one after the other with a gap, so that no
-    operand can overlap another whatever the shapes; fails if they do not fit the memory."""
-    addr, out = 0x1000, {}
-    for name, size in sizes.items():
-        out[name] = addr
-        addr = (addr + size + 0x1FF) & ~0xFF
-    assert addr <= len(t.mem.data), f"operands of {addr} bytes do not fit the {len(t.mem.data)}-byte memory: {sizes}"
-    return out
+    """Addresses of the operands (tb/operands.py); a testbench error, never a hardware mismatch,
+    if they do not fit the memory."""
+    addr, used = operands.place(sizes)
+    if used > len(t.mem.data):
+        raise RuntimeError(f"testbench: operands of {used} bytes do not fit its {len(t.mem.data)}-byte memory")
+    return addr
 
 
 def tb_args(**defaults) -> dict:
@@ -221,13 +220,6 @@ def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) 
     return loop_result(cfg, a, b, init, case["scale"], case["act"], case["out"], k_tiles)
 
 
-def element_types(cfg: AccelConfig, out: int) -> tuple[type, type, type]:
-    """NumPy types of input, accumulator and output elements (``out`` 0 narrow, 1 full width)."""
-    in_t = np.uint8 if cfg.dtype == "int8" else np.uint16
-    acc_t = np.uint32 if cfg.acc_bits == 32 else np.uint16
-    return in_t, acc_t, acc_t if out == 1 else in_t
-
-
 async def run_loop_command(t: Tile, label: str, words: list[int], case: dict, result) -> tuple:
     """Push one loop command (counters zeroed) and wait for the done interrupt. ``result()`` reads
     the output at once then: `done` must mean every byte is in memory. Returns (output, cycles from
@@ -275,13 +267,9 @@ async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
     b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
     in_t, acc_t, out_t = element_types(cfg, case["out"])
-    # Regressions pad every row (odd strides, rows straddling bus beats); benchmarks use dense matrices.
-    pad = {"A": 3, "B": 5, "C": 2, "D": 1} if not case.get("dense") else dict.fromkeys("ABCD", 0)
-    ld = {"A": (m if case["trans_a"] else k), "B": (k if case["trans_b"] else n), "C": n, "D": n}
-    ld = {key: ld[key] + pad[key] for key in ld}
-    rows = {"A": k if case["trans_a"] else m, "B": n if case["trans_b"] else k, "C": m, "D": m}
+    ld = operands.gemm_strides(case)
     byte = {"A": in_t, "B": in_t, "C": out_t, "D": acc_t}
-    addr = layout(t, {key: rows[key] * ld[key] * np.dtype(byte[key]).itemsize for key in "ABCD"})
+    addr = layout(t, operands.gemm_sizes(cfg, case))
     put(t, addr["A"], padded(a.T if case["trans_a"] else a, ld["A"]).astype(in_t))
     put(t, addr["B"], padded(b.T if case["trans_b"] else b, ld["B"]).astype(in_t))
     init = None
@@ -355,8 +343,7 @@ async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     weights = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
     _, acc_t, out_t = element_types(cfg, case["out"])
     oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
-    sizes = {"in": x.nbytes, "w": weights.nbytes, "out": batch * oh * ow * cout * np.dtype(out_t).itemsize}
-    addr = layout(t, sizes | {"bias": cout * np.dtype(acc_t).itemsize})
+    addr = layout(t, operands.conv_sizes(cfg, case))
     put(t, addr["in"], x)
     put(t, addr["w"], weights)
     bias = stimulus.accumulators(cfg, rng, (1, cout)) if case["bias"] else None
