@@ -15,7 +15,7 @@ from rtl.config import ConfigError
 from sim import progress
 
 # Modules that contribute sub-commands, in the order `pyard --help` lists them.
-COMMAND_MODULES = ("sim.verilog_cmd", "sim.run", "sim.bench_cmd", "sim.fptt_cli")
+COMMAND_MODULES = ("sim.verilog_cmd", "sim.run", "sim.bench_cmd", "synth.cli", "sim.fptt_cli")
 
 
 class UsageError(Exception):
