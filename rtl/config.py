@@ -223,10 +223,22 @@ class AccelConfig:
         return cls(rows=int(m[1]), cols=int(m[2]), dtype=m[3])
 
     def replace(self, **changes: Any) -> AccelConfig:
+        """A copy with ``changes``; a field that holds the default derived from others (acc_dtype,
+        sp_kib, dma_bits) is derived again for the new config unless it is changed too; a new
+        dtype always brings its own default acc_dtype."""
         if "dtype" in changes and "acc_dtype" not in changes:
             changes["acc_dtype"] = ""
+        for name in _DERIVED:
+            if name not in changes and getattr(self, name) == getattr(
+                dataclasses.replace(self, **{name: _UNSET[name]}), name
+            ):
+                changes[name] = _UNSET[name]
         return dataclasses.replace(self, **changes)
 
+
+# Fields whose empty value means "derive from the others", and that value.
+_UNSET: dict[str, Any] = {"acc_dtype": "", "sp_kib": 0, "dma_bits": 0}
+_DERIVED = tuple(_UNSET)
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(AccelConfig) if f.name != "extra")
 

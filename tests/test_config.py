@@ -93,3 +93,14 @@ def test_cli_refuses_bad_config_in_one_line(args: list[str], field: str, tmp_pat
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pyard: error: {field} = "), proc.stderr
     assert not list(tmp_path.iterdir()), "a refused config must not write anything"
+
+
+def test_replace_derives_defaulted_fields_again() -> None:
+    """A field left to its default follows the other fields (``--rows 2 --cols 3`` on the default
+    config used to keep the 4x4 default 256 KiB scratchpad, which 2x3 rows cannot address)."""
+    small = AccelConfig().replace(rows=2, cols=3)
+    assert small.sp_kib == AccelConfig(rows=2, cols=3).sp_kib < AccelConfig().sp_kib
+    big = AccelConfig.from_name("4x4-int8").replace(rows=16, cols=16)
+    assert big.dma_bits == AccelConfig(rows=16, cols=16).dma_bits == 128
+    assert AccelConfig(sp_kib=64).replace(rows=8).sp_kib == 64  # chosen, not derived: kept
+    assert AccelConfig(dtype="bf16", acc_dtype="bf16").replace(rows=8).acc_dtype == "bf16"
