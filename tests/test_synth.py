@@ -1,0 +1,85 @@
+"""``pyard synth``: Yosys resources per block and nextpnr's fmax, and Verilog memories that Yosys
+reads quickly (no zero initialisation, other contents kept)."""
+
+import json
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rtl import shared
+from sim.cli import main
+from synth.resources import block_resources
+
+
+def test_block_resources_add_submodules_by_instance_count() -> None:
+    modules = {
+        "top": {"LUT4": 3, "top.a": 1, "top.b": 2, "TRELLIS_FF": 1},
+        "top.a": {"LUT4": 10, "CCU2C": 2, "leaf": 3},
+        "top.b": {"DP16KD": 1, "MULT18X18D": 1},
+        "leaf": {"LUT4": 1, "TRELLIS_FF": 4},
+    }
+    blocks = block_resources("ecp5", modules, "top")
+    assert blocks["a"] == {"lut": 10 + 2 * 2 + 3, "lutram": 0, "ff": 12, "bram18": 0, "dsp": 0}
+    assert blocks["b x2"] == {"lut": 0, "lutram": 0, "ff": 0, "bram18": 2, "dsp": 2}
+    assert blocks["total"] == {"lut": 3 + 17, "lutram": 0, "ff": 13, "bram18": 2, "dsp": 2}
+
+
+class _Rom(wiring.Component):
+    addr: In(2)
+    data: Out(8)
+
+    def __init__(self, init: list[int]) -> None:
+        super().__init__()
+        self.init = init
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=8, depth=4, init=self.init)
+        port = mem.read_port()
+        m.d.comb += [port.addr.eq(self.addr), self.data.eq(port.data)]
+        return m
+
+
+def test_zero_memories_carry_no_initial_block_others_keep_theirs() -> None:
+    zero = shared.convert(_Rom([0, 0, 0, 0]), "rom")
+    assert "initial" not in zero and "reg [7:0]" in zero
+    text = shared.convert(_Rom([1, 0, 3, 0]), "rom")
+    assert "initial begin" in text and "8'h03" in text and "8'h01" in text
+
+
+def _synth(capsys, *argv: str) -> dict:
+    assert main(["synth", "--json", "-q", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_synth_int8_mesh_one_multiplier_block_per_pe(capsys) -> None:
+    """An int8 PE's 8x8 product maps to one hard multiplier on ECP5 and on Xilinx parts."""
+    for family in ("ecp5", "xc7"):
+        result = _synth(capsys, "--top", "mesh", "--rows", "2", "--cols", "3", "--dtype", "int8", "--family", family)
+        total = result["blocks"]["total"]
+        assert total["dsp"] == 6, result
+        assert total["lut"] > 0 and total["ff"] > 0
+
+
+@pytest.mark.slow
+def test_synth_tile_blocks_and_fmax(capsys) -> None:
+    """The tile's blocks add up to at most its total (the rest is the top's own glue); place and
+    route gives one clock's fmax; a second call is served from the cache with the same figures."""
+    argv = ["--top", "tile", "--rows", "1", "--cols", "1", "--dtype", "int8", "--sp-kib", "1", "--acc-kib", "1"]
+    result = _synth(capsys, *argv, "--family", "ecp5", "--pnr")
+    blocks = result["blocks"]
+    assert {"gemm", "exec_unit", "sp", "accumulator", "decoder"} <= set(blocks)
+    for kind in ("lut", "ff", "bram18", "dsp"):
+        assert sum(b[kind] for name, b in blocks.items() if name != "total") <= blocks["total"][kind]
+    assert blocks["sp"]["bram18"] >= 1 and blocks["exec_unit"]["dsp"] == 1
+    assert list(result["fmax_by_clock"]) and 1 < result["fmax_mhz"] < 1000
+    again = _synth(capsys, *argv, "--family", "ecp5", "--pnr")
+    assert again["cached"] and again["blocks"] == blocks and again["fmax_mhz"] == result["fmax_mhz"]
+
+
+def test_synth_refuses_pnr_without_ecp5(capsys) -> None:
+    assert main(["synth", "--pnr", "--family", "xcup"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
