@@ -43,9 +43,7 @@ dims = st.integers(1, 4000)
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.sampled_from(CONFIGS), dims, dims, dims, st.booleans(), st.booleans(), st.booleans(), st.sampled_from([0, 1])
-)
+@given(st.sampled_from(CONFIGS), dims, dims, dims, st.booleans(), st.booleans(), st.booleans(), st.sampled_from([0, 1]))
 def test_gemm_operands_never_overlap(cfg, m, k, n, trans_a, trans_b, dense, out) -> None:
     case = {"m": m, "k": k, "n": n, "trans_a": trans_a, "trans_b": trans_b, "dense": dense, "out": out}
     assert_disjoint_and_held(operands.gemm_sizes(cfg, case), footprints_gemm(cfg, case))
