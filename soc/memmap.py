@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rtl.c_header import accel_macros
 from soc.config import SocConfig
 
 __all__ = [
@@ -60,8 +61,6 @@ def _hex(value: int) -> str:
 
 def c_header(cfg: SocConfig) -> str:
     """``pyard_soc.h``: region bases and sizes, MMIO addresses, hart count, accelerator parameters."""
-    from sim.generate import accel_macros  # the accelerator's macros, shared with pyard_params.h
-
     guard = "PYARD_SOC_H"
     soc = {
         "NHARTS": str(cfg.cores),

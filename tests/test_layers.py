@@ -1,0 +1,29 @@
+"""Imports flow one way: rtl <- soc <- sim / synth / tb. A hardware layer never reaches up into the
+run manager, the tools or the testbenches (checked on every import statement, also inside
+functions)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ABOVE = {"rtl": {"soc", "sim", "synth", "tb", "boards", "tests"}, "soc": {"sim", "synth", "tb", "boards", "tests"}}
+
+
+def imported_packages(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(ABOVE))
+def test_layer_imports_nothing_above_it(layer: str) -> None:
+    files = sorted((REPO / layer).rglob("*.py"))
+    assert files
+    wrong = {str(f.relative_to(REPO)): sorted(imported_packages(f) & ABOVE[layer]) for f in files}
+    assert {f: pkgs for f, pkgs in wrong.items() if pkgs} == {}
