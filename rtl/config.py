@@ -27,6 +27,7 @@ __all__ = [
     "check_int",
     "check_pow2",
     "load_config",
+    "read_config_json",
 ]
 
 DTYPES = ("int8", "bf16")
@@ -268,15 +269,24 @@ def _sp_layout(sp_rows: int, banks: int, rows: int) -> SpLayout:
     return SpLayout(region, slots, 0, region)
 
 
+def read_config_json(spec: str) -> dict[str, Any]:
+    """The fields of a ``config.json`` as pyard writes it: an accelerator's, or a SoC's (its
+    accelerator under ``accel``), with the ``top`` it was generated for."""
+    try:
+        values = json.loads(Path(spec).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError("config", spec, f"a readable UTF-8 JSON config file ({err})") from None
+    if not isinstance(values, dict):
+        raise ConfigError("config", spec, "a JSON object of config fields")
+    return values
+
+
 def load_config(spec: str) -> AccelConfig:
-    """A config from a name (``4x16-int8``, ``thesis-8x8``) or the path of a ``config.json``."""
+    """A config from a name (``4x16-int8``, ``thesis-8x8``) or the path of a ``config.json`` (a
+    SoC's config.json gives its accelerator)."""
     if spec.endswith(".json"):
-        path = Path(spec)
-        try:
-            values = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError("config", spec, f"a readable JSON config file ({err})") from None
-        if not isinstance(values, dict):
-            raise ConfigError("config", spec, "a JSON object of config fields")
+        values = {k: v for k, v in read_config_json(spec).items() if k != "top"}
+        if isinstance(values.get("accel"), dict):
+            values = values["accel"]
         return AccelConfig.from_dict(values)
     return AccelConfig.from_name(spec)

@@ -31,7 +31,8 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None)
 
 
-def config_from_args(args: argparse.Namespace) -> AccelConfig:
-    cfg = load_config(args.config) if args.config else AccelConfig()
+def config_from_args(args: argparse.Namespace, base: AccelConfig | None = None) -> AccelConfig:
+    """The accelerator of the options: ``--config`` (or ``base``) changed by the field options."""
+    cfg = base or (load_config(args.config) if args.config else AccelConfig())
     changes = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     return cfg.replace(**changes) if changes else cfg

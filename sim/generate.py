@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from amaranth.lib import wiring
 from rtl import shared
 from rtl.c_header import params_header
 from rtl.config import AccelConfig, ConfigError
-from rtl.mesh import Mesh, mesh_latency
+from rtl.mesh import Mesh
 from sim import progress
 from tb.dma_top import DmaTop
 
@@ -74,6 +75,11 @@ def to_verilog(top: str, cfg: AccelConfig) -> str:
         return shared.convert(top_component(top, cfg), top)
 
 
+def _with_top(fields: dict, top: str) -> str:
+    """A config.json that also records the top it was generated for (``--config`` gives it back)."""
+    return json.dumps({"top": top, **fields}, indent=2, sort_keys=True) + "\n"
+
+
 def write_outputs(top: str, cfg: AccelConfig, out_dir: Path) -> dict[str, Path]:
     """Write ``<top>.v``, ``config.json`` and ``pyard_params.h`` into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,7 +89,7 @@ def write_outputs(top: str, cfg: AccelConfig, out_dir: Path) -> dict[str, Path]:
         "header": out_dir / "pyard_params.h",
     }
     paths["verilog"].write_text(to_verilog(top, cfg))
-    paths["config"].write_text(cfg.to_json())
+    paths["config"].write_text(_with_top(cfg.to_dict(), top))
     paths["header"].write_text(params_header(top, cfg))
     return paths
 
@@ -97,7 +103,7 @@ def write_soc_outputs(top: str, cfg, out_dir: Path) -> dict[str, Path]:
     paths = {"verilog": out_dir / f"{top}.v", "config": out_dir / "config.json"}
     with progress.phase(f"Generating Verilog: {top} {cfg.name}"):
         paths["verilog"].write_text(shared.convert(Soc(cfg) if top == "soc" else SocSim(cfg), top))
-    paths["config"].write_text(cfg.to_json())
+    paths["config"].write_text(_with_top(cfg.to_dict(), top))
     paths |= write_firmware_files(cfg, out_dir)
     if top == "soc_sim":
         paths["sim_ram"] = REPO / "soc" / "sim_ram.v"

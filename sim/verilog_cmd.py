@@ -6,29 +6,35 @@ import argparse
 import time
 from pathlib import Path
 
-from sim.config_args import add_config_args, config_from_args
+from rtl.config import read_config_json
+from sim.config_args import config_from_args
 from sim.generate import SOC_TOPS, TOPS, write_outputs, write_soc_outputs
+from sim.soc_args import add_soc_args, soc_config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verilog", help="generate Verilog, config.json and pyard_params.h")
-    add_config_args(p)
-    p.add_argument("--top", default="mesh", help="which block: " + ", ".join([*TOPS, *SOC_TOPS]))
+    add_soc_args(p)  # the SoC options apply to --top soc / soc_sim
+    p.add_argument(
+        "--top",
+        default=None,
+        help="which block: " + ", ".join([*TOPS, *SOC_TOPS]) + " (default: a --config .json's top, else mesh)",
+    )
     p.add_argument("-o", "--out", type=Path, default=Path("build"), help="output directory (default build/)")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall on the result")
-    p.add_argument("--cores", type=int, default=1, help="harts of --top soc / soc_sim (1 to 16)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+    if args.top is None:
+        recorded = read_config_json(args.config).get("top") if (args.config or "").endswith(".json") else None
+        args.top = recorded if isinstance(recorded, str) else "mesh"
     start = time.monotonic()
     if args.top in SOC_TOPS:
-        from soc.config import SocConfig
-
-        soc_cfg = SocConfig(accel=cfg, cores=args.cores)
+        soc_cfg = soc_config_from_args(args)
         cfg_name, paths = soc_cfg.name, write_soc_outputs(args.top, soc_cfg, args.out)
     else:
+        cfg = config_from_args(args)
         cfg_name, paths = cfg.name, write_outputs(args.top, cfg, args.out)
     print(f"{cfg_name} {args.top}: generated in {time.monotonic() - start:.1f} s")
     for kind, path in paths.items():

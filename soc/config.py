@@ -114,6 +114,7 @@ class SocConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SocConfig:
+        values = {k: v for k, v in values.items() if k != "top"}  # the top it was generated for
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
