@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rtl.cmd import ERR
 from sim.soc_build import build_soc
 from soc.config import SocConfig
 from soc.memmap import DRAM_BASE, ITCM_BASE, MEM_BASE
@@ -43,6 +44,17 @@ class RunResult:
     dumps: dict[str, bytes] = field(default_factory=dict)
     sim_seconds: float = 0.0  # wall-clock time of the simulated run (loading and read-back excluded)
     tile_cycles: int = 0  # cycles the accelerator tile was clocked (it is gated while idle)
+    tile_status: int = 0  # the tile's STATUS register at the end of the run
+    tile_error_seq: int = 0  # its ERROR_SEQ register
+
+    @property
+    def tile_error(self) -> str | None:
+        """The tile's error still pending at the end of the run, in words; None if there is none."""
+        if not self.tile_status >> 2 & 1:
+            return None
+        code, unit = self.tile_status >> 8 & 0xFF, self.tile_status >> 4 & 7
+        name = {v: k for k, v in ERR.items()}.get(code, f"code {code:#04x}")
+        return f"{name} (error code {code:#04x}, unit {unit}, command #{self.tile_error_seq})"
 
     @property
     def cpi(self) -> list[float | None]:
@@ -126,6 +138,8 @@ def run_elf(
         cycles=result["cycles"],
         instret=result["instret"],
         counters=_counters(result["counters"]),
+        tile_status=result["counters"]["status"],
+        tile_error_seq=result["counters"]["error_seq"],
         dumps=read,
         sim_seconds=result["seconds"],
         tile_cycles=result["tile_cycles"],
@@ -133,7 +147,7 @@ def run_elf(
 
 
 def _counters(raw: dict[str, int]) -> dict[str, int]:
-    out = {k: v for k, v in raw.items() if not k.startswith("macs_")}
+    out = {k: v for k, v in raw.items() if not k.startswith("macs_") and k not in ("status", "error_seq")}
     out["macs"] = raw["macs_lo"] | raw["macs_hi"] << 32
     return out
 
@@ -182,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = soc_config_from_args(args)
     if args.max_cycles < 1:
         raise UsageError(f"--max-cycles = {args.max_cycles} is invalid: allowed a positive integer")
+    _check_writable("--trace", args.trace)
     elf = _program(cfg, args.program)
     try:
         gate = not args.no_clock_gate
@@ -190,14 +205,27 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if result.exit_code is None:
         print(f"\npyard: stopped: no EXIT within {args.max_cycles} cycles (--max-cycles)", file=sys.stderr)
+    if result.tile_error:
+        print(f"pyard: the tile still reports an error at exit: {result.tile_error}", file=sys.stderr)
     if args.json:
         stats = {"config": cfg.name, "exit_code": result.exit_code, "cycles": result.cycles}
+        stats["tile_error"] = result.tile_error
         stats |= {"instret": result.instret, "cpi": result.cpi, "counters": result.counters}
         stats["tile_cycles"] = result.tile_cycles
         print(json.dumps(stats, indent=2), file=sys.stderr)
     else:
         print(result.summary(), file=sys.stderr)
     return result.exit_status
+
+
+def _check_writable(option: str, path: Path | None) -> None:
+    """Refuse an output file that cannot be written, before anything runs."""
+    from sim.cli import UsageError
+
+    if path is None:
+        return
+    if path.is_dir() or not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise UsageError(f"{option} = {str(path)!r} is invalid: allowed a file path in an existing, writable directory")
 
 
 def _echo(text: str) -> None:

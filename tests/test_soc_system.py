@@ -322,3 +322,40 @@ def test_accelerator_registers_are_reachable(tmp_path) -> None:
     word0, hwcfg = struct.unpack("<II", result.dumps["id"])
     assert word0 == 0x5059_4144
     assert (hwcfg & 0xFF, hwcfg >> 8 & 0xFF) == (CFG.accel.rows, CFG.accel.cols)
+
+
+TILE_ERROR = r"""
+#include <stdint.h>
+#include "pyard_soc.h"
+int main(void) {
+    volatile uint32_t *tile = (volatile uint32_t *)PYARD_ACCEL_BASE;
+    tile[0x40 / 4] = BAD_OPCODE_WORD; /* CMD0 */
+    tile[0x80 / 4] = 1;               /* CMD_PUSH */
+    while (!(tile[0x08 / 4] & 4)) {   /* until STATUS.error */
+    }
+    return 0; /* exits without reading or clearing the error */
+}
+"""
+
+
+def test_pyard_run_reports_a_tile_error_left_pending(tmp_path, capsys) -> None:
+    from rtl.cmd import ERR
+
+    opcode = 0xFE  # no command has it (docs/isa.md)
+    elf = _build(tmp_path, "tile_error", TILE_ERROR, BAD_OPCODE_WORD=opcode)
+    assert pyard(["run", "--config", "4x4-int8", "--cores", "2", str(elf)]) == 0
+    err = capsys.readouterr().err
+    assert f"still reports an error at exit: BAD_OPCODE (error code {ERR['BAD_OPCODE']:#04x}" in err, err
+    assert "command #0" in err
+    clean = _build(tmp_path, "exit", SPIN, SPIN_ITERS=10, EXIT_CODE=0)
+    assert pyard(["run", "--config", "4x4-int8", "--cores", "2", str(clean)]) == 0
+    assert "still reports an error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["missing/dir/run.fst", "."])
+def test_pyard_run_refuses_a_trace_it_cannot_write_before_simulating(where, tmp_path, capsys) -> None:
+    elf = _build(tmp_path, "exit", SPIN, SPIN_ITERS=10, EXIT_CODE=0)
+    assert pyard(["run", "--config", "4x4-int8", "--cores", "2", "--trace", str(tmp_path / where), str(elf)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith("pyard: error: --trace") and captured.err.count("\n") == 1, captured.err

@@ -33,7 +33,7 @@ namespace {
 
 std::vector<uint32_t> g_mem(PYARD_MEM_SIZE / 4);  // main memory, word-addressed from PYARD_MEM_BASE
 
-// The accelerator counters (docs/isa.md), read over the debug bus when the run ends.
+// The accelerator's status and counters (docs/isa.md), read over the debug bus when the run ends.
 const struct {
     const char* name;
     uint32_t offset;
@@ -41,7 +41,7 @@ const struct {
     {"cycles_busy", 0x100},         {"macs_lo", 0x104},           {"macs_hi", 0x108},
     {"dma_rd_bytes", 0x10C},        {"dma_wr_bytes", 0x110},      {"stall_exec_on_load", 0x114},
     {"stall_exec_on_store", 0x118}, {"stall_dma_read", 0x11C},    {"stall_dma_write", 0x120},
-    {"stall_queue", 0x124},
+    {"stall_queue", 0x124},         {"status", 0x008},            {"error_seq", 0x014},
 };
 
 struct Sim {
