@@ -21,10 +21,11 @@ from typing import TypeVar
 
 from rtl.config import AccelConfig
 from sim import verilator
-from sim.generate import REPO, source_hash, to_verilog
+from sim.generate import source_hash, to_verilog
+from sim.paths import build_root
 
 T = TypeVar("T")
-BUILD_ROOT = Path(os.environ.get("PYARD_BUILD_DIR", REPO / "build"))
+BUILD_ROOT = build_root()
 
 
 def waves_requested() -> bool:

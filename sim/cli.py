@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rtl.config import ConfigError
 from sim import progress
+from sim.toolchain import ToolchainError
 
 # Modules that contribute sub-commands, in the order `pyard --help` lists them.
 COMMAND_MODULES = ("sim.verilog_cmd", "sim.run", "sim.bench_cmd", "synth.cli", "sim.fptt_cli")
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress.set_quiet(getattr(args, "quiet", False) or bool(getattr(args, "json", False)))
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, UsageError) as err:
+    except (ConfigError, UsageError, ToolchainError) as err:  # a compile error is the user's program
         print(f"pyard: error: {err}", file=sys.stderr)
         return 2
 

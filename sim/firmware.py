@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sim.paths import build_root
 from sim.toolchain import COMMON_FLAGS, Toolchain, ToolchainError, find_toolchain, link
 from soc.config import SocConfig
 from soc.memmap import write_firmware_files
@@ -24,7 +25,7 @@ __all__ = ["BUILD_DIR", "DRIVER_DIR", "RUNTIME_DIR", "build_firmware", "c_bytes"
 REPO = Path(__file__).resolve().parent.parent
 RUNTIME_DIR = REPO / "firmware" / "runtime"
 DRIVER_DIR = REPO / "firmware" / "driver"
-BUILD_DIR = REPO / "build" / "fw"
+BUILD_DIR = build_root() / "fw"
 # -O2 for speed; sections + --gc-sections keep unused runtime/driver code out of the ITCM.
 OPT_FLAGS = (
     "-O2",
@@ -82,9 +83,7 @@ def build_firmware(
     includes = [gen, RUNTIME_DIR, DRIVER_DIR, *dict.fromkeys(user_dirs)]
     all_flags = _flags(tc, defines or {}, includes, flags)
     all_srcs = [*library_sources(), *srcs]
-    headers = sorted({p for d in includes for p in d.glob("*.h")})
-    link_ld = gen / "link.ld"
-    return link(tc, all_flags, link_ld, all_srcs, [*all_srcs, *headers, link_ld], out_dir) / "image.elf"
+    return link(tc, all_flags, gen / "link.ld", all_srcs, out_dir) / "image.elf"
 
 
 def c_bytes(name: str, data: bytes, *, const: bool = True) -> str:

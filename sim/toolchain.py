@@ -3,15 +3,18 @@
 The compiler is ``riscv64-unknown-elf-gcc`` when it is on PATH and has an rv32 libgcc, else the
 clang inside the PyPI ``ziglang`` package (``python -m ziglang cc``), which targets riscv32 out of
 the box; ``PYARD_TOOLCHAIN=gcc`` or ``=zig`` picks one (an error if it is missing). Builds are
-cached under ``build/fw/<hash>/`` keyed by the compiler, the flags and the contents of every
-source, header and linker script, so a test run compiles each program once.
+cached under ``$PYARD_BUILD_DIR/fw/`` (default ``build/fw/``) keyed by the compiler, the flags, the
+sources, the linker script and every file the compiler read (its ``-MD`` dependency output), so a
+test run compiles each program once and a changed header is never missed.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim import progress
+from sim.paths import build_root
 
 __all__ = [
     "TOOLCHAINS",
@@ -36,7 +40,7 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO / "build" / "fw"
+BUILD_DIR = build_root() / "fw"
 DEFAULT_LINKER_SCRIPT = REPO / "firmware" / "link" / "test.ld"
 COMMON_FLAGS = ("-nostdlib", "-ffreestanding", "-static", "-fno-pic", "-g")
 
@@ -105,19 +109,47 @@ class Firmware:
     hex: Path  # one 32-bit little-endian word per line, from the load address of the image
 
 
-def _digest(toolchain: Toolchain, flags: Sequence[str], inputs: Sequence[Path]) -> str:
-    h = hashlib.sha256()
-    h.update(repr((toolchain, tuple(flags))).encode())
-    for path in inputs:
-        h.update(str(path).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+def _hash_files(paths: Sequence[Path]) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
-def _run(cmd: Sequence[str]) -> None:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _run(cmd: Sequence[str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False, cwd=cwd)
     if proc.returncode != 0:
-        raise ToolchainError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        # The compiler's own message first: that is what the user has to fix.
+        message = (proc.stderr + proc.stdout).strip() or f"exit status {proc.returncode}"
+        raise ToolchainError(f"{Path(cmd[0]).name} failed:\n{message}")
+
+
+def read_depfile(text: str, base: Path) -> list[Path]:
+    """The prerequisites of a Make dependency file as the compiler writes it (``-MD``)."""
+    body = text.replace("\\\n", " ")
+    deps: list[Path] = []
+    for line in body.splitlines():
+        _, sep, rest = line.partition(": ")
+        if not sep:
+            continue
+        for name in re.split(r"(?<!\\) ", rest.strip()):
+            if name and not name.endswith(":"):
+                deps.append((base / name.replace("\\ ", " ")).resolve())
+    return deps
+
+
+def _cached(out_dir: Path, key: str) -> Path | None:
+    """A build of this key whose recorded dependencies all still have the contents it was built from."""
+    for candidate in sorted(out_dir.glob(f"{key}-*")):
+        manifest = candidate / "deps.json"
+        if not manifest.is_file():
+            continue
+        recorded: dict[str, str] = json.loads(manifest.read_text())
+        paths = [Path(p) for p in recorded]
+        if all(p.is_file() for p in paths) and _hash_files(paths) == recorded:
+            return candidate
+    return None
 
 
 def link(
@@ -125,32 +157,48 @@ def link(
     flags: Sequence[str],
     linker_script: Path,
     sources: Sequence[Path],
-    inputs: Sequence[Path],
     out_dir: Path,
     then: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Compile and link ``sources`` into ``<out_dir>/<hash>/image.elf`` unless that build exists;
-    returns its directory. The hash covers the compiler, the flags and the contents of ``inputs``
-    (every file the build reads). ``then(directory)`` adds more outputs before the build is published.
+    """Compile each of ``sources`` and link them into ``<out_dir>/<key>-<deps>/image.elf`` unless an
+    up-to-date build exists; returns its directory. ``then(directory)`` adds more outputs before the
+    build is published.
 
-    Each build is made in a private directory and renamed into place, so parallel test workers never
-    see (or clobber) a half-written build.
+    The cache is keyed on what the compiler actually read: the compiler, the flags, the sources and
+    the linker script name a key, and each build of that key records the dependency files the
+    compiler wrote (``-MD``: every header, ``.inc`` or other included file, wherever it lives) with
+    their contents; a build is reused only while all of them are unchanged. Each build is made in a
+    private directory and renamed into place, so parallel test workers never see (or clobber) a
+    half-written build.
     """
-    target = out_dir / _digest(tc, flags, inputs)
-    if target.exists():
-        return target
+    key = _digest(tc, tuple(flags), str(linker_script), tuple(map(str, sources)))
+    found = _cached(out_dir, key)
+    if found is not None:
+        return found
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir))
     try:
-        with progress.phase(f"Compiling firmware: {len(sources)} sources with {tc.name}"):
+        with progress.phase(f"Compiling firmware: {len(sources)} sources with {tc.name}", len(sources), "files") as ph:
+            objects = []
+            for n, src in enumerate(sources):
+                obj = tmp / f"{n}-{src.stem}.o"
+                _run([*tc.cc, *flags, "-c", str(src), "-MD", "-MF", f"{obj}.d", "-o", str(obj)])
+                objects.append(obj)
+                ph.advance()
             _run(
-                [*tc.cc, *flags, f"-Wl,-T,{linker_script}", *map(str, sources), "-o", str(tmp / "image.elf"), *tc.libs]
+                [*tc.cc, *flags, f"-Wl,-T,{linker_script}", *map(str, objects), "-o", str(tmp / "image.elf"), *tc.libs]
             )
+        deps = {Path(linker_script).resolve(), *(Path(s).resolve() for s in sources)}
+        for obj in objects:
+            deps.update(read_depfile(Path(f"{obj}.d").read_text(), Path.cwd()))
+        manifest = _hash_files(sorted(deps))
+        (tmp / "deps.json").write_text(json.dumps(manifest, indent=1))
         if then:
             then(tmp)
-    except ToolchainError:
+    except (ToolchainError, OSError):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    target = out_dir / f"{key}-{_digest(manifest)}"
     try:
         tmp.rename(target)
     except OSError:  # another worker finished the same build first; its result is identical
@@ -171,7 +219,6 @@ def build(
     tc = toolchain or find_toolchain()
     srcs = [Path(s).resolve() for s in sources]
     includes = [Path(d).resolve() for d in include_dirs] + sorted({s.parent for s in srcs})
-    headers = sorted(p for d in includes for p in d.glob("*.h"))
     all_flags = [*tc.arch_flags, *COMMON_FLAGS, *flags, *(f"-I{d}" for d in includes)]
 
     def images(directory: Path) -> None:
@@ -182,7 +229,7 @@ def build(
         words = struct.unpack(f"<{len(data) // 4}I", data)
         (directory / "image.hex").write_text("".join(f"{w:08x}\n" for w in words))
 
-    target = link(tc, all_flags, linker_script, srcs, [*srcs, *headers, linker_script], out_dir, images)
+    target = link(tc, all_flags, linker_script, srcs, out_dir, images)
     return Firmware(target / "image.elf", target / "image.bin", target / "image.hex")
 
 

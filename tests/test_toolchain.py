@@ -58,3 +58,74 @@ def test_toolchain_targets_rv32ima() -> None:
     tc = find_toolchain()
     flags = " ".join(tc.arch_flags)
     assert ("rv32ima" in flags) or ("generic_rv32+m+a" in flags)
+
+
+INCLUDING = """
+#include "sub/deep.h"
+#include "../outside.h"
+int table[3] = {
+#include "values.inc"
+};
+int main(void) { return table[1] + DEEP + OUTSIDE; }
+"""
+
+
+@pytest.mark.parametrize("toolchain", ["gcc", "zig"])
+def test_cache_follows_every_file_the_compiler_read(toolchain: str, tmp_path: Path) -> None:
+    """A header in a subfolder, one in a parent folder and an .inc file are all part of the build:
+    changing any of them rebuilds; changing a file nothing includes does not."""
+    tc = find_toolchain(toolchain)
+    src_dir = tmp_path / "src"
+    (src_dir / "sub").mkdir(parents=True)
+    (tmp_path / "outside.h").write_text("#define OUTSIDE 100\n")
+    (src_dir / "sub" / "deep.h").write_text("#define DEEP 1000\n")
+    (src_dir / "values.inc").write_text("10, 20, 30\n")
+    (src_dir / "main.c").write_text(INCLUDING)
+    (src_dir / "start.S").write_text(START)
+    (src_dir / "unrelated.h").write_text("#define NOTHING 0\n")
+    srcs, out = [src_dir / "start.S", src_dir / "main.c"], tmp_path / "fw"
+
+    def table_and_code() -> tuple[int, bytes]:
+        fw = build(srcs, out_dir=out, toolchain=tc)
+        elf = load_elf(fw.elf)
+        return elf.words(0, 64 * 1024)[elf.symbols["table"] // 4 + 1], fw.bin.read_bytes()
+
+    value, first = table_and_code()
+    assert value == 20
+    (src_dir / "unrelated.h").write_text("#define NOTHING 1\n")
+    assert table_and_code() == (20, first)
+    (src_dir / "values.inc").write_text("10, 21, 30\n")
+    assert table_and_code()[0] == 21
+    for header, text in [
+        (src_dir / "sub" / "deep.h", "#define DEEP 2000\n"),
+        (tmp_path / "outside.h", "#define OUTSIDE 7\n"),
+    ]:
+        before = table_and_code()[1]
+        header.write_text(text)
+        assert table_and_code()[1] != before, header
+
+
+def test_build_dir_moves_every_cache(tmp_path: Path) -> None:
+    """PYARD_BUILD_DIR is the root of the firmware cache as of the Verilator and synthesis ones."""
+    import subprocess
+    import sys
+
+    code = (
+        "from sim.build import BUILD_ROOT; from sim.firmware import BUILD_DIR as F; "
+        "from sim.toolchain import BUILD_DIR as T; print(BUILD_ROOT, F, T, sep='\\n')"
+    )
+    env = {**__import__("os").environ, "PYARD_BUILD_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert [Path(line) for line in out.split()] == [tmp_path, tmp_path / "fw", tmp_path / "fw"]
+
+
+def test_pyard_run_shows_the_compilers_message_first(tmp_path: Path, capsys) -> None:
+    from sim.cli import main
+
+    (tmp_path / "bad.c").write_text("int main(void) { return undefined_name; }\n")
+    assert main(["run", "--config", "4x4-int8", str(tmp_path / "bad.c")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    first = err.splitlines()[0]
+    assert first.startswith("pyard: error: ") and len(first) < 120, first
+    assert "undefined_name" in err
