@@ -137,7 +137,8 @@ class CsrFile(wiring.Component):
 
     def _write(self, m: Module, r: dict[str, Signal]) -> None:
         w = self.wdata
-        m.d.sync += [r["mcycle"].eq(r["mcycle"] + 1), r["minstret"].eq(r["minstret"] + self.retire - self.unretire)]
+        self._counter(m, r["mcycle"], 1, "mcycle")
+        self._counter(m, r["minstret"], self.retire - self.unretire, "minstret")
         with m.If(self.we), m.Switch(self.addr):
             with m.Case(CSR["mstatus"]):
                 m.d.sync += [r["mstatus_mie"].eq(w[3]), r["mstatus_mpie"].eq(w[7])]
@@ -150,14 +151,18 @@ class CsrFile(wiring.Component):
             for name in ("mscratch", "mcause", "mtval"):
                 with m.Case(CSR[name]):
                     m.d.sync += r[name].eq(w)
-            with m.Case(CSR["mcycle"]):
-                m.d.sync += r["mcycle"][0:32].eq(w)
-            with m.Case(CSR["mcycleh"]):
-                m.d.sync += r["mcycle"][32:64].eq(w)
-            with m.Case(CSR["minstret"]):
-                m.d.sync += r["minstret"][0:32].eq(w)
-            with m.Case(CSR["minstreth"]):
-                m.d.sync += r["minstret"][32:64].eq(w)
+
+    def _counter(self, m: Module, counter: Signal, increment, name: str) -> None:
+        """A 64-bit counter written as two halves. A CSR write replaces that cycle's increment of
+        the whole counter (privileged spec, "Hardware Performance Monitor": the write takes effect
+        after the writing instruction has otherwise completed): the written half takes the value,
+        the other half keeps its own, and nothing carries between them."""
+        with m.If(self.we & (self.addr == CSR[name])):
+            m.d.sync += counter[0:32].eq(self.wdata)
+        with m.Elif(self.we & (self.addr == CSR[name + "h"])):
+            m.d.sync += counter[32:64].eq(self.wdata)
+        with m.Else():
+            m.d.sync += counter.eq(counter + increment)
 
     def _trap(self, m: Module, r: dict[str, Signal]) -> None:
         base = Cat(Const(0, 2), r["mtvec"][2:32])

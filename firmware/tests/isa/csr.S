@@ -59,5 +59,14 @@ TEST_START
   /* The illegal CSR write had no effect on the destination register. */
   li x1, 0x77; ILLEGAL_CSR(44, csrrw x1, 0x7c0, x0)
   TEST_CASE(45, 0x77, mv RESULT, x1)
+  /* A write to either half of minstret replaces the writing instruction's increment of the whole
+   * 64-bit counter (privileged spec, Hardware Performance Monitor): no carry out of a written low
+   * half, no increment of the low half when the high half is written; later instructions count. */
+  TEST_CASE(46, 5, li x1, 5; csrw minstreth, x1; li x1, -1; csrw minstret, x1; csrr RESULT, minstreth)
+  TEST_CASE(47, 6, li x1, 5; csrw minstreth, x1; li x1, -1; csrw minstret, x1; nop; csrr RESULT, minstreth)
+  TEST_CASE(48, 0, li x1, -1; csrw minstret, x1; li x1, 9; csrw minstreth, x1; csrr RESULT, minstret)
+  TEST_CASE(49, 9, li x1, -1; csrw minstret, x1; li x1, 9; csrw minstreth, x1; csrr RESULT, minstreth)
+  TEST_CASE(50, 2, li x1, -2; csrw minstret, x1; li x1, 8; csrw minstreth, x1; nop; nop; nop; csrr RESULT, minstret)
+  TEST_CASE(51, 9, li x1, -3; li x2, 8; csrw minstreth, x2; csrw minstret, x1; nop; nop; nop; csrr RESULT, minstreth)
   TEST_PASS
 TEST_END
