@@ -178,12 +178,16 @@ def run_cocotb(
     env: Mapping[str, str] | None = None,
     name: str = "run",
 ) -> Path:
-    """Run cocotb tests of ``test_module`` on a build; raise if any failed. Returns the run directory."""
+    """Run cocotb tests of ``test_module`` on a build; raise if any failed. Returns the run directory,
+    ``runs/<name>-<unique>/`` of the build: runs at the same time (two benches, test workers) never
+    share a results file, log or waveform."""
+    import tempfile
+
     from cocotb_tools.runner import Verilator, get_results
 
     verilator.activate()
-    run_dir = b.directory / "runs" / name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    (b.directory / "runs").mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=b.directory / "runs"))
     runner = Verilator()
     extra_env = {"PYARD_CONFIG": b.cfg.to_json(), **(env or {})}
     test_args = ["--trace-file", str(run_dir / "waves.fst")] if b.waves else []

@@ -24,3 +24,16 @@ def test_waveforms_on_request(tmp_path, monkeypatch) -> None:
     run_dir = run_cocotb(b, "tb.mesh_tb", testcase="mesh_one_tile", name="waves")
     fst = run_dir / "waves.fst"
     assert fst.exists() and fst.read_bytes()[:1] == b"\x00"  # FST files open with a header block of type 0
+
+
+def test_runs_at_the_same_time_keep_their_own_results(tmp_path) -> None:
+    """Two runs of one build under one name (two benches on one config) get their own folders, so
+    neither reads the other's results file or log."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    b = build("mesh", AccelConfig(rows=2, cols=3, dtype="int8"), root=tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: run_cocotb(b, "tb.mesh_tb", testcase="mesh_one_tile", name="bench"), range(2)))
+    assert runs[0] != runs[1]
+    for run in runs:
+        assert (run / "results.xml").is_file() and "mesh_one_tile" in (run / "results.xml").read_text()
