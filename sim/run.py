@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtl.cmd import ERR
+from sim.elf_check import ElfError, check_elf
 from sim.soc_build import build_soc
 from soc.config import SocConfig
-from soc.memmap import DRAM_BASE, ITCM_BASE, MEM_BASE
 
 __all__ = ["BUDGET_EXIT_STATUS", "LoadError", "RunResult", "load_image", "run_elf"]
 
@@ -80,19 +80,15 @@ def load_image(cfg: SocConfig, elf: Path) -> bytes:
     """(address, word) pairs of the ELF's non-zero words, after checking every segment fits a memory."""
     from sim.toolchain import load_elf
 
-    regions = {
-        "ITCM": (ITCM_BASE, cfg.itcm_bytes),
-        "data RAM": (DRAM_BASE, cfg.dram_bytes),
-        "main memory": (MEM_BASE, cfg.mem_bytes),
-    }
+    try:
+        check_elf(cfg, elf)
+    except ElfError as err:
+        raise LoadError(str(err)) from None
     out = bytearray()
     for addr, data in load_elf(elf).segments:
         data = data.rstrip(b"\0")  # memories start zeroed: trailing zeros (.bss, NOLOAD) need no load
         if not data:
             continue
-        if not any(base <= addr and addr + len(data) <= base + size for base, size in regions.values()):
-            names = ", ".join(f"{n} {b:#x}+{s:#x}" for n, (b, s) in regions.items())
-            raise LoadError(f"{elf}: segment at {addr:#x} (+{len(data)} bytes) is outside the SoC memories ({names})")
         start = addr & ~3
         data = bytes(addr - start) + data
         data += bytes(-len(data) % 4)
@@ -115,10 +111,11 @@ def run_elf(
     """Run ``elf`` until a hart writes EXIT or ``max_cycles`` pass; ``dumps`` name (address, length)
     ranges read back at the end. ``on_console`` receives console text as the program writes it.
     ``gate_tile=False`` runs a build whose tile is clocked on every cycle (see sim/soc_build.py)."""
+    image = load_image(cfg, Path(elf))  # refuses an ELF the SoC cannot run before building the SoC
     sim = build_soc(cfg, trace=trace is not None, gate_tile=gate_tile)
     with tempfile.TemporaryDirectory(prefix="pyard-run-") as tmp:
         work = Path(tmp)
-        (work / "image.bin").write_bytes(load_image(cfg, Path(elf)))
+        (work / "image.bin").write_bytes(image)
         cmd = [str(sim.executable), "--image", str(work / "image.bin"), "--result", str(work / "result.json")]
         cmd += ["--max-cycles", str(max_cycles)]
         for n, (name, (addr, length)) in enumerate((dumps or {}).items()):
