@@ -7,8 +7,12 @@ import json
 import tempfile
 from pathlib import Path
 
+from sim.arg_types import integer
 from sim.config_args import add_config_args, config_from_args
 from tb import operands
+
+# Main-memory read latency of the benchmarks' memory model, in cycles.
+LATENCY = integer(1, 100_000)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     gemm = kinds.add_parser("gemm", help="one GEMM command on the tile: cycles end to end, utilization, counters")
     add_config_args(gemm)
     for dim in ("m", "k", "n"):
-        gemm.add_argument(f"--{dim}", type=int, default=256)
-    gemm.add_argument("--latency", type=int, default=32, help="main-memory read latency in cycles (default 32)")
+        gemm.add_argument(f"--{dim}", type=integer(1, 65535), default=256)
+    gemm.add_argument("--latency", type=LATENCY, default=32, help="main-memory read latency in cycles (default 32)")
     gemm.add_argument("--trans-a", action="store_true")
     gemm.add_argument("--trans-b", action="store_true")
     gemm.add_argument("--json", action="store_true", help="print only the JSON result")
@@ -39,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(conv)
     for name, default in CONV_DEFAULTS.items():
         conv.add_argument(f"--{name}", type=int, default=default)
-    conv.add_argument("--latency", type=int, default=32, help="main-memory read latency in cycles (default 32)")
+    conv.add_argument("--latency", type=LATENCY, default=32, help="main-memory read latency in cycles (default 32)")
     conv.add_argument("--json", action="store_true", help="print only the JSON result")
     conv.set_defaults(func=bench_conv)
 

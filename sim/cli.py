@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rtl.config import ConfigError
 from sim import progress
@@ -23,8 +26,20 @@ class UsageError(Exception):
     """A user mistake that is not a config field (missing file, bad combination of options)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block): ``pyard <command>: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that ``finally`` blocks (child processes, temporary
+    folders) run before pyard exits."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pyard", description=__doc__.splitlines()[0])
+    parser = Parser(prog="pyard", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -45,14 +60,41 @@ QUIET_HELP = "no progress display on stderr (also off under --json and when stde
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    progress.set_quiet(getattr(args, "quiet", False) or bool(getattr(args, "json", False)))
+    """Run one command; user mistakes are one line and exit status 2, Ctrl-C exits 130 and SIGTERM
+    143 after the command's child processes and temporary files are cleaned up."""
+    previous = _on_sigterm()
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        progress.set_quiet(getattr(args, "quiet", False) or bool(getattr(args, "json", False)))
         return int(args.func(args) or 0)
     except (ConfigError, UsageError, ToolchainError) as err:  # a compile error is the user's program
         print(f"pyard: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a file the user named cannot be read or written
+        where = f": {err.filename}" if err.filename else ""
+        print(f"pyard: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\npyard: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("\npyard: terminated", file=sys.stderr)
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _on_sigterm():
+    """Make SIGTERM raise :class:`Terminated` in the main thread; the handler it replaces."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def raise_terminated(signum, frame) -> None:
+        raise Terminated
+
+    return signal.signal(signal.SIGTERM, raise_terminated)
 
 
 if __name__ == "__main__":

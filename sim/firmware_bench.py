@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 
+from sim.arg_types import integer
 from sim.config_args import add_config_args, config_from_args
 
 __all__ = ["multicore_speedup", "register_multicore"]
@@ -50,8 +51,10 @@ def multicore_speedup(accel, harts: list[int], length: int, max_cycles: int = 20
 def register_multicore(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("multicore", help="parallel speedup of the element-wise kernel (vecadd.c) on 1..N harts")
     add_config_args(p)
-    p.add_argument("--cores", type=int, nargs="+", default=[1, 2, 4, 8], help="active hart counts (default 1 2 4 8)")
-    p.add_argument("--length", type=int, default=4096, help="elements per vector (default 4096)")
+    p.add_argument(
+        "--cores", type=integer(1, 16), nargs="+", default=[1, 2, 4, 8], help="active hart counts (default 1 2 4 8)"
+    )
+    p.add_argument("--length", type=integer(1, 1 << 20), default=4096, help="elements per vector (default 4096)")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=bench_multicore)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sim.arg_types import int_list, integer, output_file, positive_real, real
 from tb.fptt.accounting import LAYOUTS, THESIS_KS
 
 MB = 1_000_000
@@ -27,24 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- options ---------------------------------------------------------------------------------
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def _training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="digits", help="data set (digits: scikit-learn's 8x8 digits)")
     p.add_argument("--stream", default="pixel", choices=("pixel", "row"), help="one pixel (T=64) or row (T=8) per step")
-    p.add_argument("--hidden", type=int, default=32, help="LSTM hidden size H (default 32)")
-    p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
-    p.add_argument("--lr", type=float, default=0.1, help="learning rate eta (default 0.1)")
-    p.add_argument("--alpha", type=float, default=0.1, help="FPTT regulariser alpha (default 0.1)")
-    p.add_argument("--batch", type=int, default=16, help="sequences per batch B (default 16)")
-    p.add_argument("--seed", type=int, default=0, help="initialisation and shuffling seed (default 0)")
-    p.add_argument("--trunc-h", type=int, default=None, help="backward window in steps (default: whole partition)")
-    p.add_argument("--trunc-s", type=int, default=None, help="longest cell-state run in steps (default: no limit)")
+    p.add_argument("--hidden", type=integer(1), default=32, help="LSTM hidden size H (default 32)")
+    p.add_argument("--epochs", type=integer(1), default=30, help="training epochs (default 30)")
+    p.add_argument("--lr", type=positive_real, default=0.1, help="learning rate eta (default 0.1)")
+    p.add_argument("--alpha", type=real(0.0), default=0.1, help="FPTT regulariser alpha (default 0.1)")
+    p.add_argument("--batch", type=integer(1), default=16, help="sequences per batch B (default 16)")
+    p.add_argument(
+        "--seed", type=integer(0, 2**32 - 1), default=0, help="initialisation and shuffling seed (default 0)"
+    )
+    p.add_argument(
+        "--trunc-h", type=integer(1), default=None, help="backward window in steps (default: whole partition)"
+    )
+    p.add_argument(
+        "--trunc-s", type=integer(1), default=None, help="longest cell-state run in steps (default: no limit)"
+    )
     p.add_argument("--ramp", action="store_true", help="weight partition losses by t/T (default: all 1)")
 
 
@@ -54,6 +54,7 @@ def _json_option(p: argparse.ArgumentParser, what: str) -> None:
         nargs="?",
         const="-",
         default=None,
+        type=lambda text: text if text == "-" else str(output_file(text)),  # checked before any training
         metavar="FILE",
         help=f"write {what} as JSON ('-' or no FILE: stdout)",
     )
@@ -62,7 +63,7 @@ def _json_option(p: argparse.ArgumentParser, what: str) -> None:
 def _add_train(fsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("train", help="train on a data set, print accuracy and loss per epoch")
     _training_options(p)
-    p.add_argument("--K", type=int, default=8, help="partition factor K (default 8, about sqrt(64))")
+    p.add_argument("--K", type=integer(1), default=8, help="partition factor K (default 8, about sqrt(64))")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="arithmetic (default fp32)")
     _json_option(p, "the training curve")
     p.set_defaults(func=cmd_train)
@@ -71,7 +72,7 @@ def _add_train(fsub: argparse._SubParsersAction) -> None:
 def _add_sweep(fsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("sweep", help="train for several K and precisions, print the accuracy table")
     _training_options(p)
-    p.add_argument("--K", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64], help="comma-separated K values")
+    p.add_argument("--K", type=int_list(1), default=[1, 2, 4, 8, 16, 32, 64], help="comma-separated K values")
     p.add_argument(
         "--precision", type=lambda s: s.split(","), default=["fp32", "bf16"], help="comma-separated precisions"
     )
@@ -81,14 +82,18 @@ def _add_sweep(fsub: argparse._SubParsersAction) -> None:
 
 def _add_memory(fsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("memory", help="memory footprint (and with --ops the work) of one FPTT-K pass per K")
-    p.add_argument("--T", type=int, default=784, help="sequence length (default 784, sequential MNIST)")
-    p.add_argument("--hidden", type=int, default=128, help="hidden size H (default 128)")
-    p.add_argument("--batch", type=int, default=4, help="batch B (default 4)")
-    p.add_argument("--input", type=int, default=1, help="input size I (default 1)")
-    p.add_argument("--classes", type=int, default=10, help="classes C (default 10)")
-    p.add_argument("--K", type=_int_list, default=None, help="comma-separated K values (default: the thesis' set)")
-    p.add_argument("--trunc-h", type=int, default=None, help="backward window in steps (default: whole partition)")
-    p.add_argument("--trunc-s", type=int, default=None, help="longest cell-state run in steps (default: no limit)")
+    p.add_argument("--T", type=integer(1), default=784, help="sequence length (default 784, sequential MNIST)")
+    p.add_argument("--hidden", type=integer(1), default=128, help="hidden size H (default 128)")
+    p.add_argument("--batch", type=integer(1), default=4, help="batch B (default 4)")
+    p.add_argument("--input", type=integer(1), default=1, help="input size I (default 1)")
+    p.add_argument("--classes", type=integer(2), default=10, help="classes C (default 10)")
+    p.add_argument("--K", type=int_list(1), default=None, help="comma-separated K values (default: the thesis' set)")
+    p.add_argument(
+        "--trunc-h", type=integer(1), default=None, help="backward window in steps (default: whole partition)"
+    )
+    p.add_argument(
+        "--trunc-s", type=integer(1), default=None, help="longest cell-state run in steps (default: no limit)"
+    )
     p.add_argument(
         "--layout", default="pyard", choices=LAYOUTS, help="state layout (pyard: this model; thesis: its C code)"
     )
@@ -99,9 +104,9 @@ def _add_memory(fsub: argparse._SubParsersAction) -> None:
 
 def _add_bench(fsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("bench", help="seconds per training epoch of digits by pixel (fp32 and bf16)")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--K", type=int, default=8)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--hidden", type=integer(1), default=32)
+    p.add_argument("--K", type=integer(1), default=8)
+    p.add_argument("--batch", type=integer(1), default=16)
     _json_option(p, "the timings (always JSON)")
     p.set_defaults(func=cmd_bench)
 

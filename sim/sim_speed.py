@@ -14,6 +14,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from sim.arg_types import integer
+
 __all__ = ["register_sim_speed", "sim_speed"]
 
 LOOP = r"""
@@ -69,7 +71,9 @@ def register_sim_speed(kinds: argparse._SubParsersAction) -> None:
 
     p = kinds.add_parser("sim-speed", help="SoC simulation speed (cycles per second) and build time")
     add_soc_args(p)
-    p.add_argument("--iterations", type=int, default=2_000_000, help="loop iterations (about 7 cycles each)")
+    p.add_argument(
+        "--iterations", type=integer(1, 10**9), default=2_000_000, help="loop iterations (about 7 cycles each)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)
 

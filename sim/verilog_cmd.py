@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rtl.config import read_config_json
+from sim.arg_types import output_dir
 from sim.config_args import config_from_args
 from sim.generate import SOC_TOPS, TOPS, write_outputs, write_soc_outputs
 from sim.soc_args import add_soc_args, soc_config_from_args
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="which block: " + ", ".join([*TOPS, *SOC_TOPS]) + " (default: a --config .json's top, else mesh)",
     )
-    p.add_argument("-o", "--out", type=Path, default=Path("build"), help="output directory (default build/)")
+    p.add_argument("-o", "--out", type=output_dir, default=Path("build"), help="output directory (default build/)")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall on the result")
     p.set_defaults(func=run)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from sim.arg_types import integer, real
 from sim.config_args import add_config_args, config_from_args
 from synth.flow import FAMILIES, Options
 
@@ -20,10 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", default="tile", help="which design: " + ", ".join(TOPS))
     p.add_argument("--family", default="xc7", help="FPGA family: " + ", ".join(FAMILIES) + " (default xc7)")
     p.add_argument("--pnr", action="store_true", help="place and route (ecp5 only) and report fmax")
-    p.add_argument("--depth", type=int, default=1, help="levels of blocks reported (1 to 4, default 1)")
-    p.add_argument("--freq", type=float, default=100.0, help="nextpnr's target clock in MHz (default 100)")
-    p.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed (default 1)")
-    p.add_argument("--cores", type=int, default=1, help="harts of --top soc (1 to 16)")
+    p.add_argument("--depth", type=integer(1, 4), default=1, help="levels of blocks reported (1 to 4, default 1)")
+    p.add_argument("--freq", type=real(1.0), default=100.0, help="nextpnr's target clock in MHz (default 100)")
+    p.add_argument("--seed", type=integer(0, 2**31 - 1), default=1, help="nextpnr's placement seed (default 1)")
+    p.add_argument("--cores", type=integer(1, 16), default=1, help="harts of --top soc (1 to 16)")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=run)
 
