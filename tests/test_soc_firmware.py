@@ -213,7 +213,12 @@ TRAPS = {
     "illegal": (4, 2, "fault_illegal", 0xDEAD007F),
     "itcm_store": (5, 7, "fault_itcm", 0x40),
     "ecall": (6, 11, "fault_ecall", 0),
+    "bad_sp": (7, 7, "fault_bad_sp", UNMAPPED - 4),
 }
+NESTED_RE = re.compile(
+    r"\*\*\* nested trap on hart 0 \(a trap inside the trap handler\): mcause=0x([0-9a-f]{8}) \(([^)]*)\) "
+    r"mepc=0x([0-9a-f]{8}) mtval=0x([0-9a-f]{8})"
+)
 
 
 def test_division_by_zero() -> None:
@@ -238,6 +243,20 @@ def test_trap_reported(name: str) -> None:
     assert match, result.console
     assert [int(match.group(g), 16) for g in (1, 3, 4)] == [cause, epc, tval], result.console
     assert result.exit_code == 128 + cause
+
+
+def test_nested_trap_reported() -> None:
+    """A trap handler that faults: the second trap is reported as nested (where the handler
+    faulted) and the run ends at once with exit code 255, instead of the handler trapping on
+    itself until the cycle budget runs out."""
+    cfg = MULTI
+    elf = build_firmware(cfg, [SOC_TESTS / "traps.c"], defines={"TRAP_CASE": 8, "PYARD_NHARTS_ACTIVE": 1})
+    result = run(cfg, elf, max_cycles=200_000)
+    match = NESTED_RE.search(result.console)
+    assert match, result.console
+    fault = load_elf(elf).symbols["fault_in_handler"]
+    assert [int(match.group(g), 16) for g in (1, 3, 4)] == [5, fault, UNMAPPED], result.console
+    assert result.exit_code == 255
 
 
 # -- driver errors -------------------------------------------------------------------------------

@@ -23,6 +23,12 @@ _start:
   mul t1, t1, a0
   la sp, __stack_top
   sub sp, sp, t1
+  /* mscratch holds this hart's trap-stack top while no trap is being handled (see below). */
+  la t1, __trap_stack_size
+  mul t1, t1, a0
+  la t0, __trap_stack_top
+  sub t0, t0, t1
+  csrw mscratch, t0
   li t2, PYARD_NHARTS_ACTIVE
   bgeu a0, t2, .Lpark
   bnez a0, .Lwait
@@ -63,12 +69,18 @@ _start:
   wfi
   j .Lpark
 
-/* Trap entry: save the caller-saved registers, let C decide (trap.c), resume at the pc it returns.
- * Callee-saved registers are preserved by the C code itself. */
+/* Trap entry. The handler runs on this hart's own trap stack, whose top mscratch holds while no
+ * trap is being handled: swapping sp with mscratch needs no register and no memory, so a bad sp in
+ * the program cannot make the handler fault. mscratch is 0 while the handler runs, so a trap taken
+ * inside it (sp comes back 0) is a nested trap: it is reported and the run ends, instead of the
+ * handler faulting on itself forever. Saves the caller-saved registers and the interrupted sp, lets
+ * C decide (trap.c), resumes at the pc it returns. Callee-saved registers are preserved by C. */
   .align 2
   .globl _pyard_trap_entry
 _pyard_trap_entry:
-  addi sp, sp, -64
+  csrrw sp, mscratch, sp
+  beqz sp, .Lnested
+  addi sp, sp, -80
   sw ra, 0(sp)
   sw t0, 4(sp)
   sw t1, 8(sp)
@@ -85,11 +97,15 @@ _pyard_trap_entry:
   sw t4, 52(sp)
   sw t5, 56(sp)
   sw t6, 60(sp)
+  csrrw t0, mscratch, zero  /* the interrupted sp; mscratch = 0: in the handler */
+  sw t0, 64(sp)
   csrr a0, mcause
   csrr a1, mepc
   csrr a2, mtval
   call _pyard_trap_dispatch
   csrw mepc, a0
+  addi t0, sp, 80
+  csrw mscratch, t0         /* the trap stack's top again: the handler is done */
   lw ra, 0(sp)
   lw t0, 4(sp)
   lw t1, 8(sp)
@@ -106,12 +122,35 @@ _pyard_trap_entry:
   lw t4, 52(sp)
   lw t5, 56(sp)
   lw t6, 60(sp)
-  addi sp, sp, 64
+  lw sp, 64(sp)
   mret
+
+/* A trap inside the handler: the run ends, so every register is free. The report runs on the top
+ * of the trap stack again; a trap while reporting ends the run at once with the same exit code. */
+.Lnested:
+  csrr a0, mhartid
+  la t1, __trap_stack_size
+  mul t1, t1, a0
+  la sp, __trap_stack_top
+  sub sp, sp, t1
+  la t0, _pyard_nested_reporting
+  lw t1, 0(t0)
+  bnez t1, .Lnested_exit
+  li t1, 1
+  sw t1, 0(t0)
+  csrr a0, mcause
+  csrr a1, mepc
+  csrr a2, mtval
+  call _pyard_nested_trap
+.Lnested_exit:
+  li a0, PYARD_NESTED_TRAP_EXIT
+  call pyard_exit  /* writes EXIT: needs no stack */
 
 /* The boot flag lives in .data: the loader writes it as 0, hart 0 sets it after initialising. */
   .section .data
   .align 2
   .globl _pyard_boot_flag
 _pyard_boot_flag:
+  .word 0
+_pyard_nested_reporting:
   .word 0

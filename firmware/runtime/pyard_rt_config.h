@@ -11,4 +11,8 @@
 #define PYARD_NHARTS_ACTIVE PYARD_NHARTS
 #endif
 
+/* Exit code of a run ended by a trap inside the trap handler (crt0.S); other traps exit with
+ * 128 + cause (exceptions) or 192 + cause (interrupts). */
+#define PYARD_NESTED_TRAP_EXIT 255
+
 #endif

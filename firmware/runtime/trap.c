@@ -27,6 +27,15 @@ __attribute__((weak)) uintptr_t pyard_trap_handler(uint32_t mcause, uintptr_t me
   pyard_exit((mcause >> 31 ? 192 : 128) + (int)(mcause & 0x3f));
 }
 
+/* A trap taken inside the trap handler (crt0.S): report it and end the run. */
+__attribute__((used, noreturn)) void _pyard_nested_trap(uint32_t mcause, uintptr_t mepc, uint32_t mtval) {
+  _pyard_printf_unlocked(
+      "\n*** nested trap on hart %u (a trap inside the trap handler): mcause=0x%08x (%s) mepc=0x%08x "
+      "mtval=0x%08x\n",
+      pyard_hart_id(), (unsigned)mcause, pyard_cause_name(mcause), (unsigned)mepc, (unsigned)mtval);
+  pyard_exit(PYARD_NESTED_TRAP_EXIT);
+}
+
 /* Called by the assembly entry in crt0.S; returns the pc to resume at. */
 __attribute__((used)) uintptr_t _pyard_trap_dispatch(uint32_t mcause, uintptr_t mepc, uint32_t mtval) {
   void (*hook)(void) = pyard_external_irq_hook;

@@ -12,6 +12,17 @@
 #define CASE_ILLEGAL 4
 #define CASE_ITCM_STORE 5
 #define CASE_ECALL 6
+#define CASE_BAD_SP 7 /* the stack pointer points nowhere: the handler still reports (own stack) */
+#define CASE_NESTED 8 /* the trap handler itself faults: reported as a nested trap, the run ends */
+
+#if TRAP_CASE == CASE_NESTED
+uintptr_t pyard_trap_handler(uint32_t mcause, uintptr_t mepc, uint32_t mtval) {
+  uint32_t value;
+  (void)mcause, (void)mtval;
+  __asm__ volatile(".globl fault_in_handler\nfault_in_handler: lw %0, 0(%1)" : "=r"(value) : "r"(UNMAPPED) : "memory");
+  return mepc + 4 + value;
+}
+#endif
 
 /* Division by zero and overflow: RISC-V defines the results, nothing traps. Printed for the test to
  * compare with the specification's values. */
@@ -45,7 +56,11 @@ int main(void) {
       __asm__ volatile(".globl fault_itcm\nfault_itcm: sw %0, 0(%1)" ::"r"(value), "r"(PYARD_ITCM_BASE + 64) : "memory");
       break;
     case CASE_ECALL:
+    case CASE_NESTED:
       __asm__ volatile(".globl fault_ecall\nfault_ecall: ecall");
+      break;
+    case CASE_BAD_SP: /* sp lost: the push of the next call would fault the same way */
+      __asm__ volatile("li sp, %0\n.globl fault_bad_sp\nfault_bad_sp: sw zero, -4(sp)" ::"i"(UNMAPPED) : "memory");
       break;
   }
   printf("no trap (value %u)\n", (unsigned)value);
