@@ -1,4 +1,4 @@
-"""A hart's private instruction memory: a fetch port, a read-only data port and a loader write port."""
+"""A hart's private instruction memory: a fetch port, a data port and a loader write port."""
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
@@ -20,9 +20,11 @@ class LoadPortSignature(wiring.Signature):
 class Itcm(wiring.Component):
     """``size`` bytes at address 0, one-cycle access on both ports, never stalling.
 
-    The fetch port answers ``err`` outside the memory (fetch access fault). The data port lets a
-    program read its constants in ``.text``; stores and AMOs answer ``err`` (store access fault).
-    The address decoder in front of the data port only sends ITCM-range addresses.
+    The fetch port answers ``err`` outside the memory (fetch access fault). The data port reads
+    and writes (bytes, halfwords, words), so a program can read its constants in ``.text`` and
+    write code (a loader, a JIT): ``fence.i`` then makes it visible to fetch. AMOs answer ``err``
+    (store access fault). The address decoder in front of the data port only sends ITCM-range
+    addresses. The loader's writes (harts held) take the write port before the data port's.
     """
 
     def __init__(self, size: int) -> None:
@@ -40,7 +42,7 @@ class Itcm(wiring.Component):
         m = Module()
         m.submodules.mem = mem = self.mem = Memory(shape=32, depth=self.words, init=[])
         index = slice(2, 2 + (self.words - 1).bit_length())
-        for bus, writable in ((self.fetch, False), (self.data, True)):
+        for bus, is_data in ((self.fetch, False), (self.data, True)):
             rp = mem.read_port()
             err = Signal()
             accept = bus.req_valid  # always ready: one cycle per access
@@ -48,10 +50,14 @@ class Itcm(wiring.Component):
             m.d.comb += [bus.rdata.eq(rp.data), bus.err.eq(err)]
             m.d.sync += bus.rsp_valid.eq(accept)
             bad = bus.addr >= self.size
-            if writable:
-                bad = bad | bus.write | (bus.amo != AmoOp.NONE)
+            if is_data:
+                bad = bad | (bus.amo != AmoOp.NONE)
+                store = accept & bus.write & ~bad
             with m.If(accept):
                 m.d.sync += err.eq(bad)
-        wp = mem.write_port()
-        m.d.comb += [wp.en.eq(self.load.en), wp.addr.eq(self.load.addr), wp.data.eq(self.load.data)]
+        wp = mem.write_port(granularity=8)
+        with m.If(self.load.en):
+            m.d.comb += [wp.en.eq(0b1111), wp.addr.eq(self.load.addr), wp.data.eq(self.load.data)]
+        with m.Elif(store):
+            m.d.comb += [wp.en.eq(self.data.mask), wp.addr.eq(self.data.addr[index]), wp.data.eq(self.data.wdata)]
         return m

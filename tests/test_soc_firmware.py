@@ -211,7 +211,7 @@ TRAPS = {
     "store": (2, 7, "fault_store", "dram_end"),
     "fetch": (3, 1, UNMAPPED, UNMAPPED),
     "illegal": (4, 2, "fault_illegal", 0xDEAD007F),
-    "itcm_store": (5, 7, "fault_itcm", 0x40),
+    "itcm_amo": (5, 7, "fault_itcm", 0x40),
     "ecall": (6, 11, "fault_ecall", 0),
     "bad_sp": (7, 7, "fault_bad_sp", UNMAPPED - 4),
 }
@@ -243,6 +243,16 @@ def test_trap_reported(name: str) -> None:
     assert match, result.console
     assert [int(match.group(g), 16) for g in (1, 3, 4)] == [cause, epc, tval], result.console
     assert result.exit_code == 128 + cause
+
+
+def test_self_modifying_code() -> None:
+    """Stores to the ITCM through the data port (words and bytes), then fence.i: fetch runs the new
+    instructions, also the one it had already read ahead of the fence.i."""
+    cfg = MULTI
+    elf = build_firmware(cfg, [SOC_TESTS / "smc.c"], defines={"PYARD_NHARTS_ACTIVE": 1})
+    result = run(cfg, elf)
+    assert result.exit_code == 0, result.console
+    assert "smc 1 42 5 11 12 00500513" in result.console, result.console
 
 
 def test_nested_trap_reported() -> None:

@@ -147,7 +147,7 @@ int main(void) {
   __asm__ volatile("csrw mtvec, %0" :: "r"(trap_entry));
   uint32_t sink = 0;
   sink += LOAD(0x30000000u); save(0);                          /* unmapped */
-  LOAD(PYARD_ITCM_BASE + 0x100) = 1; save(1);                  /* store to the ITCM */
+  __atomic_fetch_add((volatile uint32_t *)(PYARD_ITCM_BASE + 0x100), 1, __ATOMIC_RELAXED); save(1);  /* AMO: ITCM */
   sink += LOAD(PYARD_DRAM_BASE + PYARD_DRAM_SIZE); save(2);    /* past the data RAM */
   sink += LOAD(PYARD_ITCM_BASE + PYARD_ITCM_SIZE); save(3);    /* past the ITCM */
   sink += LOAD(PYARD_MEM_BASE + PYARD_MEM_SIZE); save(4);      /* past main memory */

@@ -174,7 +174,7 @@ class Core(wiring.Component):
         ]
         target = Signal(32)
         m.d.comb += target.eq(Cat(Const(0, 1), (Mux(c.jalr, a, x.pc) + c.imm)[1:32]))
-        jump = c.jal | c.jalr | (c.branch & br.taken)
+        jump = c.jal | c.jalr | c.fence_i | (c.branch & br.taken)  # fence.i: to pc + 4, refetched
         ex = {"a": a, "b": b, "alu": alu.out, "target": target, "jump": jump}
         ex |= self._memory_access(m, x, alu.out, b)
         ex |= self._csr_access(m, x, csr, a)

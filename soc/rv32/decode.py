@@ -63,6 +63,7 @@ class Ctrl(data.Struct):
     ecall: 1
     ebreak: 1
     mret: 1
+    fence_i: 1  # refetch from pc + 4 (imm): instructions the harts wrote to their ITCM become visible
     illegal: 1
 
 
@@ -184,9 +185,12 @@ class Decoder(wiring.Component):
                         lr_ok = (i[20:25] == 0) if op == AmoOp.LR else 1
                         m.d.comb += [c.amo.eq(op), self.legal.eq((f3 == 0b010) & lr_ok)]
         with m.Case(OP_MISC_MEM):
-            # fence orders nothing here (one outstanding data access, in order); fence.i is a no-op
-            # because instruction memory is separate and never written by the core.
+            # fence orders nothing here (one outstanding data access, in order). fence.i discards
+            # what fetch has read ahead and refetches the next instruction: stores to the ITCM
+            # before it have been written by then (a store completes before the next instruction).
             m.d.comb += self.legal.eq(f3 < 0b010)
+            with m.If(f3 == 0b001):
+                m.d.comb += [c.fence_i.eq(1), c.imm.eq(4)]
 
     def _arith(self, m: Module) -> None:
         c, i, f3, f7 = self.ctrl, self.instr, self.instr[12:15], self.instr[25:32]

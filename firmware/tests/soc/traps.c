@@ -52,8 +52,9 @@ int main(void) {
     case CASE_ILLEGAL: /* major opcode 0x7f is reserved (an instruction longer than 64 bits) */
       __asm__ volatile(".globl fault_illegal\nfault_illegal: .4byte 0xdead007f");
       break;
-    case CASE_ITCM_STORE: /* the ITCM is read-only to the data port */
-      __asm__ volatile(".globl fault_itcm\nfault_itcm: sw %0, 0(%1)" ::"r"(value), "r"(PYARD_ITCM_BASE + 64) : "memory");
+    case CASE_ITCM_STORE: /* the ITCM takes loads and stores from the data port, not AMOs */
+      __asm__ volatile(".globl fault_itcm\nfault_itcm: amoswap.w %0, %0, (%1)" : "+r"(value) : "r"(PYARD_ITCM_BASE + 64)
+                       : "memory");
       break;
     case CASE_ECALL:
     case CASE_NESTED:
