@@ -27,10 +27,12 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line (no usage block): ``pyard <command>: error: ...``."""
+    """argparse with its errors on one line, like every other error of pyard (no usage block):
+    ``pyard: error: <command>: argument --x: ...``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        command = self.prog.removeprefix("pyard").strip()
+        self.exit(2, f"pyard: error: {command + ': ' if command else ''}{message}\n")
 
 
 class Terminated(BaseException):
@@ -64,8 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     143 after the command's child processes and temporary files are cleaned up."""
     previous = _on_sigterm()
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as done:  # --help, or a bad argument already reported in one line
+            return int(done.code or 0)
         progress.set_quiet(getattr(args, "quiet", False) or bool(getattr(args, "json", False)))
         return int(args.func(args) or 0)
     except (ConfigError, UsageError, ToolchainError) as err:  # a compile error is the user's program

@@ -142,17 +142,23 @@ def _emit_json(dest: str | None, payload: Any) -> None:
 
 
 def _progress_bar(label: str) -> Callable[[int, int, int], None]:
-    """A one-line stderr bar, redrawn about 40 times per epoch."""
+    """A bar per epoch on stderr (sim/progress.py: rich, off under --json / --quiet or without a
+    terminal)."""
+    from sim import progress
+
+    state: dict[str, Any] = {}
 
     def draw(epoch: int, done: int, total: int) -> None:
-        if done != total and done % max(1, total // 40):
-            return
-        width = 30
-        fill = width * done // total
-        sys.stderr.write(f"\r{label} epoch {epoch} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
+        if state.get("epoch") != epoch:
+            if "phase" in state:
+                state["phase"].__exit__(None, None, None)
+            state["phase"] = progress.phase(f"{label} epoch {epoch}", total, "batches")
+            state["bar"], state["epoch"], state["done"] = state["phase"].__enter__(), epoch, 0
+        state["bar"].advance(done - state["done"])
+        state["done"] = done
         if done == total:
-            sys.stderr.write("\r" + " " * (len(label) + width + 30) + "\r")
-        sys.stderr.flush()
+            state.pop("phase").__exit__(None, None, None)
+            state.pop("epoch")
 
     return draw
 
