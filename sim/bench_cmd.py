@@ -10,9 +10,10 @@ from pathlib import Path
 from sim.arg_types import integer
 from sim.config_args import add_config_args, config_from_args
 from tb import operands
+from tb.tile_cases import conv_case, gemm_case
 
 # Main-memory read latency of the benchmarks' memory model, in cycles.
-LATENCY = integer(1, 100_000)
+LATENCY = integer(4, 100_000)  # the memory model answers after at least 4 cycles
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,45 +80,38 @@ def bench_mesh(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_tile_bench(cfg, testcase: str, tb_args: dict) -> tuple[dict, float]:
-    """Run one tile benchmark test case; its measured JSON and the wall-clock seconds."""
-    import time
+def _run_case(cfg, bench: str, case, latency: int, max_cycles: int, as_json: bool) -> None:
+    """Run one loop-command case on the C++ tile simulator (checked bit-exact) and print its JSON."""
+    from tilesim.build import build_tile_sim
+    from tilesim.run import memory_bytes, run_case
 
-    from sim.build import build, run_cocotb
-
-    b = build("tile", cfg)
-    with tempfile.TemporaryDirectory() as tmp:
-        result_path = Path(tmp) / "result.json"
-        env = {"PYARD_RESULT": str(result_path), "PYARD_TB_ARGS": json.dumps(tb_args)}
-        start = time.monotonic()
-        run_cocotb(b, "tb.tile_tb", testcase=testcase, env=env, name=testcase.replace("_", "-"))
-        wall = time.monotonic() - start
-        return json.loads(result_path.read_text()), wall
-
-
-def _report(bench: str, cfg, latency: int, measured: dict, wall: float, as_json: bool) -> None:
+    sim = build_tile_sim(cfg, memory_bytes(case), latency)  # built (or found) first: not in the timing
+    run = run_case(cfg, case, latency=latency, max_cycles=max_cycles)
     result = {
         "bench": bench,
         "config": cfg.name,
         "dma_bits": cfg.dma_bits,
         "read_latency": latency,
-        **measured,
-        "utilization": round(measured["utilization"], 4),
-        "sim_seconds": round(wall, 1),
-        "sim_cycles_per_second": round(measured["cycles"] / wall),
+        "cycles": run.cycles,
+        "macs": case.macs,
+        "utilization": round(case.macs / (cfg.rows * cfg.cols * run.cycles), 4),
+        **run.counters,
+        "sim_seconds": round(run.seconds, 2),
+        "sim_cycles_per_second": round(run.cycles_per_second),
+        "simulator_build_was_cached": sim.cached,
     }
     print(json.dumps(result, indent=None if as_json else 2))
 
 
 def _memory_mib(sizes: dict[str, int], command: str) -> int:
-    """The testbench memory for these operands; refuses (one line) operands it cannot hold."""
+    """The simulated memory for these operands; refuses (one line) operands it cannot hold."""
     from sim.cli import UsageError
 
     mib = operands.mem_mib(sizes)
     if mib > operands.MAX_MEM_MIB:
         total = sum(sizes.values()) / (1 << 20)
         raise UsageError(
-            f"the {command}'s operands take {total:.0f} MiB: the testbench's memory holds at most "
+            f"the {command}'s operands take {total:.0f} MiB: the simulated memory holds at most "
             f"{operands.MAX_MEM_MIB} MiB (the tile's 32-bit addresses); choose smaller sizes"
         )
     return mib
@@ -131,11 +125,9 @@ def bench_gemm(args: argparse.Namespace) -> int:
         if not 1 <= getattr(args, dim) <= 65535:
             raise UsageError(f"--{dim} = {getattr(args, dim)} is invalid: allowed an integer from 1 to 65535")
     case = {"m": args.m, "k": args.k, "n": args.n, "trans_a": int(args.trans_a), "trans_b": int(args.trans_b)}
-    case["max_cycles"] = 40 * args.m * args.k * args.n // (cfg.rows * cfg.cols) + 100_000
-    mib = _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
-    tb_args = {"bench": case, "latency": args.latency, "mem_mib": mib}
-    measured, wall = _run_tile_bench(cfg, "tile_bench_gemm", tb_args)
-    _report("gemm", cfg, args.latency, measured, wall, args.json)
+    _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
+    max_cycles = 40 * args.m * args.k * args.n // (cfg.rows * cfg.cols) + 100_000
+    _run_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), args.latency, max_cycles, args.json)
     return 0
 
 
@@ -155,9 +147,7 @@ def bench_conv(args: argparse.Namespace) -> int:
     if oh < 1 or ow < 1:
         raise UsageError(f"the kernel {case['kh']}x{case['kw']} does not fit the padded {case['h']}x{case['w']} input")
     macs = case["batch"] * oh * ow * case["kh"] * case["kw"] * case["cin"] * case["cout"]
-    case["max_cycles"] = 40 * macs // (cfg.rows * cfg.cols) + 100_000
-    mib = _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
-    tb_args = {"conv_bench": case, "latency": args.latency, "mem_mib": mib}
-    measured, wall = _run_tile_bench(cfg, "tile_bench_conv", tb_args)
-    _report("conv", cfg, args.latency, measured, wall, args.json)
+    _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
+    max_cycles = 40 * macs // (cfg.rows * cfg.cols) + 100_000
+    _run_case(cfg, "conv", conv_case(cfg, case, seed=11), args.latency, max_cycles, args.json)
     return 0

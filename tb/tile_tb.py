@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -22,11 +21,10 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
-from rtl.conv_model import im2col, out_size
-from rtl.gemm_loop_model import conv_k_tiles, loop_result
+from rtl.gemm_loop_model import loop_result
 from tb import operands, stimulus
 from tb.axi_memory import AxiMemory
-from tb.operands import element_types
+from tb.tile_cases import LoopCase, check_exact, conv_case, conv_words, gemm_case, gemm_words, unit_scale
 
 LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
 WAIT_PREV, SIGNAL_NEXT = 1 << 8, 1 << 11
@@ -76,11 +74,6 @@ async def start(dut) -> Tile:
     mem = AxiMemory(dut, "m_axi_", dut.clk, dut.rst, size=args["mem_mib"] << 20, read_latency=args["latency"])
     await RisingEdge(dut.clk)
     return Tile(dut, cfg, axil, mem)
-
-
-def unit_scale(cfg: AccelConfig) -> int:
-    """The identity read-out scale: a shift of 0 for int32 accumulators, 1.0 (fp32) for floats."""
-    return 0 if cfg.acc_dtype == "int32" else 0x3F800000
 
 
 def esize(cfg: AccelConfig) -> int:
@@ -210,12 +203,6 @@ async def tile_errors(dut) -> None:
 # -- the GEMM loop command ------------------------------------------------------------------------
 
 
-def padded(array: np.ndarray, stride: int) -> np.ndarray:
-    out = np.zeros((array.shape[0], stride), array.dtype)
-    out[:, : array.shape[1]] = array
-    return out
-
-
 def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) -> np.ndarray:
     return loop_result(cfg, a, b, init, case["scale"], case["act"], case["out"], k_tiles)
 
@@ -237,57 +224,23 @@ async def run_loop_command(t: Tile, label: str, words: list[int], case: dict, re
     return got, cycles, counters
 
 
-def check_exact(label: str, got: np.ndarray, want: np.ndarray, context: str) -> None:
-    """Every element of ``got`` equals ``want``; else which rows and columns differ, and the first."""
-    bad = np.argwhere(got != want)
-    if bad.size:
-        first = tuple(bad[0])
-        rows, cols = sorted({int(r) for r in bad[:, 0]}), sorted({int(c) for c in bad[:, 1]})
-        raise AssertionError(
-            f"{label}: {len(bad)} of {got.size} wrong in rows {rows[:20]}, columns {cols}, "
-            f"first {got[first]:#x} != {want[first]:#x}; {context}"
-        )
-
-
-def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
-    flags = case["trans_a"] << 12 | case["trans_b"] << 13 | case["bias"] << 14 | case["acc_c"] << 16
-    flags |= case["act"] << 17 | case["out"] << 19
-    return [
-        0x10 | flags, case["m"], case["k"], case["n"],
-        addr["A"], ld["A"], addr["B"], ld["B"], addr["C"], ld["C"], addr["D"], ld["D"], case["scale"],
-    ]  # fmt: skip
+async def run_case(t: Tile, c: LoopCase, case: dict) -> dict:
+    """Run one loop command case (tb/tile_cases.py) and check its output exactly; returns cycles
+    from the first command write to the done interrupt, the MACs and the counters."""
+    if c.mem_bytes > len(t.mem.data):
+        raise RuntimeError(f"testbench: operands of {c.mem_bytes} bytes do not fit its {len(t.mem.data)}-byte memory")
+    for addr, raw in c.writes:
+        t.mem.data[addr : addr + len(raw)] = raw
+    got, cycles, counters = await run_loop_command(
+        t, c.label, c.words, case, lambda: c.result(bytes(t.mem.data[c.out_addr : c.out_addr + c.out_bytes]))
+    )
+    check_exact(c.label, got, c.want, f"{cycles} cycles, counters {counters}")
+    return {"cycles": int(cycles), "macs": c.macs, **counters}
 
 
 async def run_gemm_loop(t: Tile, case: dict, seed: int) -> dict:
     """One GEMM command; returns cycles from the first command write to the done interrupt."""
-    cfg = t.cfg
-    case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": unit_scale(t.cfg)} | case
-    m, k, n = case["m"], case["k"], case["n"]
-    rng = np.random.default_rng(seed)
-    a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
-    b = stimulus.inputs(cfg, rng, (k, n), special=0.0)
-    in_t, acc_t, out_t = element_types(cfg, case["out"])
-    ld = operands.gemm_strides(case)
-    byte = {"A": in_t, "B": in_t, "C": out_t, "D": acc_t}
-    addr = layout(t, operands.gemm_sizes(cfg, case))
-    put(t, addr["A"], padded(a.T if case["trans_a"] else a, ld["A"]).astype(in_t))
-    put(t, addr["B"], padded(b.T if case["trans_b"] else b, ld["B"]).astype(in_t))
-    init = None
-    if case["acc_c"]:
-        init = stimulus.accumulators(cfg, rng, (m, n))
-        put(t, addr["C"], padded(init, ld["C"]).astype(acc_t))
-    elif case["bias"]:
-        init = stimulus.accumulators(cfg, rng, (m if case["bias"] == 1 else 1, n))
-        put(t, addr["D"], padded(init, ld["D"]).astype(acc_t))
-    ld_bytes = {key: ld[key] * np.dtype(byte[key]).itemsize for key in ld}
-    if case["bias"] == 2:
-        ld_bytes["D"] = 0
-    got, cycles, counters = await run_loop_command(
-        t, f"GEMM {case}", gemm_words(case, addr, ld_bytes), case, lambda: get(t, addr["C"], (m, n), out_t, ld["C"])
-    )
-    want = gemm_loop_reference(cfg, a, b, init, case).astype(out_t)
-    check_exact(f"GEMM {case}", got, want, f"{cycles} cycles, counters {counters}")
-    return {"cycles": int(cycles), **counters}
+    return await run_case(t, gemm_case(t.cfg, case, seed), case)
 
 
 COUNTERS = (
@@ -303,61 +256,13 @@ async def tile_gemm_loop(dut) -> None:
         await run_gemm_loop(t, case, seed=100 + i)
 
 
-@cocotb.test()
-async def tile_bench_gemm(dut) -> None:
-    """The benchmark: one GEMM, utilization counted end to end; JSON to PYARD_RESULT."""
-    t = await start(dut)
-    case = tb_args(bench={"m": 64, "k": 64, "n": 64})["bench"] | {"dense": 1}
-    result = await run_gemm_loop(t, case, seed=7)
-    cfg = t.cfg
-    macs = case["m"] * case["k"] * case["n"]
-    result |= {"m": case["m"], "k": case["k"], "n": case["n"], "macs": macs}
-    result["utilization"] = macs / (cfg.rows * cfg.cols * result["cycles"])
-    if "PYARD_RESULT" in os.environ:
-        Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
-
-
 # -- the CONV2D loop command ----------------------------------------------------------------------
-
-
-def conv_words(case: dict, addr: dict) -> list[int]:
-    flags = case["bias"] << 14 | case["act"] << 17 | case["out"] << 19
-    return [
-        0x11 | flags,
-        case["batch"] | case["cin"] << 16,
-        case["h"] | case["w"] << 16,
-        case["cout"] | case["kh"] << 16 | case["kw"] << 24,
-        case["stride"] | case["pad"] << 8,
-        addr["in"], addr["w"], addr["out"], addr["bias"], case["scale"],
-    ]  # fmt: skip
 
 
 async def run_conv(t: Tile, case: dict, seed: int) -> dict:
     """One CONV2D command against im2col + the GEMM reference; returns cycles and counters."""
-    cfg = t.cfg
-    case = {"stride": 1, "pad": 0, "bias": 0, "act": 0, "out": 1, "scale": unit_scale(cfg)} | case
-    batch, h, w, cin, cout = (case[key] for key in ("batch", "h", "w", "cin", "cout"))
-    kh, kw, stride, pad = case["kh"], case["kw"], case["stride"], case["pad"]
-    rng = np.random.default_rng(seed)
-    x = stimulus.inputs(cfg, rng, (batch, h, w, cin), special=0.0)
-    weights = stimulus.inputs(cfg, rng, (kh, kw, cin, cout), special=0.0)
-    _, acc_t, out_t = element_types(cfg, case["out"])
-    oh, ow = out_size(h, kh, stride, pad), out_size(w, kw, stride, pad)
-    addr = layout(t, operands.conv_sizes(cfg, case))
-    put(t, addr["in"], x)
-    put(t, addr["w"], weights)
-    bias = stimulus.accumulators(cfg, rng, (1, cout)) if case["bias"] else None
-    if bias is not None:
-        put(t, addr["bias"], bias.astype(acc_t))
-    got, cycles, counters = await run_loop_command(
-        t, f"CONV2D {case}", conv_words(case, addr), case, lambda: get(t, addr["out"], (batch * oh * ow, cout), out_t)
-    )
-    a = im2col(x, kh, kw, stride, pad)
-    k_tiles = conv_k_tiles(cfg, kh, kw, cin)
-    want = gemm_loop_reference(cfg, a, weights.reshape(-1, cout), bias, case, k_tiles).astype(out_t)
-    check_exact(f"CONV2D {case}", got, want, f"{cycles} cycles, counters {counters}")
-    macs = a.shape[0] * a.shape[1] * cout
-    return {"cycles": int(cycles), "macs": macs, "utilization": macs / (cfg.rows * cfg.cols * cycles), **counters}
+    result = await run_case(t, conv_case(t.cfg, case, seed), case)
+    return result | {"utilization": result["macs"] / (t.cfg.rows * t.cfg.cols * result["cycles"])}
 
 
 @cocotb.test()
@@ -366,16 +271,6 @@ async def tile_conv(dut) -> None:
     default = {"batch": 1, "h": 5, "w": 5, "cin": 3, "cout": 4, "kh": 3, "kw": 3, "pad": 1}
     for i, case in enumerate(tb_args(conv_cases=[default])["conv_cases"]):
         await run_conv(t, case, seed=300 + i)
-
-
-@cocotb.test()
-async def tile_bench_conv(dut) -> None:
-    """The Conv2D benchmark: one CONV2D command end to end; JSON to PYARD_RESULT."""
-    t = await start(dut)
-    case = tb_args(conv_bench={"batch": 1, "h": 8, "w": 8, "cin": 8, "cout": 8, "kh": 3, "kw": 3, "pad": 1})
-    result = await run_conv(t, case["conv_bench"], seed=11) | case["conv_bench"]
-    if "PYARD_RESULT" in os.environ:
-        Path(os.environ["PYARD_RESULT"]).write_text(json.dumps(result))
 
 
 @cocotb.test()

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from rtl.conv_model import im2col, out_size
+from rtl.gemm_loop_model import conv_k_tiles
 from sim.firmware import build_firmware, c_bytes
 from sim.run import run_elf
 from sim.toolchain import load_elf
 from soc.config import SocConfig
 from tb import stimulus
-from tb.tile_tb import conv_k_tiles, gemm_loop_reference
+from tb.tile_tb import gemm_loop_reference
 
 REPO = Path(__file__).resolve().parent.parent
 # The builds tests/test_soc_firmware.py uses.

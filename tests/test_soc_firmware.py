@@ -26,7 +26,8 @@ from sim.run import run_elf
 from sim.toolchain import TOOLCHAINS, load_elf
 from soc.config import SocConfig
 from tb import stimulus
-from tb.tile_tb import gemm_loop_reference, padded
+from tb.tile_cases import padded
+from tb.tile_tb import gemm_loop_reference
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "firmware" / "examples"

@@ -90,18 +90,6 @@ def test_tile_gemm_loop_blocks(dtype: str) -> None:
     run_cocotb(b, "tb.tile_tb", testcase="tile_loop_errors", name="loop-errors")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype", ["int8", "bf16"])
-def test_tile_loop_limits(dtype: str) -> None:
-    """Every loop command at its documented limits runs and is exact (the 1 KiB memories make the
-    loop stream A and split M into many blocks)."""
-    b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype, sp_kib=1, acc_kib=1))
-    args = {"cases": LIMIT_CASES, "conv_cases": LIMIT_CONV_CASES, "mem_mib": 4}
-    env = {"PYARD_TB_ARGS": json.dumps(args)}
-    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env, name="limits")
-    run_cocotb(b, "tb.tile_tb", testcase="tile_conv", env=env, name="limits-conv")
-
-
 def test_tile_lint(tmp_path) -> None:
     from sim.generate import write_outputs
     from sim.verilator import lint

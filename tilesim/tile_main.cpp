@@ -1,0 +1,212 @@
+// Verilator harness of the tile simulator (tilesim/run.py builds and runs it; docs/tile.md).
+//
+// The clock runs here, and so does the host's side of the tile: the harness loads main memory,
+// writes the commands through the tile's AXI4-Lite port (the same register writes firmware makes),
+// waits for the interrupt, then reads the status and counters and writes the requested memory
+// ranges and a JSON result. No Python runs while the tile does.
+//
+//   tile_sim --image IMG --commands CMDS --result OUT.json [--max-cycles N] [--dump ADDR:LEN:FILE]...
+//
+// IMG: the first bytes of main memory (from address 0). CMDS: little-endian words, each command
+// as its word count followed by its words. Verilator spells the port s_axil__x as s_axil___05Fx.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+#include <chrono>
+
+#include "Vtile_sim.h"
+#include "Vtile_sim__Dpi.h"
+#include "verilated.h"
+
+namespace {
+
+std::vector<uint32_t> g_mem(PYARD_MEM_BYTES / 4);
+
+// Registers of docs/isa.md.
+constexpr uint32_t STATUS = 0x008, CONTROL = 0x00C, IRQ_ENABLE = 0x010, ERROR_SEQ = 0x014, CMD0 = 0x040,
+                   CMD_PUSH = 0x080;
+const struct {
+    const char* name;
+    uint32_t offset;
+} kCounters[] = {
+    {"cycles_busy", 0x100},         {"macs_lo", 0x104},        {"macs_hi", 0x108},
+    {"dma_rd_bytes", 0x10C},        {"dma_wr_bytes", 0x110},   {"stall_exec_on_load", 0x114},
+    {"stall_exec_on_store", 0x118}, {"stall_dma_read", 0x11C}, {"stall_dma_write", 0x120},
+    {"stall_queue", 0x124},
+};
+
+[[noreturn]] void die(const std::string& msg) {
+    std::fprintf(stderr, "tile_sim: %s\n", msg.c_str());
+    std::exit(3);
+}
+
+struct Sim {
+    std::unique_ptr<VerilatedContext> ctx{new VerilatedContext};
+    std::unique_ptr<Vtile_sim> top;
+    uint64_t cycles = 0;
+
+    Sim() {
+        ctx->randReset(0);
+        top.reset(new Vtile_sim{ctx.get()});
+    }
+    ~Sim() { top->final(); }
+
+    inline void tick() {
+        top->clk = 0;
+        top->eval();
+        top->clk = 1;
+        top->eval();
+        cycles++;
+    }
+
+    // One AXI4-Lite write: address and data offered together, then the response.
+    void write(uint32_t addr, uint32_t data) {
+        top->s_axil___05Fawaddr = addr;
+        top->s_axil___05Fawvalid = 1;
+        top->s_axil___05Fwdata = data;
+        top->s_axil___05Fwstrb = 0xF;
+        top->s_axil___05Fwvalid = 1;
+        top->s_axil___05Fbready = 1;
+        bool aw = false, w = false;
+        for (int budget = 1000; budget > 0; budget--) {
+            top->eval();
+            const bool aw_now = top->s_axil___05Fawvalid && top->s_axil___05Fawready;
+            const bool w_now = top->s_axil___05Fwvalid && top->s_axil___05Fwready;
+            const bool b_now = top->s_axil___05Fbvalid;
+            tick();
+            aw |= aw_now, w |= w_now;
+            if (aw) top->s_axil___05Fawvalid = 0;
+            if (w) top->s_axil___05Fwvalid = 0;
+            if (b_now) {
+                top->s_axil___05Fbready = 0;
+                return;
+            }
+        }
+        die("the tile's AXI4-Lite port did not answer a write");
+    }
+
+    uint32_t read(uint32_t addr) {
+        top->s_axil___05Faraddr = addr;
+        top->s_axil___05Farvalid = 1;
+        top->s_axil___05Frready = 1;
+        for (int budget = 1000; budget > 0; budget--) {
+            top->eval();
+            const bool ar_now = top->s_axil___05Farvalid && top->s_axil___05Farready;
+            const bool r_now = top->s_axil___05Frvalid;
+            const uint32_t data = top->s_axil___05Frdata;
+            tick();
+            if (ar_now) top->s_axil___05Farvalid = 0;
+            if (r_now) {
+                top->s_axil___05Frready = 0;
+                return data;
+            }
+        }
+        die("the tile's AXI4-Lite port did not answer a read");
+    }
+};
+
+std::vector<uint32_t> read_words(const char* path) {
+    FILE* f = std::fopen(path, "rb");
+    if (!f) die(std::string("cannot open ") + path);
+    std::vector<uint32_t> words;
+    uint32_t w;
+    while (std::fread(&w, 4, 1, f) == 1) words.push_back(w);
+    std::fclose(f);
+    return words;
+}
+
+struct Dump {
+    uint32_t addr, len;
+    std::string path;
+};
+
+}  // namespace
+
+// DPI storage of soc/sim_ram.v (the main memory's words).
+unsigned int pyard_mem_read(unsigned int word) { return word < g_mem.size() ? g_mem[word] : 0; }
+
+void pyard_mem_write(unsigned int word, unsigned int data, unsigned int strb) {
+    if (word >= g_mem.size()) return;
+    uint32_t mask = 0;
+    for (int b = 0; b < 4; b++)
+        if (strb >> b & 1) mask |= 0xFFu << 8 * b;
+    g_mem[word] = (g_mem[word] & ~mask) | (data & mask);
+}
+
+int main(int argc, char** argv) {
+    const char *image = nullptr, *commands = nullptr, *result = nullptr;
+    uint64_t max_cycles = 100000000;
+    std::vector<Dump> dumps;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (i + 1 >= argc) die("missing value after " + a);
+        const char* v = argv[++i];
+        if (a == "--image") image = v;
+        else if (a == "--commands") commands = v;
+        else if (a == "--result") result = v;
+        else if (a == "--max-cycles") max_cycles = std::strtoull(v, nullptr, 0);
+        else if (a == "--dump") {
+            char path[4096];
+            unsigned addr = 0, len = 0;
+            if (std::sscanf(v, "%i:%i:%4095s", (int*)&addr, (int*)&len, path) != 3) die("bad --dump " + a);
+            dumps.push_back({addr, len, path});
+        } else die("unknown option " + a);
+    }
+    if (!image || !commands || !result) die("--image, --commands and --result are required");
+
+    FILE* f = std::fopen(image, "rb");
+    if (!f) die(std::string("cannot open ") + image);
+    const size_t got = std::fread(g_mem.data(), 1, g_mem.size() * 4, f);
+    (void)got;
+    std::fclose(f);
+    const std::vector<uint32_t> stream = read_words(commands);
+
+    Sim sim;
+    Vtile_sim* top = sim.top.get();
+    for (int i = 0; i < 4; i++) sim.tick();
+    sim.write(IRQ_ENABLE, 0b11);
+    sim.write(CONTROL, 0b101);  // clear done, zero the counters
+    const auto wall = std::chrono::steady_clock::now();
+    const uint64_t start = sim.cycles;
+    for (size_t i = 0; i < stream.size();) {
+        const uint32_t n = stream[i++];
+        if (n > 16 || i + n > stream.size()) die("malformed command stream");
+        while ((sim.read(STATUS) >> 16 & 0xFF) == 0 && sim.cycles - start < max_cycles) {
+            for (int k = 0; k < 16; k++) sim.tick();  // the queue is full: wait for a slot
+        }
+        for (uint32_t k = 0; k < n; k++) sim.write(CMD0 + 4 * k, stream[i + k]);
+        sim.write(CMD_PUSH, 1);
+        i += n;
+    }
+    bool irq = false;
+    while (sim.cycles - start < max_cycles) {
+        if (top->irq) {
+            irq = true;
+            break;
+        }
+        sim.tick();
+    }
+    const uint64_t cycles = sim.cycles - start;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+    const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
+
+    FILE* out = std::fopen(result, "w");
+    if (!out) die(std::string("cannot write ") + result);
+    std::fprintf(out, "{\"interrupt\": %s, \"cycles\": %llu, \"seconds\": %.6f, \"status\": %u, \"error_seq\": %u",
+                 irq ? "true" : "false", (unsigned long long)cycles, seconds, status, error_seq);
+    for (const auto& c : kCounters) std::fprintf(out, ", \"%s\": %u", c.name, sim.read(c.offset));
+    std::fprintf(out, "}\n");
+    std::fclose(out);
+    for (const auto& d : dumps) {
+        if (d.addr + (uint64_t)d.len > g_mem.size() * 4) die("dump range outside the memory");
+        FILE* df = std::fopen(d.path.c_str(), "wb");
+        if (!df) die("cannot write " + d.path);
+        std::fwrite(reinterpret_cast<const char*>(g_mem.data()) + d.addr, 1, d.len, df);
+        std::fclose(df);
+    }
+    return 0;
+}
