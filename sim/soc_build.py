@@ -104,7 +104,7 @@ def _compile(cfg: SocConfig, directory: Path, text: str, trace: bool, generate_s
     args = [
         *("--top-module", TOP, *VERILATOR_ARGS, *_hierarchical(cfg)),
         *("-o", str(directory / TOP)),
-        *("-CFLAGS", f"{CXX_FLAGS} -I{directory}" + (" -DPYARD_TRACE" if trace else "")),
+        *("-CFLAGS", f"{CXX_FLAGS} -I{directory} -I{HARNESS_DIR}" + (" -DPYARD_TRACE" if trace else "")),
         *(["--trace-fst"] if trace else []),
         *map(str, (SIM_RAM, directory / f"{TOP}.v", HARNESS_DIR / "soc_main.cpp")),
     ]

@@ -16,11 +16,13 @@ from rtl.config import AccelConfig
 from sim import progress, verilator
 from sim.build import BUILD_ROOT, cached_build
 from sim.generate import source_hash
-from sim.soc_build import CXX_FLAGS, MAKE_FLAGS, SIM_RAM, VERILATOR_ARGS
+from sim.soc_build import CXX_FLAGS, HARNESS_DIR, MAKE_FLAGS, SIM_RAM, VERILATOR_ARGS
 
 __all__ = ["HARNESS", "TileSimBuild", "build_tile_sim"]
 
 HARNESS = Path(__file__).resolve().parent / "tile_main.cpp"
+# The memory words and dump ranges it shares with the SoC harness.
+SHARED = HARNESS_DIR / "sim_ram.h"
 TOP = "tile_sim"
 
 
@@ -45,7 +47,7 @@ def build_tile_sim(cfg: AccelConfig, mem_bytes: int, latency: int, root: Path | 
     from rtl import shared
     from tilesim.top import TileSim
 
-    harness = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
+    harness = hashlib.sha256(HARNESS.read_bytes() + SHARED.read_bytes()).hexdigest()[:16]
     flags = (*VERILATOR_ARGS, MAKE_FLAGS, CXX_FLAGS, *verilator.hierarchical_args(cfg.rows * cfg.cols))
     params = f"{cfg.to_json()} mem {mem_bytes} latency {latency}"
 
@@ -75,7 +77,7 @@ def _compile(cfg: AccelConfig, mem_bytes: int, directory: Path, text: str, gener
     args = [
         *("--top-module", TOP, *VERILATOR_ARGS, *verilator.hierarchical_args(cfg.rows * cfg.cols)),
         *("-o", str(directory / TOP)),
-        *("-CFLAGS", f"{CXX_FLAGS} -DPYARD_MEM_BYTES={mem_bytes}ULL"),
+        *("-CFLAGS", f"{CXX_FLAGS} -DPYARD_MEM_BYTES={mem_bytes}ULL -I{HARNESS_DIR}"),
         *map(str, (SIM_RAM, directory / f"{TOP}.v", HARNESS)),
     ]
     what = f"tile simulator {cfg.name}"

@@ -21,10 +21,10 @@
 #include "Vtile_sim.h"
 #include "Vtile_sim__Dpi.h"
 #include "verilated.h"
+#define PYARD_SIM_RAM_WORDS (PYARD_MEM_BYTES / 4)
+#include "sim_ram.h"  // sim/harness/
 
 namespace {
-
-std::vector<uint32_t> g_mem(PYARD_MEM_BYTES / 4);
 
 // Registers of docs/isa.md.
 constexpr uint32_t STATUS = 0x008, CONTROL = 0x00C, IRQ_ENABLE = 0x010, ERROR_SEQ = 0x014, CMD0 = 0x040,
@@ -119,23 +119,7 @@ std::vector<uint32_t> read_words(const char* path) {
     return words;
 }
 
-struct Dump {
-    uint32_t addr, len;
-    std::string path;
-};
-
 }  // namespace
-
-// DPI storage of soc/sim_ram.v (the main memory's words).
-unsigned int pyard_mem_read(unsigned int word) { return word < g_mem.size() ? g_mem[word] : 0; }
-
-void pyard_mem_write(unsigned int word, unsigned int data, unsigned int strb) {
-    if (word >= g_mem.size()) return;
-    uint32_t mask = 0;
-    for (int b = 0; b < 4; b++)
-        if (strb >> b & 1) mask |= 0xFFu << 8 * b;
-    g_mem[word] = (g_mem[word] & ~mask) | (data & mask);
-}
 
 int main(int argc, char** argv) {
     const char *image = nullptr, *commands = nullptr, *result = nullptr;
@@ -150,10 +134,9 @@ int main(int argc, char** argv) {
         else if (a == "--result") result = v;
         else if (a == "--max-cycles") max_cycles = std::strtoull(v, nullptr, 0);
         else if (a == "--dump") {
-            char path[4096];
-            unsigned addr = 0, len = 0;
-            if (std::sscanf(v, "%i:%i:%4095s", (int*)&addr, (int*)&len, path) != 3) die("bad --dump " + a);
-            dumps.push_back({addr, len, path});
+            Dump d;
+            if (!parse_dump(v, &d)) die("bad --dump " + std::string(v));
+            dumps.push_back(d);
         } else die("unknown option " + a);
     }
     if (!image || !commands || !result) die("--image, --commands and --result are required");

@@ -25,13 +25,13 @@
 #include "Vsoc_sim__Dpi.h"
 #include "pyard_soc.h"
 #include "verilated.h"
+#define PYARD_SIM_RAM_WORDS (PYARD_MEM_SIZE / 4)  // main memory, word-addressed from PYARD_MEM_BASE
+#include "sim_ram.h"
 #ifdef PYARD_TRACE
 #include "verilated_fst_c.h"
 #endif
 
 namespace {
-
-std::vector<uint32_t> g_mem(PYARD_MEM_SIZE / 4);  // main memory, word-addressed from PYARD_MEM_BASE
 
 // The accelerator's status and counters (docs/isa.md), read over the debug bus when the run ends.
 const struct {
@@ -130,23 +130,7 @@ uint64_t instret(Vsoc_sim* top, int hart) {
     std::exit(3);
 }
 
-struct Dump {
-    uint32_t addr, len;
-    std::string path;
-};
-
 }  // namespace
-
-// DPI storage of soc/sim_ram.v.
-unsigned int pyard_mem_read(unsigned int word) { return word < g_mem.size() ? g_mem[word] : 0; }
-
-void pyard_mem_write(unsigned int word, unsigned int data, unsigned int strb) {
-    if (word >= g_mem.size()) return;
-    uint32_t mask = 0;
-    for (int b = 0; b < 4; b++)
-        if (strb >> b & 1) mask |= 0xFFu << 8 * b;
-    g_mem[word] = (g_mem[word] & ~mask) | (data & mask);
-}
 
 int main(int argc, char** argv) {
     const char *image = nullptr, *result = nullptr, *trace = nullptr;
@@ -161,10 +145,8 @@ int main(int argc, char** argv) {
         else if (a == "--trace") trace = v;
         else if (a == "--max-cycles") max_cycles = std::strtoull(v, nullptr, 0);
         else if (a == "--dump") {
-            char path[4096];
-            Dump d{};
-            if (std::sscanf(v, "%i:%i:%4095s", (int*)&d.addr, (int*)&d.len, path) != 3) die("bad --dump " + a);
-            d.path = path;
+            Dump d;
+            if (!parse_dump(v, &d)) die("bad --dump " + std::string(v));
             dumps.push_back(d);
         } else die("unknown option " + a);
     }
