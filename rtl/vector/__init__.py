@@ -1,0 +1,1 @@
+"""The tile's vector engine (docs/tile.md)."""

@@ -1,0 +1,226 @@
+"""One lane of the vector engine: a pipelined ALU over 32-bit work values, bit-exact against
+``rtl/vector/lane_model.py`` (the rules are listed there and in docs/arithmetic.md, "Vector engine
+lanes").
+
+The lane does not contain the bf16 function unit (sigmoid, tanh, exp): it offers the bf16-rounded
+``a`` on ``fn_x`` and takes the function's value back on ``fn_y``, so the engine decides where the
+unit's tables sit (one per lane, or shared). Timing contract: ``fn_x`` is combinational from ``a``
+in the cycle ``a`` is presented, and ``fn_y`` must be the function of that ``fn_x`` in the same
+cycle (the engine wires ``fn_x → FunctionUnit.x``, ``FunctionUnit.y → fn_y`` directly, with
+``FunctionUnit.fn = op - VecOp.SIGMOID`` from the same cycle's ``op``); it is registered in stage 1.
+
+Pipeline, one result per cycle, every op ``LATENCY`` = 2 cycles from its operands to ``y``:
+
+1. the multiply (``Fp32Mul``, or the exact 32 × 32 → 64-bit signed product), the operand choice
+   of the adder, and the single-step ops (copy, negation, max, min, ReLU, the function's result);
+2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result,
+   registered into ``y``.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.fp import Fp32Mul, FpAdd
+from rtl.vector.ops import VecOp
+
+__all__ = ["VectorLane"]
+
+F32_NAN = 0x7FC00000
+BF16_NAN = 0x7FC0
+SIGN = 0x80000000
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+ADD_OPS = (VecOp.ADD, VecOp.SUB, VecOp.ADDS, VecOp.RSUBS, VecOp.MADDS)
+
+
+class VectorLane(wiring.Component):
+    """The lane of a tile whose dtype is ``dtype``: fp32 work values for "bf16", int32 for "int8".
+
+    Ports: ``op`` (a ``VecOp`` code), ``a``, ``b``, ``s`` (the scalar), ``shift`` (int MUL, MULS,
+    MADDS: the product's rounding right shift), ``fn_x`` / ``fn_y`` (to and from the external
+    function unit; unused on int8 lanes), ``y`` = the result of the operands of ``LATENCY`` cycles
+    before.
+    """
+
+    LATENCY = 2
+
+    def __init__(self, dtype: str) -> None:
+        assert dtype in ("int8", "bf16")
+        self.dtype = dtype
+        super().__init__(
+            {
+                "op": In(4),
+                "a": In(32),
+                "b": In(32),
+                "s": In(32),
+                "shift": In(5),
+                "fn_y": In(16),
+                "fn_x": Out(16),
+                "y": Out(32),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        if self.dtype == "bf16":
+            self._float(m)
+        else:
+            self._int(m)
+        return m
+
+    # bf16 tiles: fp32 work values
+
+    def _float(self, m: Module) -> None:
+        op, a, b, s = self.op, self.a, self.b, self.s
+        m.d.comb += self.fn_x.eq(_to_bf16(m, a))
+
+        mul = m.submodules.mul = Fp32Mul()
+        m.d.comb += [mul.a.eq(a), mul.b.eq(Mux(op == VecOp.MUL, b, s))]
+
+        # Stage 1: the product, the adder's operands (MADDS takes the product as its first one in
+        # stage 2) and the single-step result.
+        op1, p1, acc1, x1 = Signal(4), Signal(32), Signal(32), Signal(32)
+        flip_b, flip_a = b ^ SIGN, a ^ SIGN  # subtraction adds the negated subtrahend
+        m.d.sync += [
+            op1.eq(op),
+            p1.eq(mul.p),
+            acc1.eq(Mux(op == VecOp.RSUBS, s, a)),
+            x1.eq(_pick(op, {VecOp.SUB: flip_b, VecOp.ADDS: s, VecOp.RSUBS: flip_a}, b)),
+        ]
+        r1 = Signal(32)
+        m.d.sync += r1.eq(self._float_single(m))
+
+        # Stage 2: the add, and the result.
+        add = m.submodules.add = FpAdd(23, registers=0)
+        m.d.comb += [add.acc.eq(Mux(op1 == VecOp.MADDS, p1, acc1)), add.x.eq(x1)]
+        self._result(m, op1, add.o, p1, r1)
+
+    def _float_single(self, m: Module) -> Signal:
+        """The ops done in one step: copy, negation, max, min, ReLU and the function's result."""
+        a, b = self.a, self.b
+        fa, fb = _flush(a), _flush(b)
+        nan_a, nan_b = _is_nan(a), _is_nan(b)
+        a_wins = _order_key(fa) > _order_key(fb)
+        r = Signal(32)
+        with m.Switch(self.op):
+            with m.Case(VecOp.COPY):
+                m.d.comb += r.eq(a)
+            with m.Case(VecOp.NEG):
+                m.d.comb += r.eq(Mux(nan_a, F32_NAN, fa ^ SIGN))
+            with m.Case(VecOp.MAX):
+                m.d.comb += r.eq(Mux(nan_a | nan_b, F32_NAN, Mux(a_wins, fa, fb)))
+            with m.Case(VecOp.MIN):
+                m.d.comb += r.eq(Mux(nan_a | nan_b, F32_NAN, Mux(a_wins, fb, fa)))
+            with m.Case(VecOp.RELU):
+                # The sign bit alone picks negatives, −0 and −Inf; NaN was checked first.
+                m.d.comb += r.eq(Mux(nan_a, F32_NAN, Mux(fa[31], 0, fa)))
+            with m.Case(VecOp.SIGMOID, VecOp.TANH, VecOp.EXP):
+                m.d.comb += r.eq(Cat(Const(0, 16), self.fn_y))
+        return r
+
+    # int8 tiles: int32 work values
+
+    def _int(self, m: Module) -> None:
+        op, a, b, s = self.op, self.a, self.b, self.s
+
+        # Stage 1: the exact product, the adder's operands (left ± right; MADDS takes the scaled
+        # product as its left one in stage 2) and the single-step result.
+        p1 = Signal(signed(64))
+        op1, shift1, left1, right1, neg1 = Signal(4), Signal(5), Signal(32), Signal(32), Signal()
+        m.d.sync += [
+            op1.eq(op),
+            shift1.eq(self.shift),
+            p1.eq(a.as_signed() * Mux(op == VecOp.MUL, b, s).as_signed()),
+            left1.eq(_pick(op, {VecOp.RSUBS: s, VecOp.NEG: 0}, a)),
+            right1.eq(_pick(op, {VecOp.ADDS: s, VecOp.RSUBS: a, VecOp.NEG: a}, b)),
+            neg1.eq((op == VecOp.SUB) | (op == VecOp.RSUBS) | (op == VecOp.NEG)),
+        ]
+        r1 = Signal(32)
+        m.d.sync += r1.eq(self._int_single(m))
+
+        # Stage 2: the product's rounding shift, saturated, then the saturating add.
+        scaled = Signal(32)
+        m.d.comb += scaled.eq(_saturate(_round_shift(m, p1, shift1)))
+        left = Mux(op1 == VecOp.MADDS, scaled, left1).as_signed()
+        right = right1.as_signed()
+        total = Signal(32)
+        m.d.comb += total.eq(_saturate(Mux(neg1, left - right, left + right)))
+        self._result(m, op1, total, scaled, r1)
+
+    def _int_single(self, m: Module) -> Signal:
+        """The ops done in one step: copy, max, min and ReLU."""
+        a, b = self.a.as_signed(), self.b.as_signed()
+        r = Signal(32)
+        with m.Switch(self.op):
+            with m.Case(VecOp.COPY):
+                m.d.comb += r.eq(a)
+            with m.Case(VecOp.MAX):
+                m.d.comb += r.eq(Mux(a > b, a, b))
+            with m.Case(VecOp.MIN):
+                m.d.comb += r.eq(Mux(a > b, b, a))
+            with m.Case(VecOp.RELU):
+                m.d.comb += r.eq(Mux(a[31], 0, a))
+        return r
+
+    def _result(self, m: Module, op1, added, product, single) -> None:
+        """Register ``y``: the adder's result, the (scaled) product, or the single-step one."""
+        with m.Switch(op1):
+            with m.Case(*ADD_OPS, *((VecOp.NEG,) if self.dtype == "int8" else ())):
+                m.d.sync += self.y.eq(added)
+            with m.Case(VecOp.MUL, VecOp.MULS):
+                m.d.sync += self.y.eq(product)
+            with m.Default():
+                m.d.sync += self.y.eq(single)
+
+
+def _pick(op, choices: dict, default):
+    """The value of ``choices`` that ``op`` selects, else ``default`` (a chain of 2:1 multiplexers)."""
+    value = default
+    for code, choice in choices.items():
+        value = Mux(op == code, choice, value)
+    return value
+
+
+def _flush(x):
+    """An fp32 value with a subnormal read as the zero of its sign."""
+    return Mux(x[23:31] == 0, Cat(Const(0, 31), x[31]), x)
+
+
+def _is_nan(x):
+    return (x[23:31] == 0xFF) & (x[:23] != 0)
+
+
+def _order_key(x):
+    """An unsigned key ordered like the (non-NaN, flushed) fp32 values, with −0 just below +0."""
+    return Mux(x[31], ~x, x | SIGN)
+
+
+def _to_bf16(m: Module, x) -> Signal:
+    """``x`` rounded to bf16 as the function unit takes it: flushed, RNE at bit 16 (a carry into the
+    exponent gives the next binade or ±Inf), NaN → 0x7FC0."""
+    flushed = _flush(x)
+    rne = Signal(33)
+    m.d.comb += rne.eq(flushed + 0x7FFF + flushed[16])
+    out = Signal(16)
+    m.d.comb += out.eq(Mux(_is_nan(x), BF16_NAN, rne[16:32]))
+    return out
+
+
+def _round_shift(m: Module, x, s) -> Signal:
+    """``round_half_even(x / 2^s)`` of a signed ``x`` (the read-out's rounding shift, any width): an
+    arithmetic shift with one extra low bit, which then holds the guard bit; the bits below make the
+    sticky bit. No overflow: ``x`` is a product of two int32, so ``|x| ≤ 2^62``."""
+    width = len(x)
+    ext = Cat(Const(0, 1), x).as_signed()
+    shifted = Signal(signed(width + 1))
+    m.d.comb += shifted.eq(ext >> s)
+    sticky = (ext.as_unsigned() & ((Const(1, width + 2) << s) - 1)[: width + 1]) != 0
+    q = shifted[1:].as_signed()
+    y = Signal(signed(width))
+    m.d.comb += y.eq(q + (shifted[0] & (sticky | q[0])))
+    return y
+
+
+def _saturate(v):
+    """A signed value clamped to int32, as its 32-bit pattern."""
+    return Mux(v > INT32_MAX, INT32_MAX, Mux(v < INT32_MIN, INT32_MIN, v))[:32]

@@ -1,0 +1,39 @@
+"""The vector engine's lane operations: the 4-bit codes of the command ISA and which tile dtype defines which.
+
+The codes are fixed (the command ISA carries them); ``rtl/vector/lane_model.py`` and
+docs/arithmetic.md ("Vector engine lanes") give each op's rule for both dtypes.
+"""
+
+import enum
+
+__all__ = ["FLOAT_OPS", "FUNCTION_OPS", "INT_OPS", "SCALAR_OPS", "VecOp"]
+
+
+class VecOp(enum.IntEnum):
+    """One lane operation on the operands ``a``, ``b`` (a second row) and ``s`` (the scalar)."""
+
+    COPY = 0  # a
+    ADD = 1  # a + b
+    SUB = 2  # a − b
+    MUL = 3  # a · b
+    MADDS = 4  # a · s + b
+    MULS = 5  # a · s
+    ADDS = 6  # a + s
+    RSUBS = 7  # s − a (1 − x with s = 1)
+    NEG = 8  # −a
+    MAX = 9  # max(a, b)
+    MIN = 10  # min(a, b)
+    RELU = 11  # max(a, 0)
+    SIGMOID = 12
+    TANH = 13
+    EXP = 14
+
+
+# The transcendental functions, evaluated in bf16 by the function unit outside the lane; its ``fn``
+# select is ``op - VecOp.SIGMOID`` (0 sigmoid, 1 tanh, 2 exp).
+FUNCTION_OPS = frozenset({VecOp.SIGMOID, VecOp.TANH, VecOp.EXP})
+FLOAT_OPS = frozenset(VecOp)
+# int8 tiles work on int32 values and have no transcendental functions.
+INT_OPS = FLOAT_OPS - FUNCTION_OPS
+# The ops that read the scalar ``s``.
+SCALAR_OPS = frozenset({VecOp.MADDS, VecOp.MULS, VecOp.ADDS, VecOp.RSUBS})
