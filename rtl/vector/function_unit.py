@@ -31,6 +31,7 @@ class FunctionUnit(wiring.Component):
     def __init__(self, functions: tuple[str, ...] = FUNCTIONS) -> None:
         unknown = [f for f in functions if f not in FUNCTIONS]
         if unknown:
+            self._MustUse__silence = True  # a rejected unit is not an unused design (Amaranth's own idiom)
             raise ValueError(f"unknown functions {unknown}; expected a subset of {FUNCTIONS}")
         self.functions = tuple(dict.fromkeys(functions))
         super().__init__()

@@ -1,0 +1,204 @@
+"""The correctly rounded bf16 sigmoid, tanh and exp (rtl/vector): the tables against an independent
+mpmath computation on every input, hand-checked edge values, the combinational FunctionUnit and the
+generated C header bit for bit against the tables on every input."""
+
+import shutil
+import subprocess
+
+import mpmath
+import numpy as np
+import pytest
+from amaranth.back import verilog
+
+from rtl.vector import functions
+from rtl.vector.c_functions import functions_header
+from rtl.vector.function_unit import FunctionUnit
+from rtl.vector.functions import FUNCTIONS, NAN, apply_rule, reference, rom_bits, rule
+from tb.comb_eval import evaluate
+
+ALL = np.arange(1 << 16)
+INF, NEG_INF = 0x7F80, 0xFF80
+
+# --- an independent definition: exact maths in mpmath, IEEE bf16 fields decoded by hand ---------
+
+MP = {
+    "sigmoid": lambda x: 1 / (1 + mpmath.exp(-x)),
+    "tanh": mpmath.tanh,
+    "exp": mpmath.exp,
+}
+AT_ZERO = {"sigmoid": lambda s: 0x3F00, "tanh": lambda s: s << 15, "exp": lambda s: 0x3F80}
+AT_INF = {"sigmoid": (0x3F80, 0x0000), "tanh": (0x3F80, 0xBF80), "exp": (0x7F80, 0x0000)}
+
+
+def encode(r: mpmath.mpf) -> int:
+    """bf16 bits of an 8-bit value ``r`` after the range rules (≥ 2^128 → ±Inf, < 2^-126 → ±0)."""
+    sign = int(r < 0) << 15
+    if abs(r) >= mpmath.mpf(2) ** 128:
+        return sign | INF
+    if abs(r) < mpmath.mpf(2) ** -126:
+        return sign
+    mant, exp = mpmath.frexp(abs(r))  # abs(r) = mant · 2^exp, mant in [0.5, 1)
+    significand = int(mant * 256)  # 8 bits, exact
+    assert significand == mant * 256 and 128 <= significand < 256
+    return sign | (exp - 1 + 127) << 7 | (significand - 128)
+
+
+def exact_bf16(name: str, bits: int) -> int:
+    sign, exp, frac = bits >> 15, (bits >> 7) & 0xFF, bits & 0x7F
+    if exp == 0xFF:
+        return NAN if frac else AT_INF[name][sign]
+    if exp == 0:  # zeros and subnormals read as ±0
+        return AT_ZERO[name](sign)
+    x = mpmath.ldexp(mpmath.mpf((-1) ** sign * (128 + frac)), exp - 127 - 7)
+    with mpmath.workprec(160):
+        v = MP[name](x)
+    with mpmath.workprec(9):
+        on_9_bits = +v == v
+    with mpmath.workprec(8):
+        r = +v  # round to nearest, ties to even, at 8 significant bits; the exponent is unbounded
+    assert not (on_9_bits and r != v), "f(x) at 160 bits is a rounding midpoint: double rounding possible"
+    return encode(r)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_table_equals_exact_maths_on_every_input(name: str) -> None:
+    want = np.array([exact_bf16(name, b) for b in range(1 << 16)], dtype=np.uint16)
+    got = reference(name, ALL)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(hex(b), hex(got[b]), hex(want[b])) for b in bad[:8]]
+
+
+# --- hand-checked values -----------------------------------------------------------------------
+
+# Each value worked out by hand (bf16 significand = round(value / ulp) in its binade):
+HAND = [
+    # sigmoid(±0) = 0.5; a subnormal reads as 0
+    ("sigmoid", 0x0000, 0x3F00), ("sigmoid", 0x8000, 0x3F00), ("sigmoid", 0x0001, 0x3F00),
+    # sigmoid(1) = 0.731059: ·256 = 187.15 → 187 → 0x3F00 + 59; sigmoid(−1) = 0.268941: ·512 = 137.70 → 138
+    ("sigmoid", 0x3F80, 0x3F3B), ("sigmoid", 0xBF80, 0x3E8A),
+    ("sigmoid", INF, 0x3F80), ("sigmoid", NEG_INF, 0x0000),
+    # sigmoid(−100) ≈ e^-100 ≈ 3.7e-44 < 2^-126: flushed to +0; sigmoid(10) = 1 − 4.5e-5 → 1
+    ("sigmoid", 0xC2C8, 0x0000), ("sigmoid", 0x4120, 0x3F80),
+    # tanh keeps the sign of zero; subnormals read as ±0
+    ("tanh", 0x0000, 0x0000), ("tanh", 0x8000, 0x8000), ("tanh", 0x8001, 0x8000),
+    # tanh(0.5) = 0.462117: ·512 = 236.60 → 237 = 128 + 109 at 2^-2
+    ("tanh", 0x3F00, 0x3EED), ("tanh", 0xBF00, 0xBEED),
+    # tanh(2^-4) = 2^-4 − 8.1e-5, above the midpoint 2^-4 − 1.2e-4: x itself
+    ("tanh", 0x3D80, 0x3D80),
+    # tanh(2^-3) = 0.124349: ·2^11 = 254.67 → 255 = 128 + 127 at 2^-4
+    ("tanh", 0x3E00, 0x3DFF), ("tanh", 0xBE00, 0xBDFF),
+    # tanh(±10) = ±(1 − 4e-9) → ±1; tanh(±Inf) = ±1; the smallest normal is its own tanh
+    ("tanh", 0x4120, 0x3F80), ("tanh", 0xC120, 0xBF80), ("tanh", INF, 0x3F80), ("tanh", NEG_INF, 0xBF80),
+    ("tanh", 0x0080, 0x0080), ("tanh", 0x8080, 0x8080),
+    # exp(±0) = 1; exp(1) = 2.718282: ·64 = 173.97 → 174 = 128 + 46 at 2^1; exp(−1) = 0.367879: ·512 = 188.35
+    ("exp", 0x0000, 0x3F80), ("exp", 0x8000, 0x3F80), ("exp", 0x3F80, 0x402E), ("exp", 0xBF80, 0x3EBC),
+    # exp(±2^-9) is within half an ulp of 1; exp(−2^-8) = 1 − 2^-8 + 2^-17 → 1 − 2^-8
+    ("exp", 0x3B00, 0x3F80), ("exp", 0xBB00, 0x3F80), ("exp", 0xBB80, 0x3F7F),
+    # exp(88.5) = 2^127 · 1.60048: ·128 = 204.86 → 205 = 128 + 77, finite; exp(89) > 2^128 (ln 2^128 = 88.72)
+    ("exp", 0x42B1, 0x7F4D), ("exp", 0x42B2, INF), ("exp", INF, INF), ("exp", NEG_INF, 0x0000),
+    # exp(−87) = 2^-126 · 1.40010: ·128 = 179.21 → 179, kept; exp(−87.5) = 2^-127 · 1.698: flushed to +0
+    ("exp", 0xC2AE, 0x00B3), ("exp", 0xC2AF, 0x0000),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "x", "y"), HAND, ids=[f"{n}-{x:04x}" for n, x, _ in HAND])
+def test_hand_checked_values(name: str, x: int, y: int) -> None:
+    assert reference(name, [x])[0] == y
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_nan_inputs_give_the_canonical_nan(name: str) -> None:
+    nans = [b for b in range(1 << 16) if (b >> 7) & 0xFF == 0xFF and b & 0x7F]
+    assert len(nans) == 254
+    assert np.all(reference(name, nans) == NAN)
+
+
+# --- the rule, the mpmath decisions --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_rule_reproduces_the_table(name: str) -> None:
+    r = rule(name)
+    assert np.array_equal(apply_rule(r, ALL), reference(name, ALL))
+    assert r.odd == (name == "tanh")
+    for side in r.sides:
+        assert len(side.rom) == side.hi - side.lo + 1
+        assert max(side.rom) < 1 << side.width
+
+
+def test_rom_sizes() -> None:
+    sizes = rom_bits()
+    assert sizes == {name: (rule(name).rom_entries, rule(name).rom_bits) for name in FUNCTIONS}
+    assert sizes["tanh"][0] < 1024  # odd: one side only
+    assert sum(bits for _, bits in sizes.values()) < 100_000
+
+
+def test_mpmath_decides_inputs_near_midpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a guard wide enough that mpmath decides hundreds of inputs, the tables do not change:
+    the float64 values are far more accurate than the guard assumes."""
+    calls = []
+    real_mp = functions._mp
+    monkeypatch.setattr(functions, "GUARD_ULPS", 1 << 41)  # still below half a bf16 ulp (2^44)
+    monkeypatch.setattr(functions, "_mp", lambda name, x: calls.append(x) or real_mp(name, x))
+    for name in FUNCTIONS:
+        before = len(calls)
+        assert np.array_equal(functions.table.__wrapped__(name), reference(name, ALL))
+        assert len(calls) - before > 50
+
+
+# --- the hardware ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_unit_on_every_input(name: str) -> None:
+    assert FunctionUnit.latency == 0
+    fn = np.full(ALL.shape, FUNCTIONS.index(name))
+    got = evaluate(FunctionUnit(), {"x": ALL, "fn": fn}, ("y",))["y"]
+    np.testing.assert_array_equal(got, reference(name, ALL).astype(np.uint64))
+
+
+def test_function_unit_subset_and_unknown_codes() -> None:
+    """Codes of functions that were not built, and code 3, give the canonical NaN."""
+    x = np.tile(ALL[::97], 4)
+    fn = np.repeat(np.arange(4), len(ALL[::97]))
+    got = evaluate(FunctionUnit(("tanh",)), {"x": x, "fn": fn}, ("y",))["y"]
+    want = np.where(fn == 1, reference("tanh", x), NAN)
+    np.testing.assert_array_equal(got, want.astype(np.uint64))
+    with pytest.raises(ValueError, match="unknown"):
+        FunctionUnit(("softplus",))
+
+
+def test_function_unit_is_combinational_verilog() -> None:
+    text = verilog.convert(FunctionUnit(), name="function_unit")
+    assert "posedge" not in text and "module function_unit" in text
+
+
+# --- the C header ------------------------------------------------------------------------------
+
+C_MAIN = """
+#include <stdio.h>
+#include "pyard_vector_functions.h"
+int main(void) {
+    static uint16_t out[3][65536];
+    for (uint32_t x = 0; x < 65536; x++) {
+        out[0][x] = pyard_sigmoid_bf16((uint16_t)x);
+        out[1][x] = pyard_tanh_bf16((uint16_t)x);
+        out[2][x] = pyard_exp_bf16((uint16_t)x);
+    }
+    return fwrite(out, sizeof out, 1, stdout) == 1 ? 0 : 1;
+}
+"""
+
+
+def test_c_header_on_every_input(tmp_path) -> None:
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    (tmp_path / "pyard_vector_functions.h").write_text(functions_header())
+    (tmp_path / "main.c").write_text(C_MAIN)
+    flags = ["-std=c99", "-O1", "-Wall", "-Wextra", "-Wconversion", "-Werror"]
+    subprocess.run([cc, *flags, "-o", str(tmp_path / "fns"), str(tmp_path / "main.c")], check=True)
+    raw = subprocess.run([str(tmp_path / "fns")], check=True, capture_output=True).stdout
+    got = np.frombuffer(raw, dtype="<u2").reshape(3, 1 << 16)  # the host is little-endian (x86, RISC-V)
+    for i, name in enumerate(FUNCTIONS):
+        np.testing.assert_array_equal(got[i], reference(name, ALL), err_msg=name)
