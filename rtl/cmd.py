@@ -40,9 +40,11 @@ REG = {
     "STALL_DMA_READ": 0x11C,
     "STALL_DMA_WRITE": 0x120,
     "STALL_QUEUE": 0x124,
+    "VEC_ELEMS": 0x128,
+    "VEC_CYCLES": 0x12C,
 }
 
-# Error codes (docs/isa.md, "Errors"); units: 1 decode, 2 load, 3 exec, 4 store, 5 queue.
+# Error codes (docs/isa.md, "Errors"); units: 1 decode, 2 load, 3 exec, 4 store, 5 queue, 6 vector.
 ERR = {
     "BAD_OPCODE": 0x01,
     "ZERO_DIM": 0x02,
@@ -69,6 +71,8 @@ CounterEvents = data.StructLayout(
         "dma_rd_bytes": 16,
         "dma_wr_bytes": 16,
         "stall": len(STALLS),
+        "vec_elems": 8,  # elements the vector engine computed this cycle (at most lanes ≤ 64)
+        "vec_busy": 1,  # the vector engine holds an operation
     }
 )
 RegRequest = data.StructLayout({"addr": 10, "write": 1, "wdata": 32})  # word address
@@ -226,6 +230,8 @@ class CommandInterface(wiring.Component):
             "MACS": ev.macs,
             "DMA_RD_BYTES": ev.dma_rd_bytes,
             "DMA_WR_BYTES": ev.dma_wr_bytes,
+            "VEC_ELEMS": ev.vec_elems,
+            "VEC_CYCLES": ev.vec_busy,
             **{f"STALL_{s.upper()}": ev.stall[k] for k, s in enumerate(STALLS)},
         }
         regs = {}

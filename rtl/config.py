@@ -111,6 +111,7 @@ class AccelConfig:
     acc_kib: int = 64
     acc_banks: int = 2
     dma_bits: int = 0
+    lanes: int = 0  # vector-engine elements per cycle; 0: cols
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +135,9 @@ class AccelConfig:
         if not self.dma_bits:
             object.__setattr__(self, "dma_bits", 128 if max(self.rows, self.cols) >= 16 else 64)
         check_choice("dma_bits", self.dma_bits, DMA_BITS)
+        if not self.lanes:
+            object.__setattr__(self, "lanes", self.cols)
+        check_int("lanes", self.lanes, 1, self.dim)
 
     def _check_memory(self, name: str, banks: int, fits: Callable[[int], bool], why: str) -> None:
         """Refuse a memory size that is not a power of two in range, or whose rows do not fit."""
@@ -225,7 +229,7 @@ class AccelConfig:
 
     def replace(self, **changes: Any) -> AccelConfig:
         """A copy with ``changes``; a field that holds the default derived from others (acc_dtype,
-        sp_kib, dma_bits) is derived again for the new config unless it is changed too; a new
+        sp_kib, dma_bits, lanes) is derived again for the new config unless it is changed too; a new
         dtype always brings its own default acc_dtype."""
         if "dtype" in changes and "acc_dtype" not in changes:
             changes["acc_dtype"] = ""
@@ -238,7 +242,7 @@ class AccelConfig:
 
 
 # Fields whose empty value means "derive from the others", and that value.
-_UNSET: dict[str, Any] = {"acc_dtype": "", "sp_kib": 0, "dma_bits": 0}
+_UNSET: dict[str, Any] = {"acc_dtype": "", "sp_kib": 0, "dma_bits": 0, "lanes": 0}
 _DERIVED = tuple(_UNSET)
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(AccelConfig) if f.name != "extra")

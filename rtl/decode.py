@@ -6,7 +6,7 @@ no unit ever sees an invalid address or size. LOAD and STORE become DMA descript
 number. FENCE waits until every unit is idle before letting later commands through.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,23 +15,29 @@ from rtl.config import AccelConfig
 from rtl.exec_unit import exec_op_layout
 from rtl.im2col import KERNEL_MAX
 from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
+from rtl.vector.engine import vec_op_layout
+from rtl.vector.engine_model import B_OPERAND_OPS
+from rtl.vector.ops import FLOAT_OPS, INT_OPS
 
 __all__ = ["OP", "Decoder"]
 
-OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "GEMM": 0x10, "CONV2D": 0x11}
+OP = {"LOAD": 0x01, "STORE": 0x02, "EXEC": 0x03, "FENCE": 0x04, "VEC": 0x05, "GEMM": 0x10, "CONV2D": 0x11}
 UNIT_DECODE = 1
 # Bits of word 0 each opcode defines above its opcode byte (docs/isa.md); any other bit set is a
 # BAD_FIELD, so a mistyped flag is reported instead of silently meaning something else.
 DEPS_BITS = 0xF << 8
+SIDE_BITS = 0x3 << 28  # EXEC's and STORE's tokens with the vector unit
 FLAG_BITS = {
     "LOAD": DEPS_BITS | 0xF << 12,
-    "STORE": DEPS_BITS | 0x1F << 12,
-    "EXEC": DEPS_BITS | 0x3 << 12,
+    "STORE": DEPS_BITS | SIDE_BITS | 0x1F << 12,
+    "EXEC": DEPS_BITS | SIDE_BITS | 0x3 << 12,
     "FENCE": 0,
+    "VEC": DEPS_BITS | 0x7FF << 12,
     "GEMM": 0x1FF << 12,
     "CONV2D": 0x7F << 14,
 }
-ACT_CODES = 2  # read-out activations defined: 0 none, 1 ReLU
+# Read-out activations defined: 0 none, 1 ReLU; float accumulators also 2 sigmoid, 3 tanh.
+ACT_CODES = {"int8": 2, "bf16": 4}
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
@@ -49,6 +55,7 @@ class Decoder(wiring.Component):
                 "load": Out(_gated(dma_desc_layout())),
                 "store": Out(_gated(dma_desc_layout())),
                 "exec": Out(_gated(exec_op_layout(self.sp_bits, self.acc_bits))),
+                "vec": Out(_gated(vec_op_layout())),
                 "loop": Out(stream.Signature(GemmCmd)),
                 "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
                 "units_idle": In(1),
@@ -60,8 +67,9 @@ class Decoder(wiring.Component):
         m = Module()
         w = self.cmd.p.words
         opcode = w[0][:8]
-        deps = data.View(deps_layout, w[0][8:12])
+        deps = data.View(deps_layout, Cat(w[0][8:12], w[0][28:30]))
         code = Signal(8)
+        vec = self._vec(m, w)
         self._check(m, w, opcode, deps, code)
 
         desc = Signal(dma_desc_layout())
@@ -79,7 +87,7 @@ class Decoder(wiring.Component):
         ]
 
         self._gemm(m, w)
-        for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex)):
+        for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex), (self.vec, vec)):
             m.d.comb += [port.p.op.eq(payload), port.p.deps.eq(deps), port.p.seq.eq(self.cmd.p.seq)]
         ok = self.cmd.valid & (code == 0)
         is_op = {name: opcode == value for name, value in OP.items()}
@@ -87,6 +95,7 @@ class Decoder(wiring.Component):
             self.load.valid.eq(ok & is_op["LOAD"]),
             self.store.valid.eq(ok & is_op["STORE"]),
             self.exec.valid.eq(ok & is_op["EXEC"]),
+            self.vec.valid.eq(ok & is_op["VEC"]),
             # A loop command starts only when everything before it has finished (it owns the tile).
             self.loop.valid.eq(ok & (is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle),
             self.error.valid.eq(self.cmd.valid & (code != 0)),
@@ -99,6 +108,7 @@ class Decoder(wiring.Component):
             (is_op["LOAD"] & self.load.ready)
             | (is_op["STORE"] & self.store.ready)
             | (is_op["EXEC"] & self.exec.ready)
+            | (is_op["VEC"] & self.vec.ready)
             | (is_op["FENCE"] & self.units_idle)
             | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
         )
@@ -162,6 +172,65 @@ class Decoder(wiring.Component):
                 p.scale.eq(w[12]),
             ]
 
+    def _vec(self, m: Module, w) -> Signal:
+        """A VEC command's fields (docs/isa.md, "VEC")."""
+        v = Signal(vec_op_layout())
+        f = w[0]
+        op = f[18:23]
+        m.d.comb += [
+            v.a_acc.eq(f[12]),
+            v.b_acc.eq(f[13]),
+            v.d_acc.eq(f[14]),
+            v.b_one.eq(f[15]),
+            v.d_one.eq(f[16]),
+            v.accumulate.eq(f[17]),
+            v.op.eq(op),
+            v.uses_b.eq(Cat(op == code for code in B_OPERAND_OPS).any()),
+            v.scalar.eq(w[1]),
+            v.rows.eq(w[2][:16]),
+            v.elems.eq(w[2][16:]),
+            v.a.eq(w[3][:16]),
+            v.b.eq(w[3][16:]),
+            v.d.eq(w[4][:16]),
+            v.shift.eq(w[4][16:21]),
+        ]
+        self._vec_fields = v
+        return v
+
+    def _vec_checks(self, vec) -> list:
+        """VEC rules: a defined operation for the tile's type, accumulation only into the
+        accumulator (and required with one destination row), no zero size, rows as wide as the
+        memories they use and inside them, and no destination overlapping a source except in place."""
+        cfg = self.cfg
+        v = self._vec_fields
+        ops = FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS
+        undefined = ~Cat(v.op == code for code in ops).any()
+        shift_bad = (v.shift != 0) if cfg.dtype == "bf16" else Const(0)
+        bad_field = undefined | shift_bad | (v.accumulate & ~v.d_acc) | (v.d_one & ~v.accumulate)
+        b_rows = Mux(v.b_one, 1, v.rows)
+        d_rows = Mux(v.d_one, 1, v.rows)
+        operands = [
+            (v.a, v.rows, v.a_acc, Const(1)),
+            (v.b, b_rows, v.b_acc, v.uses_b),
+            (v.d, d_rows, v.d_acc, Const(1)),
+        ]
+        too_wide = Cat(used & (v.elems > Mux(acc, cfg.cols, cfg.dim)) for _, _, acc, used in operands).any()
+        sp_out = Cat(used & ~acc & (base + span > cfg.sp_rows) for base, span, acc, used in operands).any()
+        acc_out = Cat(used & acc & (base + span > cfg.acc_rows) for base, span, acc, used in operands).any()
+        overlap = Cat(
+            used & (acc == v.d_acc) & (base < v.d + d_rows) & (v.d < base + span)
+            & ~((base == v.d) & (span == v.rows) & (d_rows == v.rows))
+            for base, span, acc, used in operands[:2]
+        ).any()  # fmt: skip
+        return [
+            (vec & bad_field, "BAD_FIELD"),
+            (vec & ((v.rows == 0) | (v.elems == 0)), "ZERO_DIM"),
+            (vec & too_wide, "TOO_LARGE"),
+            (vec & sp_out, "SP_RANGE"),
+            (vec & acc_out, "ACC_RANGE"),
+            (vec & overlap, "BAD_SHAPE"),
+        ]
+
     def _conv_checks(self, w, conv) -> list:
         """CONV2D rules: no zero size, a kernel of at most 7 × 7 that fits the padded input, a
         non-zero stride, bias none or per channel, element-aligned addresses. The shape is read from
@@ -202,8 +271,7 @@ class Decoder(wiring.Component):
             (gemm & misaligned, "MISALIGNED"),
         ]
 
-    @staticmethod
-    def _bad_field(flags, opcode, sp_target):
+    def _bad_field(self, flags, opcode, sp_target):
         """A reserved bit of word 0 set, or a field holding a code the tile does not define:
         read-out activation or output width codes 2–3, a STORE from the scratchpad with a
         read-out, a LOAD that transposes into or accumulates onto the wrong memory."""
@@ -213,12 +281,13 @@ class Decoder(wiring.Component):
         store, loop = opcode == OP["STORE"], (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
         store_act, store_out = flags[13:15], flags[15:17]
         loop_act, loop_out = flags[17:19], flags[19:21]
+        act_codes = ACT_CODES[self.cfg.dtype]
         return (
             reserved
-            | (store & ~sp_target & ((store_act >= ACT_CODES) | (store_out > 1)))
+            | (store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)))
             | (store & sp_target & ((store_act != 0) | (store_out != 0)))
             | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])))
-            | (loop & ((loop_act >= ACT_CODES) | (loop_out > 1)))
+            | (loop & ((loop_act >= act_codes) | (loop_out > 1)))
         )
 
     def _descriptor(self, m: Module, w, opcode, desc) -> None:
@@ -263,16 +332,17 @@ class Decoder(wiring.Component):
         span = Mux(transpose, elems, rows)
         limit = Mux(sp_target, cfg.sp_rows, cfg.acc_rows)
         dma = load | store
-        ex = opcode == OP["EXEC"]
+        ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
         m_rows = w[3][:16]
         b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
         k_rows = w[1][16:]
         loop = (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
 
         checks = [
-            (~(load | store | ex | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
+            (~(load | store | ex | vec | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
-            (~(load | store | ex) & (w[0][8:12] != 0), "BAD_DEPS"),
+            (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
+            (~(store | ex) & (w[0][28:30] != 0), "BAD_DEPS"),
             (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
@@ -284,6 +354,7 @@ class Decoder(wiring.Component):
             (dma & misaligned, "MISALIGNED"),
             *self._gemm_checks(w, opcode == OP["GEMM"]),
             *self._conv_checks(w, opcode == OP["CONV2D"]),
+            *self._vec_checks(vec),
         ]
         m.d.comb += code.eq(0)
         for cond, name in reversed(checks):  # the first listed rule wins

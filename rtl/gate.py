@@ -32,17 +32,22 @@ class Gate(wiring.Component):
                 "engine_done": In(stream.Signature(EngineDone)),
                 "prev_avail": In(1),
                 "next_avail": In(1),
+                "side_avail": In(1),
                 "take_prev": Out(1),
                 "take_next": Out(1),
+                "take_side": Out(1),
                 "give_prev": Out(1),
                 "give_next": Out(1),
+                "give_side": Out(1),
                 # The token counter towards the previous / next unit holds its maximum: a token
                 # given now would be lost, so the operation reports BAD_DEPS instead.
                 "prev_full": In(1),
                 "next_full": In(1),
+                "side_full": In(1),
                 "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
                 "waiting_prev": Out(1),  # has an operation, waits for a token from the previous unit
                 "waiting_next": Out(1),
+                "waiting_side": Out(1),
                 "busy": Out(1),
                 "running": Out(1),  # an operation is with the engine
                 "flush": In(1),
@@ -54,7 +59,11 @@ class Gate(wiring.Component):
         deps = self.inp.p.deps
         m.submodules.flight = flight = fifo.SyncFIFOBuffered(width=deps_layout.size + 16, depth=self.in_flight)
 
-        tokens_ok = (~deps.wait_prev | self.prev_avail) & (~deps.wait_next | self.next_avail)
+        tokens_ok = (
+            (~deps.wait_prev | self.prev_avail)
+            & (~deps.wait_next | self.next_avail)
+            & (~deps.wait_side | self.side_avail)
+        )
         go = self.inp.valid & tokens_ok & flight.w_rdy & ~self.flush
         m.d.comb += [
             self.engine.valid.eq(go),
@@ -65,25 +74,32 @@ class Gate(wiring.Component):
         m.d.comb += [
             self.take_prev.eq(started & deps.wait_prev),
             self.take_next.eq(started & deps.wait_next),
+            self.take_side.eq(started & deps.wait_side),
             flight.w_en.eq(started),
             flight.w_data.eq(Cat(deps.as_value(), self.inp.p.seq)),
         ]
 
         done = self.engine_done
         fin = data.View(data.StructLayout({"deps": deps_layout, "seq": 16}), flight.r_data)
-        overflow = (fin.deps.signal_prev & self.prev_full) | (fin.deps.signal_next & self.next_full)
+        overflow = (
+            (fin.deps.signal_prev & self.prev_full)
+            | (fin.deps.signal_next & self.next_full)
+            | (fin.deps.signal_side & self.side_full)
+        )
         failed = done.p.error | overflow
         m.d.comb += [
             done.ready.eq(1),
             flight.r_en.eq(done.valid),
             self.give_prev.eq(done.valid & fin.deps.signal_prev & ~failed),
             self.give_next.eq(done.valid & fin.deps.signal_next & ~failed),
+            self.give_side.eq(done.valid & fin.deps.signal_side & ~failed),
             self.error.valid.eq(done.valid & failed),
             self.error.payload.unit.eq(self.unit),
             self.error.payload.code.eq(Mux(done.p.error, done.p.code, ERR["BAD_DEPS"])),
             self.error.payload.seq.eq(fin.seq),
             self.waiting_prev.eq(self.inp.valid & deps.wait_prev & ~self.prev_avail),
             self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),
+            self.waiting_side.eq(self.inp.valid & deps.wait_side & ~self.side_avail),
             # The level, not r_rdy: the FIFO's output lags a write and busy must not dip meanwhile.
             self.busy.eq(self.inp.valid | (flight.level != 0)),
             self.running.eq(flight.level != 0),

@@ -6,7 +6,9 @@ leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
 
 1. register the row and its controls (the accumulator's memory and bank multiplexer feed it);
 2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats);
-3. ReLU and narrowing (saturation to int8 or rounding to bf16).
+3. ReLU and narrowing (saturation to int8 or rounding to bf16); for float accumulators the
+   sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded value through the correctly
+   rounded function unit (``rtl/vector/function_unit.py``) and give its bf16 result.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -15,11 +17,15 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.fp import Fp32Mul
+from rtl.shared import add_shared
+from rtl.vector.function_unit import FunctionUnit
 
 __all__ = ["READOUT_LATENCY", "Readout", "readout_controls"]
 
 READOUT_LATENCY = 3
 ACT_RELU = 1
+# Float accumulators only: act 2 and 3 are these functions, in this order.
+ACT_FUNCTIONS = ("sigmoid", "tanh")
 OUT_NARROW = 0  # every other value (1, and the reserved 2–3) keeps the full width, as the DMA sizes it
 
 
@@ -55,17 +61,22 @@ def _narrow_int(m: Module, y, relu, full, name: str) -> Signal:
     return Mux(full, value, Cat(sat[:8], Const(0, 24)))
 
 
-def _narrow_fp(m: Module, y, relu, full, acc_bits: int, name: str):
+def _narrow_fp(m: Module, y, relu, function, fn, full, acc_bits: int, name: str):
+    """ReLU, or sigmoid / tanh (``function``; ``fn`` picks which) of the bf16-rounded value, then
+    the output width: a function's result is bf16, widened exactly for a full fp32 output."""
     value = Signal(32, name=f"{name}_r")
     # A NaN from the multiplier is canonical (sign 0), so the sign bit alone picks −0 and negatives.
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
     nan = (value[23:31] == 0xFF) & (value[:23] != 0)
     rne = Signal(33, name=f"{name}_rne")
     m.d.comb += rne.eq(value + 0x7FFF + value[16])  # round to nearest even at bit 16
-    bf16 = Mux(nan, 0x7FC0, rne[16:32])
+    rounded = Mux(nan, 0x7FC0, rne[16:32])
+    unit = add_shared(m, f"{name}_fn", "pyard_readout_functions", lambda: FunctionUnit(ACT_FUNCTIONS))
+    m.d.comb += [unit.x.eq(rounded), unit.fn.eq(fn)]
+    bf16 = Mux(function, unit.y, rounded)
     if acc_bits == 16:
         return bf16
-    return Mux(full, value, Cat(bf16, Const(0, 16)))
+    return Mux(full, Mux(function, Cat(Const(0, 16), unit.y), value), Cat(bf16, Const(0, 16)))
 
 
 class Readout(wiring.Component):
@@ -90,10 +101,12 @@ class Readout(wiring.Component):
 
         ys = data.ArrayLayout(32, self.width)
         y = Signal(ys)
-        relu, full, valid2 = Signal(), Signal(), Signal()
+        relu, function, fn, full, valid2 = Signal(), Signal(), Signal(), Signal(), Signal()
         m.d.sync += [
             valid2.eq(s1.valid),
             relu.eq(s1.payload.act == ACT_RELU),
+            function.eq(s1.payload.act >= 2),
+            fn.eq(s1.payload.act[0]),
             full.eq(s1.payload.out != OUT_NARROW),
         ]
         for k in range(self.width):
@@ -104,7 +117,7 @@ class Readout(wiring.Component):
             if cfg.acc_dtype == "int32":
                 narrowed = _narrow_int(m, y[k], relu, full, f"e{k}")
             else:
-                narrowed = _narrow_fp(m, y[k], relu, full, cfg.acc_bits, f"e{k}")
+                narrowed = _narrow_fp(m, y[k], relu, function, fn, full, cfg.acc_bits, f"e{k}")
             m.d.sync += self.result.payload.data[k].eq(narrowed)
         return m
 

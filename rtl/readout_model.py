@@ -7,7 +7,10 @@
 * fp32 / bf16 accumulators: ``y = fp32_mul(x, scale)`` (RNE, FTZ, canonical NaN); ReLU
   (−0 and negatives → +0, NaN stays NaN); ``out = 0`` rounds to bf16 (RNE) in the low 16 bits, any
   other ``out`` keeps fp32 (a bf16 accumulator always reads out bf16).
-* ``act = 1`` is ReLU; every other value (0, and the reserved 2–3) applies nothing.
+* ``act = 1`` is ReLU. Float accumulators: ``act = 2`` is sigmoid and ``act = 3`` tanh, of the
+  value rounded to bf16, correctly rounded (``rtl/vector/functions.py``); the result is that bf16,
+  widened exactly for a full fp32 output. int32 accumulators define no act 2–3 (the decoder refuses
+  them); here they apply nothing.
 
 Narrow results sit in the low bits of the accumulator-width slot; the bits above are zero.
 The model is written against integer and float64 arithmetic, not against the hardware's structure.
@@ -20,6 +23,7 @@ import numpy.typing as npt
 
 from rtl.config import AccelConfig
 from rtl.fp_model import _finish, _round_to_precision, f32_bits_to_f64, fp32_mul
+from rtl.vector.functions import reference
 
 __all__ = ["readout", "round_shift"]
 
@@ -45,18 +49,23 @@ def _int_readout(x: npt.NDArray, s: npt.NDArray, relu: npt.NDArray, full: npt.ND
 
 
 def _fp_readout(
-    x: npt.NDArray, scale: npt.NDArray, relu: npt.NDArray, full: npt.NDArray, acc_bits: int
+    x: npt.NDArray, scale: npt.NDArray, act: npt.NDArray, full: npt.NDArray, acc_bits: int
 ) -> npt.NDArray[np.unsignedinteger]:
+    relu = act == ACT_RELU
     x32 = np.asarray(x, dtype=np.uint32) << 16 if acc_bits == 16 else np.asarray(x, dtype=np.uint32)
     y = fp32_mul(x32, scale)
     value = f32_bits_to_f64(y)
     y = np.where(relu & ((value < 0) | (y == 0x80000000)), np.uint32(0), y).astype(np.uint32)
     value = f32_bits_to_f64(y)
     nan = np.isnan(value)
-    bf16 = _finish(_round_to_precision(value, np.zeros_like(value), 8), nan, 7)
+    bf16 = _finish(_round_to_precision(value, np.zeros_like(value), 8), nan, 7).astype(np.uint16)
+    function = act >= 2
+    for code, name in ((2, "sigmoid"), (3, "tanh")):
+        bf16 = np.where(act == code, reference(name, bf16), bf16).astype(np.uint16)
     if acc_bits == 16:
-        return bf16.astype(np.uint16)
-    return np.where(full, y, bf16.astype(np.uint32)).astype(np.uint32)
+        return bf16
+    wide = np.where(function, bf16.astype(np.uint32) << 16, y)
+    return np.where(full, wide, bf16.astype(np.uint32)).astype(np.uint32)
 
 
 def readout(
@@ -72,4 +81,4 @@ def readout(
     relu, full = act == ACT_RELU, out != OUT_NARROW
     if cfg.acc_dtype == "int32":
         return _int_readout(x.astype(np.uint32), scale.astype(np.int64), relu, full)
-    return _fp_readout(x.astype(np.uint32), scale.astype(np.uint32), relu, full, cfg.acc_bits)
+    return _fp_readout(x.astype(np.uint32), scale.astype(np.uint32), act, full, cfg.acc_bits)

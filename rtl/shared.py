@@ -77,15 +77,35 @@ def convert(component: wiring.Component, name: str) -> str:
         return drop_zero_memory_init(text + "".join(module.verilog for module in collector.modules.values()))
 
 
-# A memory's all-zero contents as Amaranth writes them: an initial block with one line per row.
-_ZERO_MEMORY_INIT = re.compile(r"^ *initial begin\n(?: *[^\n=]+\[\d+\] = \d+'h0+;\n)+ *end\n", re.M)
+# One row of a memory's initial block as Amaranth writes it, and whether it sets the row to zero.
+_INIT_ROW = re.compile(r"^ *[^\n=]+\[\d+\] = \d+'h([0-9a-fA-F]+);$")
 
 
 def drop_zero_memory_init(text: str) -> str:
     """``text`` without the initial blocks that set a memory to zero. Zero is what block RAM holds
     after configuration and what Verilator starts from anyway, but Yosys reads one statement per
-    row (hours for a 256 KiB scratchpad); a memory with other contents keeps its block."""
-    return _ZERO_MEMORY_INIT.sub("", text)
+    row (hours for a 256 KiB scratchpad); a memory with other contents (a ROM) keeps its block.
+    One pass over the lines: a block is held back until its ``end`` shows whether it is all zero."""
+    out: list[str] = []
+    block: list[str] | None = None
+    zero = True
+    for line in text.splitlines(keepends=True):
+        if block is None:
+            if line.strip() == "initial begin":
+                block, zero = [line], True
+            else:
+                out.append(line)
+            continue
+        block.append(line)
+        if line.strip() == "end":
+            if not (zero and len(block) > 2):
+                out.extend(block)
+            block = None
+            continue
+        row = _INIT_ROW.match(line.rstrip("\n"))
+        zero = zero and row is not None and int(row[1], 16) == 0
+    out.extend(block or [])
+    return "".join(out)
 
 
 def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component], *, hier_block: bool = False):

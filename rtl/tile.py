@@ -6,11 +6,11 @@ writes for stores), so DMA in both directions overlaps. Four token counters carr
 neighbouring units.
 """
 
-from amaranth.hdl import Module, Mux, ResetInserter, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from rtl.accumulator import Accumulator
+from rtl.accumulator import ACC_READ_DEPTH, Accumulator
 from rtl.axi import Axi4Signature, AxiLiteSignature
 from rtl.axil import AxiLiteRegs
 from rtl.cmd import ERR, CommandInterface
@@ -22,10 +22,11 @@ from rtl.gate import Gate
 from rtl.gemm_loop import GemmLoop
 from rtl.ops import dma_desc_layout
 from rtl.scratchpad import Scratchpad
+from rtl.vector.engine import VectorEngine, vec_op_layout
 
 __all__ = ["Tile"]
 
-UNIT_LOAD, UNIT_EXEC, UNIT_STORE = 2, 3, 4
+UNIT_LOAD, UNIT_EXEC, UNIT_STORE, UNIT_VEC = 2, 3, 4, 6
 # Read bursts the load engine keeps in flight: A's K slices arrive as one short row per burst, so
 # covering a 32-cycle memory latency at one beat per cycle takes about 32 of them.
 LOAD_READS_IN_FLIGHT = 64
@@ -70,8 +71,10 @@ class Tile(wiring.Component):
         m.submodules.g_load = g_load = Gate(dma_desc_layout(), UNIT_LOAD, in_flight=32)
         m.submodules.g_exec = g_exec = Gate(dec.exec.p.op.shape(), UNIT_EXEC)
         m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
+        m.submodules.g_vec = g_vec = Gate(vec_op_layout(), UNIT_VEC)
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
-        m.submodules.sp = sp = Scratchpad(cfg, read_ports=3)
+        m.submodules.vector = vec = VectorEngine(cfg)
+        m.submodules.sp = sp = Scratchpad(cfg, read_ports=5)
         m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
         # An error stops a running loop command at once: it issues nothing more and forgets its
         # queued operations (units holding one finish it, or drop it when the error is cleared).
@@ -109,15 +112,19 @@ class Tile(wiring.Component):
             g_exec.engine_done.valid.eq(ex.done.valid),
             ex.done.ready.eq(g_exec.engine_done.ready),
         ]
+        connect(m, dec.vec, g_vec.inp)
+        connect(m, g_vec.engine, vec.op)
+        connect(m, vec.done, g_vec.engine_done)
         self._memories(m, sp, acc, dma_load, dma_store, ex)
-        self._tokens(m, g_load, g_exec, g_store, cmdif.flush)
+        self._vector_memories(m, sp, acc, dma_load, dma_store, vec)
+        self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush)
 
-        gates = (g_load, g_exec, g_store)
-        errors = (dec.error, g_load.error, g_exec.error, g_store.error)
+        gates = (g_load, g_exec, g_store, g_vec)
+        errors = (dec.error, g_load.error, g_exec.error, g_store.error, g_vec.error)
         for source in reversed(errors):  # the decoder's error wins a tie: it is the oldest command
             with m.If(source.valid):
                 m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
-        self._deadlock(m, dec, gates, ex, gemm, cmdif)
+        self._deadlock(m, dec, gates, ex, vec, gemm, cmdif)
         with m.If(gemm.too_large):
             m.d.comb += [
                 cmdif.error.valid.eq(1),
@@ -125,7 +132,7 @@ class Tile(wiring.Component):
                 cmdif.error.payload.code.eq(ERR["TOO_LARGE"]),
                 cmdif.error.payload.seq.eq(gemm.seq),
             ]
-        busy = g_load.busy | g_exec.busy | g_store.busy | ex.busy | gemm.busy
+        busy = g_load.busy | g_exec.busy | g_store.busy | g_vec.busy | ex.busy | vec.busy | gemm.busy
         m.d.comb += [
             cmdif.busy.eq(busy),
             dec.units_idle.eq(~busy),
@@ -135,6 +142,7 @@ class Tile(wiring.Component):
         for g in gates:
             m.d.comb += g.flush.eq(cmdif.flush)
         self._events(m, cmdif, dma_load, dma_store, ex, g_load, g_exec, g_store)
+        m.d.comb += [cmdif.events.vec_elems.eq(vec.elements), cmdif.events.vec_busy.eq(vec.busy)]
         self._activity(m, cmdif.pending | ~dma_load.idle | ~dma_store.idle)
         return m
 
@@ -179,27 +187,75 @@ class Tile(wiring.Component):
                 consumer.valid.eq(sp.read_data[port].valid),
                 consumer.payload.data.eq(sp.read_data[port].payload.data),
             ]
-        connect(m, load.sp_write, sp.write)
         m.d.comb += [
             acc.mesh_write.valid.eq(ex.acc_write.valid),
             acc.mesh_write.payload.eq(ex.acc_write.payload),
         ]
-        connect(m, load.acc_write, acc.dma_write)
-        connect(m, store.acc_read, acc.read)
-        connect(m, acc.read_data, store.acc_read_data)
 
     @staticmethod
-    def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, gemm: GemmLoop, cmdif) -> None:
+    def _vector_memories(m: Module, sp: Scratchpad, acc: Accumulator, load: DmaRead, store: DmaWrite, vec) -> None:
+        """The vector engine's accesses beside the DMA's: scratchpad read ports 3 and 4 (the lowest
+        priority), the scratchpad's and the accumulator's write streams after the load DMA, and
+        the accumulator's read port after the store DMA, its answers routed by who asked."""
+        for req, rsp, port in ((vec.sp_a, vec.sp_a_data, 3), (vec.sp_b, vec.sp_b_data, 4)):
+            m.d.comb += [
+                sp.read[port].valid.eq(req.valid),
+                sp.read[port].payload.addr.eq(req.payload.addr),
+                req.ready.eq(sp.read[port].ready),
+                rsp.valid.eq(sp.read_data[port].valid),
+                rsp.payload.data.eq(sp.read_data[port].payload.data),
+            ]
+        for first, second, target in (
+            (load.sp_write, vec.sp_write, sp.write),
+            (load.acc_write, vec.acc_write, acc.dma_write),
+        ):
+            for name, _ in target.payload.shape():
+                m.d.comb += getattr(target.payload, name).eq(
+                    Mux(first.valid, getattr(first.payload, name), getattr(second.payload, name))
+                )
+            m.d.comb += [
+                target.valid.eq(first.valid | second.valid),
+                first.ready.eq(target.ready),
+                second.ready.eq(target.ready & ~first.valid),
+            ]
+        readers = (store.acc_read, vec.acc_a, vec.acc_b)
+        answers = (store.acc_read_data, vec.acc_a_data, vec.acc_b_data)
+        # Every read the accumulator accepts is answered in order; its reader waits here.
+        m.submodules.acc_readers = owners = fifo.SyncFIFOBuffered(width=2, depth=ACC_READ_DEPTH + 1)
+        chosen = Signal(2)
+        for k in reversed(range(len(readers))):  # the lowest-numbered reader wins
+            with m.If(readers[k].valid):
+                m.d.comb += chosen.eq(k)
+        for k, r in enumerate(readers):
+            with m.If(chosen == k):
+                for name, _ in acc.read.payload.shape():
+                    m.d.comb += getattr(acc.read.payload, name).eq(getattr(r.payload, name))
+        m.d.comb += [
+            acc.read.valid.eq(Cat(r.valid for r in readers).any() & owners.w_rdy),
+            owners.w_data.eq(chosen),
+            owners.w_en.eq(acc.read.valid & acc.read.ready),
+        ]
+        for k, r in enumerate(readers):
+            m.d.comb += r.ready.eq(acc.read.ready & owners.w_rdy & (chosen == k))
+        for k, a in enumerate(answers):
+            m.d.comb += [a.valid.eq(acc.read_data.valid & (owners.r_data == k)), a.payload.eq(acc.read_data.payload)]
+        for k, a in enumerate(answers):
+            with m.If(owners.r_data == k):
+                m.d.comb += acc.read_data.ready.eq(a.ready)
+        m.d.comb += owners.r_en.eq(acc.read_data.valid & acc.read_data.ready)
+
+    @staticmethod
+    def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop, cmdif) -> None:
         """Raise DEADLOCK when nothing can ever move: no engine runs, every unit holding an operation
         waits for a token, and the next command cannot be dispatched (so it cannot bring one).
         An empty queue is not a deadlock: software may still push the command that gives the token."""
-        waiting = [~g.inp.valid | g.waiting_prev | g.waiting_next for g in gates]
-        quiet = ~ex.busy & ~gemm.busy
+        waiting = [~g.inp.valid | g.waiting_prev | g.waiting_next | g.waiting_side for g in gates]
+        quiet = ~ex.busy & ~vec.busy & ~gemm.busy
         for g in gates:
             quiet = quiet & ~g.running
         for w in waiting:
             quiet = quiet & w
-        stuck = quiet & dec.cmd.valid & ~dec.cmd.ready & (gates[0].busy | gates[1].busy | gates[2].busy)
+        stuck = quiet & dec.cmd.valid & ~dec.cmd.ready & Cat(g.busy for g in gates).any()
         count = Signal(3)
         m.d.sync += count.eq(Mux(stuck, Mux(count == 7, 7, count + 1), 0))
         with m.If(count == 4):  # held for several cycles: not a token in transit
@@ -211,14 +267,20 @@ class Tile(wiring.Component):
             ]
 
     @staticmethod
-    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, flush) -> None:
-        """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC; a flush empties them. A
-        full counter makes the giving operation fail (BAD_DEPS) rather than wrap."""
+    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush) -> None:
+        """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC, and the vector unit's with
+        EXEC (its previous unit) and STORE (its next); a flush empties them. A full counter makes
+        the giving operation fail (BAD_DEPS) rather than wrap. LOAD has no link to the vector unit."""
+        m.d.comb += [g_load.side_avail.eq(0), g_load.side_full.eq(0), g_vec.side_avail.eq(0), g_vec.side_full.eq(0)]
         links = (
             ("load_exec", g_load.give_next, g_load.next_full, g_exec.take_prev, g_exec.prev_avail),
             ("exec_load", g_exec.give_prev, g_exec.prev_full, g_load.take_next, g_load.next_avail),
             ("exec_store", g_exec.give_next, g_exec.next_full, g_store.take_prev, g_store.prev_avail),
             ("store_exec", g_store.give_prev, g_store.prev_full, g_exec.take_next, g_exec.next_avail),
+            ("exec_vec", g_exec.give_side, g_exec.side_full, g_vec.take_prev, g_vec.prev_avail),
+            ("vec_exec", g_vec.give_prev, g_vec.prev_full, g_exec.take_side, g_exec.side_avail),
+            ("vec_store", g_vec.give_next, g_vec.next_full, g_store.take_side, g_store.side_avail),
+            ("store_vec", g_store.give_side, g_store.side_full, g_vec.take_next, g_vec.next_avail),
         )
         for name, give, full, take, avail in links:
             count = Signal(TOKEN_BITS, name=f"tokens_{name}")

@@ -48,6 +48,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     conv.add_argument("--json", action="store_true", help="print only the JSON result")
     conv.set_defaults(func=bench_conv)
 
+    from rtl.vector.ops import VecOp
+    from tb.vector_cases import MEMORIES
+
+    vec = kinds.add_parser("vector", help="one VEC command on the tile: elements per cycle of the vector engine")
+    add_config_args(vec)
+    ops = ", ".join(op.name.lower() for op in VecOp)
+    vec.add_argument("--op", type=str.upper, choices=[op.name for op in VecOp], default="ADD", metavar="OP",
+                     help=f"the operation: {ops} (default add)")  # fmt: skip
+    vec.add_argument("--n", type=integer(1, 1 << 24), default=4096, help="elements (whole rows; default 4096)")
+    vec.add_argument("--memory", choices=MEMORIES, default="sp", help="where A, B and D are (default sp)")
+    vec.add_argument("--latency", type=LATENCY, default=32, help="main-memory read latency in cycles (default 32)")
+    vec.add_argument("--json", action="store_true", help="print only the JSON result")
+    vec.set_defaults(func=bench_vector)
+
 
 # The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
 CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
@@ -150,4 +164,48 @@ def bench_conv(args: argparse.Namespace) -> int:
     _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
     max_cycles = 40 * macs // (cfg.rows * cfg.cols) + 100_000
     _run_case(cfg, "conv", conv_case(cfg, case, seed=11), args.latency, max_cycles, args.json)
+    return 0
+
+
+def bench_vector(args: argparse.Namespace) -> int:
+    """The vector engine's elements per cycle: VEC_ELEMS / VEC_CYCLES of one command, whose operands
+    were loaded first and whose result is stored and checked exactly against the model."""
+    from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
+    from sim.cli import UsageError
+    from tb.vector_cases import vector_case, vector_rows
+    from tilesim.build import build_tile_sim
+    from tilesim.run import memory_bytes, run_case
+
+    cfg = config_from_args(args)
+    op = VecOp[args.op]
+    if op not in (FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS):
+        raise UsageError(f"--op {args.op.lower()} is not defined on {cfg.dtype} tiles")
+    rows, _ = vector_rows(cfg, args.n, args.memory)
+    capacity = cfg.sp_rows if args.memory == "sp" else cfg.acc_rows
+    if 3 * rows > capacity or rows > 65535:
+        raise UsageError(
+            f"--n {args.n} needs 3 x {rows} rows for A, B and D: the {args.memory} of {cfg.name} holds "
+            f"{capacity} (and a command at most 65535); choose a smaller --n"
+        )
+    case = vector_case(cfg, op, args.n, args.memory, seed=5)
+    sim = build_tile_sim(cfg, memory_bytes(case), args.latency)
+    run = run_case(cfg, case, latency=args.latency, max_cycles=40 * rows * cfg.dim + 100_000)
+    elements, cycles = run.counters["vec_elems"], run.counters["vec_cycles"]
+    per_cycle = elements / cycles if cycles else 0.0
+    result = {
+        "bench": "vector",
+        "config": cfg.name,
+        "op": op.name.lower(),
+        "memory": args.memory,
+        "lanes": cfg.lanes,
+        "elements": elements,
+        "vec_cycles": cycles,
+        "elements_per_cycle": round(per_cycle, 3),
+        "fraction_of_lanes": round(per_cycle / cfg.lanes, 4),
+        "target_fraction": 0.9,
+        "total_cycles": run.cycles,
+        "sim_seconds": round(run.seconds, 2),
+        "simulator_build_was_cached": sim.cached,
+    }
+    print(json.dumps(result, indent=None if args.json else 2))
     return 0

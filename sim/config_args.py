@@ -18,6 +18,7 @@ OVERRIDES = {
     "acc_kib": int,
     "acc_banks": int,
     "dma_bits": int,
+    "lanes": int,
 }
 
 

@@ -37,6 +37,11 @@ class LoopCase:
     want: np.ndarray | None = None
     macs: int = 0
     mem_bytes: int = 0  # bytes of memory the operands need (from address 0)
+    stream: list[list[int]] = field(default_factory=list)  # the commands pushed, if not only ``words``
+
+    @property
+    def commands(self) -> list[list[int]]:
+        return self.stream or [self.words]
 
     @property
     def out_bytes(self) -> int:

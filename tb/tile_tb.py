@@ -59,7 +59,8 @@ class Tile:
             if not status & 1:
                 return status
             await ClockCycles(self.dut.clk, 64)
-        counters = {name: await self.read(name) for name in ("CYCLES_BUSY", "MACS_LO", "DMA_RD_BYTES")}
+        names = ("STATUS", "CYCLES_BUSY", "MACS_LO", "DMA_RD_BYTES", "DMA_WR_BYTES", "VEC_ELEMS")
+        counters = {name: await self.read(name) for name in names}
         raise AssertionError(f"tile still busy after {max_cycles} cycles: {counters}")
 
 

@@ -6,6 +6,8 @@ from amaranth.sim import Simulator
 from rtl.cmd import ERR
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
+from rtl.vector.engine_model import VecCommand
+from rtl.vector.ops import VecOp
 
 CFG = AccelConfig(rows=4, cols=8, dtype="int8")  # dim 8; sp_rows 32768; acc_rows 2048 (int32)
 assert (CFG.dim, CFG.sp_rows, CFG.acc_rows) == (8, 32768, 2048)
@@ -45,7 +47,53 @@ def conv(flags=0, batch=1, cin=3, h=8, w=8, cout=4, kh=3, kw=3, stride=1, pad=1,
     ]
 
 
+BF16 = AccelConfig(rows=4, cols=8, dtype="bf16")  # dim 8; acc rows fp32
+WAIT_VEC, SIGNAL_VEC = 1 << 28, 1 << 29
+
+
+def vec(**fields) -> list[int]:
+    return VecCommand(**({"op": VecOp.ADD, "rows": 4, "elems": 8, "a": 0, "b": 8, "d": 16} | fields)).words()
+
+
+# VEC on the int8 config: every rule of docs/isa.md, "VEC".
+VEC_CASES = [
+    (vec(), None),
+    (vec(op=VecOp.SIGMOID), "BAD_FIELD"),  # no transcendental functions on int8 tiles
+    (vec(op=15), "BAD_FIELD"),
+    (vec(op=31), "BAD_FIELD"),
+    (vec(shift=31, op=VecOp.MUL), None),
+    (vec(accumulate=True), "BAD_FIELD"),  # accumulate into the scratchpad
+    (vec(d_acc=True, d_one=True), "BAD_FIELD"),  # one D row without accumulate
+    (vec(d_acc=True, d_one=True, accumulate=True), None),
+    ([vec()[0] | 1 << 23, *vec()[1:]], "BAD_FIELD"),
+    ([vec()[0] | WAIT_VEC, *vec()[1:]], "BAD_DEPS"),
+    (vec(deps=WAIT_PREV | WAIT_NEXT | SIGNAL_PREV | SIGNAL_NEXT), None),
+    (vec(rows=0), "ZERO_DIM"),
+    (vec(elems=0), "ZERO_DIM"),
+    (vec(elems=9), "TOO_LARGE"),
+    (vec(elems=8, a_acc=True, b_acc=True, d_acc=True), None),  # accumulator rows: cols = 8 elements
+    (vec(rows=32768, a=0, b=0, b_one=True, d=0, d_acc=True, d_one=True, accumulate=True), None),  # every row
+    (vec(rows=65535, a=0, b=0, b_one=True, d=0, d_acc=True, d_one=True, accumulate=True), "SP_RANGE"),
+    (vec(a=32767 - 3), None),
+    (vec(a=32767 - 2), "SP_RANGE"),
+    (vec(b=32767 - 2), "SP_RANGE"),
+    (vec(op=VecOp.NEG, b=65535), None),  # NEG reads no B: its fields are not checked
+    (vec(d=2047 - 2, d_acc=True), "ACC_RANGE"),
+    (vec(a=2047 - 2, a_acc=True), "ACC_RANGE"),
+    (vec(d=2), "BAD_SHAPE"),  # D overlaps A, not in place
+    (vec(d=0), None),  # in place
+    (vec(b=16, b_one=True), "BAD_SHAPE"),  # B's one row inside D
+    (vec(b=16, b_one=True, b_acc=True), None),  # ... in the other memory
+    (vec(d=0, d_acc=True, d_one=True, accumulate=True, a_acc=True), "BAD_SHAPE"),
+    (execute(flags=WAIT_VEC | SIGNAL_VEC), None),
+    (store(flags=WAIT_VEC | SIGNAL_VEC), None),
+    (load(flags=SIGNAL_VEC), "BAD_DEPS"),
+    ([FENCE | WAIT_VEC], "BAD_DEPS"),
+    (gemm(flags=SIGNAL_VEC), "BAD_DEPS"),
+]
+
 CASES = [
+    *VEC_CASES,
     ([0x55], "BAD_OPCODE"),
     ([0x11], "ZERO_DIM"),
     (conv(cout=0), "ZERO_DIM"),
@@ -128,8 +176,8 @@ CASES = [
 ]
 
 
-def decode(words: list[int], units_idle: int = 1) -> dict:
-    dut = Decoder(CFG)
+def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dict:
+    dut = Decoder(cfg)
     out: dict = {}
 
     async def bench(ctx) -> None:
@@ -138,9 +186,9 @@ def decode(words: list[int], units_idle: int = 1) -> dict:
         ctx.set(dut.cmd.p.seq, 7)
         ctx.set(dut.cmd.valid, 1)
         ctx.set(dut.units_idle, units_idle)
-        for port in ("load", "store", "exec", "loop"):
+        for port in ("load", "store", "exec", "vec", "loop"):
             ctx.set(getattr(dut, port).ready, 1)
-        out["routes"] = [p for p in ("load", "store", "exec", "loop") if ctx.get(getattr(dut, p).valid)]
+        out["routes"] = [p for p in ("load", "store", "exec", "vec", "loop") if ctx.get(getattr(dut, p).valid)]
         out["error"] = ctx.get(dut.error.payload.code) if ctx.get(dut.error.valid) else None
         out["error_seq"] = ctx.get(dut.error.payload.seq)
         out["ready"] = ctx.get(dut.cmd.ready)
@@ -148,6 +196,7 @@ def decode(words: list[int], units_idle: int = 1) -> dict:
         out["store_kind"] = ctx.get(dut.store.p.op.kind)
         out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "k_rows", "a_addr", "m", "c_addr")}
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
+        out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
@@ -176,6 +225,32 @@ def test_routing_and_fields() -> None:
     out = decode(execute(b=3 << 16 | 10, a=20, m=30, c=40))
     assert out["routes"] == ["exec"]
     assert out["exec"] == {"b_addr": 10, "k_rows": 3, "a_addr": 20, "m": 30, "c_addr": 40}
+
+
+@pytest.mark.parametrize(
+    ("words", "error"),
+    [
+        (vec(op=VecOp.SIGMOID), None),
+        (vec(op=VecOp.EXP, d_acc=True), None),
+        (vec(op=15), "BAD_FIELD"),
+        (vec(op=VecOp.MUL, shift=1), "BAD_FIELD"),  # no shift on bf16 tiles
+        (store(flags=2 << 13), None),  # read-out sigmoid
+        (store(flags=3 << 13), None),  # read-out tanh
+        (store(flags=ACC | 2 << 13), "BAD_FIELD"),
+        (gemm(flags=3 << 17 | 1 << 19), None),
+        (conv(flags=2 << 17 | 1 << 19), None),
+    ],
+)
+def test_rules_bf16(words: list[int], error: str | None) -> None:
+    out = decode(words, cfg=BF16)
+    assert out["error"] == (None if error is None else ERR[error])
+
+
+def test_vec_fields() -> None:
+    out = decode(vec(op=VecOp.MADDS, rows=300, elems=7, a=1, b=2, d=30000))
+    assert out["routes"] == ["vec"]
+    assert out["vec"] == {"op": 4, "rows": 300, "elems": 7, "a": 1, "b": 2, "d": 30000, "uses_b": 1}
+    assert decode(vec(op=VecOp.RELU))["vec"]["uses_b"] == 0
 
 
 def test_fence_and_gemm_wait_for_idle_units() -> None:

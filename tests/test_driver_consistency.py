@@ -4,6 +4,7 @@ import re
 
 from rtl.cmd import ERR
 from rtl.decode import OP
+from rtl.vector.ops import VecOp
 from sim.firmware import DRIVER_DIR
 
 
@@ -24,6 +25,7 @@ def test_opcodes_and_errors_match_the_isa() -> None:
     header = (DRIVER_DIR / "pyard.h").read_text()
     assert _enum(header, "PYARD_OP_") == OP
     assert _enum(header, "PYARD_ERR_") == ERR
+    assert _enum(header, "PYARD_VEC_") == {op.name: op.value for op in VecOp}
 
 
 def test_error_names_match_the_isa() -> None:

@@ -47,7 +47,8 @@ def run_case(cfg: AccelConfig, case: LoopCase, *, latency: int = 32, max_cycles:
     with tempfile.TemporaryDirectory(prefix="pyard-tilesim-") as tmp:
         work = Path(tmp)
         (work / "image.bin").write_bytes(case.image())
-        (work / "commands.bin").write_bytes(struct.pack(f"<{1 + len(case.words)}I", len(case.words), *case.words))
+        flat = [word for words in case.commands for word in (len(words), *words)]
+        (work / "commands.bin").write_bytes(struct.pack(f"<{len(flat)}I", *flat))
         out = work / "out.bin"
         cmd = [str(sim.executable), "--image", str(work / "image.bin"), "--commands", str(work / "commands.bin")]
         cmd += ["--result", str(work / "result.json"), "--max-cycles", str(max_cycles)]

@@ -34,6 +34,8 @@
 #define PYARD_REG_STALL_DMA_READ 0x11C
 #define PYARD_REG_STALL_DMA_WRITE 0x120
 #define PYARD_REG_STALL_QUEUE 0x124
+#define PYARD_REG_VEC_ELEMS 0x128
+#define PYARD_REG_VEC_CYCLES 0x12C
 
 #define PYARD_ID_VALUE 0x50594144u
 
@@ -50,11 +52,26 @@
 
 /* ---- commands ---- */
 enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_OP_FENCE = 0x04,
-       PYARD_OP_GEMM = 0x10, PYARD_OP_CONV2D = 0x11 };
+       PYARD_OP_VEC = 0x05, PYARD_OP_GEMM = 0x10, PYARD_OP_CONV2D = 0x11 };
 #define PYARD_WAIT_PREV (1u << 8)
 #define PYARD_WAIT_NEXT (1u << 9)
 #define PYARD_SIGNAL_PREV (1u << 10)
 #define PYARD_SIGNAL_NEXT (1u << 11)
+/* EXEC's and STORE's tokens with the vector unit (whose previous unit is EXEC and next is STORE). */
+#define PYARD_WAIT_VEC (1u << 28)
+#define PYARD_SIGNAL_VEC (1u << 29)
+
+/* VEC (docs/isa.md): word 0 flags, then scalar, rows | elems << 16, a | b << 16, d | shift << 16. */
+#define PYARD_VEC_A_ACC (1u << 12)
+#define PYARD_VEC_B_ACC (1u << 13)
+#define PYARD_VEC_D_ACC (1u << 14)
+#define PYARD_VEC_B_ONE (1u << 15)
+#define PYARD_VEC_D_ONE (1u << 16)
+#define PYARD_VEC_ACCUMULATE (1u << 17)
+#define PYARD_VEC_OP(op) ((uint32_t)(op) << 18)
+enum { PYARD_VEC_COPY = 0, PYARD_VEC_ADD, PYARD_VEC_SUB, PYARD_VEC_MUL, PYARD_VEC_MADDS, PYARD_VEC_MULS,
+       PYARD_VEC_ADDS, PYARD_VEC_RSUBS, PYARD_VEC_NEG, PYARD_VEC_MAX, PYARD_VEC_MIN, PYARD_VEC_RELU,
+       PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP };
 
 /* Error codes the tile reports (STATUS[15:8]). */
 enum { PYARD_ERR_BAD_OPCODE = 0x01, PYARD_ERR_ZERO_DIM, PYARD_ERR_TOO_LARGE, PYARD_ERR_SP_RANGE, PYARD_ERR_ACC_RANGE,

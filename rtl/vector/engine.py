@@ -1,0 +1,300 @@
+"""The vector engine: element-wise operations over scratchpad and accumulator rows (docs/tile.md).
+
+A VEC operation (docs/isa.md) streams ``rows`` rows through ``cfg.lanes`` copies of the lane ALU
+(``rtl/vector/lane.py``), ``lanes`` elements per cycle, and writes each result row back:
+
+* readers fetch the rows of A and B (scratchpad read ports, or the accumulator's read port through
+  the read-out set to the identity) ahead of the lanes, as far as their row buffers have room;
+* the lanes take one beat of ``lanes`` elements of the head rows per cycle, widened to 32-bit
+  work values (fp32 for bf16 tiles, int32 for int8 tiles);
+* the writer narrows each finished row to the destination's type (bf16 round to nearest even,
+  int8 saturation; the accumulator's own type) and writes its first ``elems`` elements, or adds
+  them into the accumulator row with the accumulator's adder.
+
+Operations run one after another: the next one starts once every row of the previous one is
+written, so a VEC operation sees the results of the one before it. Checked bit for bit against
+``rtl/vector/engine_model.py``.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.config import AccelConfig
+from rtl.gate import EngineDone
+from rtl.readout import readout_controls
+from rtl.shared import add_shared
+from rtl.vector.function_unit import FunctionUnit
+from rtl.vector.lane import VectorLane
+from rtl.vector.ops import VecOp
+
+__all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
+
+# Rows buffered per operand and for results: covers the accumulator's read latency (5 cycles)
+# plus the buffers' own, so one row per cycle streams when a row is one beat.
+ROW_BUFFER = 8
+ONE_F32 = 0x3F800000  # the read-out's identity scale for float accumulators (int32: shift 0)
+
+
+def vec_op_layout() -> data.StructLayout:
+    """A decoded VEC command (docs/isa.md, "VEC"); rows are 16-bit addresses in either memory."""
+    return data.StructLayout(
+        {
+            "op": 5,
+            "scalar": 32,
+            "shift": 5,
+            "rows": 16,
+            "elems": 16,
+            "a": 16,
+            "b": 16,
+            "d": 16,
+            "a_acc": 1,
+            "b_acc": 1,
+            "d_acc": 1,
+            "b_one": 1,  # B is one row, used with every row of A
+            "d_one": 1,  # every result row is added into one row of D
+            "accumulate": 1,
+            "uses_b": 1,
+        }
+    )
+
+
+def _read_req(addr_bits: int) -> stream.Signature:
+    return stream.Signature(data.StructLayout({"addr": addr_bits}))
+
+
+class VectorEngine(wiring.Component):
+    def __init__(self, cfg: AccelConfig) -> None:
+        self.cfg = cfg
+        self.width = cfg.dim  # work rows are as wide as the wider memory row
+        sp_row = data.ArrayLayout(cfg.in_bits, cfg.dim)
+        acc_row = data.ArrayLayout(cfg.acc_bits, cfg.cols)
+        sp_rsp = wiring.Signature({"valid": Out(1), "payload": Out(data.StructLayout({"data": sp_row}))})
+        acc_req = stream.Signature(data.StructLayout({"addr": 16, **readout_controls()}))
+        acc_rsp = stream.Signature(data.StructLayout({"data": acc_row}))
+        super().__init__(
+            {
+                "op": In(stream.Signature(vec_op_layout())),
+                "done": Out(stream.Signature(EngineDone)),
+                "sp_a": Out(_read_req(16)),
+                "sp_a_data": In(sp_rsp),
+                "sp_b": Out(_read_req(16)),
+                "sp_b_data": In(sp_rsp),
+                "acc_a": Out(acc_req),
+                "acc_a_data": In(acc_rsp),
+                "acc_b": Out(acc_req),
+                "acc_b_data": In(acc_rsp),
+                "sp_write": Out(stream.Signature(data.StructLayout({"addr": 16, "data": sp_row, "mask": cfg.dim}))),
+                "acc_write": Out(
+                    stream.Signature(
+                        data.StructLayout({"addr": 16, "data": acc_row, "mask": cfg.cols, "accumulate": 1})
+                    )
+                ),
+                "elements": Out(range(cfg.lanes + 1)),  # elements computed this cycle
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cmd = Signal(vec_op_layout())
+        running = Signal()
+        start = self.op.valid & self.op.ready
+        m.d.comb += self.op.ready.eq(~running)
+        with m.If(start):
+            m.d.sync += [cmd.eq(self.op.payload), running.eq(1)]
+
+        a_rows = self._reader(
+            m, "a", cmd, running, start, cmd.a, self.sp_a, self.sp_a_data, self.acc_a, self.acc_a_data
+        )
+        b_rows = self._reader(
+            m, "b", cmd, running & cmd.uses_b, start, cmd.b, self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data
+        )
+        results = self._compute(m, cmd, running, start, a_rows, b_rows)
+        finished = self._writer(m, cmd, running, start, results)
+        with m.If(finished):
+            m.d.sync += running.eq(0)
+        m.d.comb += [
+            self.done.valid.eq(finished),
+            self.done.payload.error.eq(0),
+            self.busy.eq(running | self.op.valid),
+        ]
+        return m
+
+    # -- readers --------------------------------------------------------------------------------
+
+    def _reader(self, m: Module, name: str, cmd, enable, start, base, sp_req, sp_rsp, acc_req, acc_rsp):
+        """Issue the operand's row reads while its buffer has room; the buffer holds widened rows."""
+        cfg = self.cfg
+        buf = fifo.SyncFIFOBuffered(width=32 * self.width, depth=ROW_BUFFER)
+        m.submodules[f"{name}_rows"] = buf
+        issued = Signal(16, name=f"{name}_issued")
+        in_flight = Signal(range(ROW_BUFFER + 1), name=f"{name}_in_flight")
+        from_acc = cmd.a_acc if name == "a" else cmd.b_acc
+        one_row = Const(0) if name == "a" else cmd.b_one
+        want = enable & (issued != cmd.rows) & (buf.level + in_flight < ROW_BUFFER)
+        addr = base + Mux(one_row, 0, issued)
+        identity = 0 if cfg.acc_dtype == "int32" else ONE_F32
+        m.d.comb += [
+            sp_req.valid.eq(want & ~from_acc),
+            sp_req.payload.addr.eq(addr),
+            acc_req.valid.eq(want & from_acc),
+            acc_req.payload.addr.eq(addr),
+            acc_req.payload.scale.eq(identity),
+            acc_req.payload.out.eq(1),  # full width: the accumulator's own type
+            acc_rsp.ready.eq(1),  # room was reserved when the read was issued
+        ]
+        fired = Mux(from_acc, acc_req.ready, sp_req.ready) & want
+        arrived = sp_rsp.valid | acc_rsp.valid
+        m.d.sync += in_flight.eq(in_flight + fired - arrived)
+        with m.If(fired):
+            m.d.sync += issued.eq(issued + 1)
+        with m.If(start):
+            m.d.sync += issued.eq(0)
+        m.d.comb += [
+            buf.w_en.eq(arrived),
+            buf.w_data.eq(
+                Mux(sp_rsp.valid, self._widen_sp(sp_rsp.payload.data), self._widen_acc(acc_rsp.payload.data))
+            ),
+        ]
+        return buf
+
+    def _widen_sp(self, row) -> Cat:
+        cfg = self.cfg
+        if cfg.dtype == "bf16":
+            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.dim)]
+        else:
+            elems = [Cat(row[k], row[k][7].replicate(24)) for k in range(cfg.dim)]  # int8 → int32
+        return Cat(*elems)
+
+    def _widen_acc(self, row) -> Cat:
+        cfg = self.cfg
+        if cfg.acc_bits == 16:
+            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.cols)]
+        else:
+            elems = [row[k] for k in range(cfg.cols)]
+        return Cat(*elems, Const(0, 32 * (self.width - cfg.cols)))
+
+    # -- lanes ----------------------------------------------------------------------------------
+
+    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows):
+        """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows."""
+        _cfg, lanes = self.cfg, self.cfg.lanes
+        beats = -(-self.width // lanes)
+        beat_range = range(max(beats, 2))  # one beat per row still gets a 1-bit counter (no zero-width wires)
+        out = fifo.SyncFIFOBuffered(width=32 * self.width, depth=ROW_BUFFER)
+        m.submodules.results = out
+        beat = Signal(beat_range, name="beat")
+        computed = Signal(16, name="rows_computed")
+        in_pipe = Signal(range(ROW_BUFFER + 1), name="rows_in_pipe")
+        mid_row = beat != 0
+        heads = a_rows.r_rdy & (b_rows.r_rdy | ~cmd.uses_b)
+        room = out.level + in_pipe < ROW_BUFFER
+        issue = running & heads & (computed != cmd.rows) & (mid_row | room)
+        last = (beat + 1) * lanes >= cmd.elems
+        with m.If(issue):
+            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+        with m.If(issue & last):
+            m.d.sync += computed.eq(computed + 1)
+        with m.If(start):
+            m.d.sync += computed.eq(0)
+        m.d.comb += [a_rows.r_en.eq(issue & last), b_rows.r_en.eq(issue & last & cmd.uses_b)]
+        m.d.comb += self.elements.eq(Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0))
+
+        a_row = data.View(data.ArrayLayout(32, self.width), a_rows.r_data)
+        b_row = data.View(data.ArrayLayout(32, self.width), b_rows.r_data)
+        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats))
+              for k in range(lanes)]  # fmt: skip
+
+        # The beat's position and row end travel beside the lanes' pipeline.
+        latency = VectorLane.LATENCY
+        meta = [Signal(data.StructLayout({"valid": 1, "beat": beat_range, "last": 1}), name=f"beat_{i}")
+                for i in range(latency + 1)]  # fmt: skip
+        m.d.comb += [meta[0].valid.eq(issue), meta[0].beat.eq(beat), meta[0].last.eq(last)]
+        for i in range(latency):
+            m.d.sync += meta[i + 1].eq(meta[i])
+        done_beat = meta[latency]
+
+        collect = Signal(data.ArrayLayout(32, self.width), name="collect")
+        merged = Signal.like(collect, name="merged")
+        m.d.comb += merged.eq(collect)
+        for j in range(beats):
+            with m.If(done_beat.beat == j):
+                for k in range(lanes):
+                    if j * lanes + k < self.width:
+                        m.d.comb += merged[j * lanes + k].eq(ys[k])
+        with m.If(done_beat.valid):
+            m.d.sync += collect.eq(merged)
+        push = done_beat.valid & done_beat.last
+        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+        m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
+        return out
+
+    def _pick(self, m: Module, row, beat, k: int, beats: int) -> Signal:
+        """Element ``beat · lanes + k`` of a work row (0 past its end)."""
+        lanes = self.cfg.lanes
+        value = Signal(32, name=f"pick{k}")
+        with m.Switch(beat):
+            for j in range(beats):
+                if j * lanes + k < self.width:
+                    with m.Case(j):
+                        m.d.comb += value.eq(row[j * lanes + k])
+        return value
+
+    def _lane(self, m: Module, k: int, cmd, a, b) -> Signal:
+        dtype = self.cfg.dtype
+        lane = add_shared(m, f"lane{k}", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        m.d.comb += [
+            lane.op.eq(cmd.op),
+            lane.a.eq(a),
+            lane.b.eq(b),
+            lane.s.eq(cmd.scalar),
+            lane.shift.eq(cmd.shift),
+        ]
+        if self.cfg.dtype == "bf16":
+            fn = add_shared(m, f"functions{k}", "pyard_vector_functions", FunctionUnit)
+            m.d.comb += [fn.x.eq(lane.fn_x), fn.fn.eq(cmd.op - VecOp.SIGMOID), lane.fn_y.eq(fn.y)]
+        return lane.y
+
+    # -- writer ---------------------------------------------------------------------------------
+
+    def _writer(self, m: Module, cmd, running, start, results) -> Signal:
+        """Narrow and write each result row; returns the pulse of the last row's write."""
+        cfg = self.cfg
+        written = Signal(16, name="rows_written")
+        row = data.View(data.ArrayLayout(32, self.width), results.r_data)
+        addr = cmd.d + Mux(cmd.d_one, 0, written)
+        sp, acc = self.sp_write, self.acc_write
+        m.d.comb += [
+            sp.valid.eq(running & results.r_rdy & ~cmd.d_acc),
+            sp.payload.addr.eq(addr),
+            sp.payload.mask.eq(Cat(Const(k, 16) < cmd.elems for k in range(cfg.dim))),
+            acc.valid.eq(running & results.r_rdy & cmd.d_acc),
+            acc.payload.addr.eq(addr),
+            acc.payload.mask.eq(Cat(Const(k, 16) < cmd.elems for k in range(cfg.cols))),
+            acc.payload.accumulate.eq(cmd.accumulate),
+        ]
+        for k in range(cfg.dim):
+            m.d.comb += sp.payload.data[k].eq(self._narrow(m, row[k], cfg.in_bits, f"sp{k}"))
+        for k in range(cfg.cols):
+            m.d.comb += acc.payload.data[k].eq(self._narrow(m, row[k], cfg.acc_bits, f"acc{k}"))
+        fired = (sp.valid & sp.ready) | (acc.valid & acc.ready)
+        m.d.comb += results.r_en.eq(fired)
+        with m.If(fired):
+            m.d.sync += written.eq(written + 1)
+        with m.If(start):
+            m.d.sync += written.eq(0)
+        return fired & (written == cmd.rows - 1)
+
+    def _narrow(self, m: Module, value, bits: int, name: str):
+        """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,
+        NaN canonical) or int8 (saturated)."""
+        if bits == 32:
+            return value
+        if bits == 8:
+            v = value.as_signed()
+            return Mux(v > 127, 127, Mux(v < -128, -128, v))[:8]
+        nan = (value[23:31] == 0xFF) & (value[:23] != 0)
+        rne = Signal(33, name=f"{name}_rne")
+        m.d.comb += rne.eq(value + 0x7FFF + value[16])
+        return Mux(nan, 0x7FC0, rne[16:32])

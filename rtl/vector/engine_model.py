@@ -1,0 +1,121 @@
+"""Reference model of the vector engine (``rtl/vector/engine.py``) and the VEC command's encoding.
+
+A VEC command (docs/isa.md, "VEC") computes, for each row ``r < rows`` in order::
+
+    y = lane(op, widen(A[a + r]), widen(B[b + r or b]), scalar, shift)   # first ``elems`` elements
+    D[d + r or d] = narrow(y)                   # or, accumulating, D[...] = D[...] + narrow(y)
+
+Accumulator rows are read through the read-out set to the identity (scale 1.0 or shift 0, no
+activation, full width), which flushes subnormals and makes NaNs canonical, as the lanes do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rtl.accumulator_model import add_rows
+from rtl.config import AccelConfig
+from rtl.readout_model import readout
+from rtl.vector.lane_model import lane
+from rtl.vector.ops import VecOp
+
+__all__ = ["B_OPERAND_OPS", "OPCODE", "VecCommand", "narrow", "run", "widen"]
+
+OPCODE = 0x05
+ONE_F32 = 0x3F800000
+# Operations that read B; the others ignore its fields and read nothing for it.
+B_OPERAND_OPS = frozenset({VecOp.ADD, VecOp.SUB, VecOp.MUL, VecOp.MADDS, VecOp.MAX, VecOp.MIN})
+
+
+@dataclass(frozen=True)
+class VecCommand:
+    """One VEC command's fields (docs/isa.md); ``words()`` is what software pushes."""
+
+    op: int
+    rows: int
+    elems: int
+    a: int = 0
+    b: int = 0
+    d: int = 0
+    a_acc: bool = False
+    b_acc: bool = False
+    d_acc: bool = False
+    b_one: bool = False
+    d_one: bool = False
+    accumulate: bool = False
+    scalar: int = 0
+    shift: int = 0
+    deps: int = 0  # bits 8-11 of word 0: WAIT_PREV, WAIT_NEXT, SIGNAL_PREV, SIGNAL_NEXT
+
+    def words(self) -> list[int]:
+        flags = (
+            self.a_acc << 12
+            | self.b_acc << 13
+            | self.d_acc << 14
+            | self.b_one << 15
+            | self.d_one << 16
+            | self.accumulate << 17
+            | self.op << 18
+        )
+        return [
+            OPCODE | self.deps | flags,
+            self.scalar & 0xFFFFFFFF,
+            self.rows | self.elems << 16,
+            self.a | self.b << 16,
+            self.d | self.shift << 16,
+        ]
+
+
+def widen(cfg: AccelConfig, values: npt.ArrayLike, from_acc: bool) -> npt.NDArray[np.uint32]:
+    """Elements of a memory row as 32-bit work values: fp32 bits (a bf16 shifted up) or int32."""
+    v = np.asarray(values, dtype=np.uint64)
+    bits = cfg.acc_bits if from_acc else cfg.in_bits
+    if bits == 16:
+        return (v << 16).astype(np.uint32)
+    if bits == 8:
+        return (v.astype(np.uint8).view(np.int8).astype(np.int32)).view(np.uint32)
+    return v.astype(np.uint32)
+
+
+def narrow(cfg: AccelConfig, work: npt.ArrayLike, to_acc: bool) -> npt.NDArray[np.uint64]:
+    """Work values in the destination's element type: as they are, bf16 (RNE, canonical NaN) or
+    int8 (saturated)."""
+    w = np.asarray(work, dtype=np.uint64)
+    bits = cfg.acc_bits if to_acc else cfg.in_bits
+    if bits == 32:
+        return w
+    if bits == 8:
+        return (np.clip(w.astype(np.uint32).view(np.int32), -128, 127).astype(np.int64) & 0xFF).astype(np.uint64)
+    nan = ((w >> 23) & 0xFF == 0xFF) & (w & 0x7FFFFF != 0)
+    rne = ((w + 0x7FFF + ((w >> 16) & 1)) >> 16) & 0xFFFF
+    return np.where(nan, 0x7FC0, rne).astype(np.uint64)
+
+
+def _read(cfg: AccelConfig, mem: np.ndarray, row: int, elems: int, from_acc: bool) -> npt.NDArray[np.uint32]:
+    values = mem[row, :elems]
+    if from_acc:
+        values = readout(cfg, values, 0 if cfg.acc_dtype == "int32" else ONE_F32, 0, 1)
+    return widen(cfg, values, from_acc)
+
+
+def run(cfg: AccelConfig, c: VecCommand, sp: np.ndarray, acc: np.ndarray) -> None:
+    """Apply command ``c`` to the memories in place (``sp``: rows × dim, ``acc``: rows × cols, as
+    unsigned element bit patterns)."""
+    mems = {False: sp, True: acc}
+    for r in range(c.rows):
+        a = _read(cfg, mems[c.a_acc], c.a + r, c.elems, c.a_acc)
+        if VecOp(c.op) in B_OPERAND_OPS:
+            b = _read(cfg, mems[c.b_acc], c.b + (0 if c.b_one else r), c.elems, c.b_acc)
+        else:
+            b = np.zeros_like(a)
+        s = np.full_like(a, c.scalar & 0xFFFFFFFF)
+        y = lane(cfg.dtype, c.op, a, b, s, c.shift)
+        out = narrow(cfg, y, c.d_acc)
+        row = c.d + (0 if c.d_one else r)
+        dst = mems[c.d_acc]
+        if c.accumulate:
+            out = add_rows(cfg, dst[row, : c.elems], out).astype(np.uint64)
+        dst[row, : c.elems] = out
