@@ -26,13 +26,13 @@ UNIT_DECODE = 1
 # Bits of word 0 each opcode defines above its opcode byte (docs/isa.md); any other bit set is a
 # BAD_FIELD, so a mistyped flag is reported instead of silently meaning something else.
 DEPS_BITS = 0xF << 8
-SIDE_BITS = 0x3 << 28  # EXEC's and STORE's tokens with the vector unit
+SIDE_BITS = 0x3 << 28  # tokens between the vector unit and LOAD, EXEC or STORE
 FLAG_BITS = {
-    "LOAD": DEPS_BITS | 0xF << 12,
+    "LOAD": DEPS_BITS | SIDE_BITS | 0xF << 12,
     "STORE": DEPS_BITS | SIDE_BITS | 0x1F << 12,
     "EXEC": DEPS_BITS | SIDE_BITS | 0x3 << 12,
     "FENCE": 0,
-    "VEC": DEPS_BITS | 0x7FF << 12,
+    "VEC": DEPS_BITS | SIDE_BITS | 0x7FF << 12,
     "GEMM": 0x1FF << 12,
     "CONV2D": 0x7F << 14,
 }
@@ -342,7 +342,7 @@ class Decoder(wiring.Component):
             (~(load | store | ex | vec | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
-            (~(store | ex) & (w[0][28:30] != 0), "BAD_DEPS"),
+            (~(load | store | ex | vec) & (w[0][28:30] != 0), "BAD_DEPS"),
             (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),

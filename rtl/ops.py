@@ -15,8 +15,8 @@ MAX_CONV_PIXELS = 2**32 - 1  # CONV2D batch · OH · OW, the M of its GEMM
 KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
 
 # Dependency flags of a LOAD / EXEC / STORE / VEC operation (docs/isa.md, "Dependency tokens"):
-# the chain LOAD - EXEC - STORE ("prev", "next"), and EXEC's and STORE's link to the vector unit
-# ("side"), whose own "prev" and "next" are EXEC and STORE.
+# the chain LOAD - EXEC - STORE ("prev", "next"), and each one's link to the vector unit ("side"),
+# whose own "prev", "next" and "side" are EXEC, STORE and LOAD.
 deps_layout = data.StructLayout(
     {"wait_prev": 1, "wait_next": 1, "signal_prev": 1, "signal_next": 1, "wait_side": 1, "signal_side": 1}
 )

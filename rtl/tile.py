@@ -269,9 +269,9 @@ class Tile(wiring.Component):
     @staticmethod
     def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush) -> None:
         """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC, and the vector unit's with
-        EXEC (its previous unit) and STORE (its next); a flush empties them. A full counter makes
-        the giving operation fail (BAD_DEPS) rather than wrap. LOAD has no link to the vector unit."""
-        m.d.comb += [g_load.side_avail.eq(0), g_load.side_full.eq(0), g_vec.side_avail.eq(0), g_vec.side_full.eq(0)]
+        EXEC (its previous unit), STORE (its next) and LOAD (its side link, as the vector unit is
+        LOAD's, EXEC's and STORE's); a flush empties them. A full counter makes the giving operation
+        fail (BAD_DEPS) rather than wrap."""
         links = (
             ("load_exec", g_load.give_next, g_load.next_full, g_exec.take_prev, g_exec.prev_avail),
             ("exec_load", g_exec.give_prev, g_exec.prev_full, g_load.take_next, g_load.next_avail),
@@ -281,6 +281,8 @@ class Tile(wiring.Component):
             ("vec_exec", g_vec.give_prev, g_vec.prev_full, g_exec.take_side, g_exec.side_avail),
             ("vec_store", g_vec.give_next, g_vec.next_full, g_store.take_side, g_store.side_avail),
             ("store_vec", g_store.give_side, g_store.side_full, g_vec.take_next, g_vec.next_avail),
+            ("load_vec", g_load.give_side, g_load.side_full, g_vec.take_side, g_vec.side_avail),
+            ("vec_load", g_vec.give_side, g_vec.side_full, g_load.take_side, g_load.side_avail),
         )
         for name, give, full, take, avail in links:
             count = Signal(TOKEN_BITS, name=f"tokens_{name}")

@@ -13,7 +13,7 @@ from rtl.vector.ops import VecOp
 from tb import stimulus
 from tb.tile_cases import LoopCase, unit_scale
 
-__all__ = ["MEMORIES", "vector_case", "vector_rows"]
+__all__ = ["MEMORIES", "stream_case", "vector_case", "vector_rows"]
 
 MEMORIES = ("sp", "acc")
 BASE = 0x1000
@@ -23,6 +23,11 @@ def vector_rows(cfg: AccelConfig, n: int, memory: str) -> tuple[int, int]:
     """(rows, elements per row) of ``n`` elements in whole rows of the memory."""
     width = cfg.dim if memory == "sp" else cfg.cols
     return -(-n // width), min(n, width)
+
+
+def _scalar_fields(cfg: AccelConfig) -> dict[str, int]:
+    """The benchmarks' scalar: 0.5 (bf16 tiles), or 3 with a shift of 1 (int8 tiles)."""
+    return {"scalar": 0x3F000000, "shift": 0} if cfg.dtype == "bf16" else {"scalar": 3, "shift": 1}
 
 
 def _operands(cfg: AccelConfig, rng: np.random.Generator, shape: tuple[int, int], memory: str) -> np.ndarray:
@@ -41,11 +46,9 @@ def vector_case(cfg: AccelConfig, op: VecOp, n: int, memory: str, seed: int) -> 
     rng = np.random.default_rng(seed)
     a, b = (_operands(cfg, rng, (rows, width), memory) for _ in range(2))
     uses_b = op in B_OPERAND_OPS
-    scalar = 0x3F000000 if cfg.dtype == "bf16" else 3  # 0.5, or 3
     command = VecCommand(
-        op=op, rows=rows, elems=elems, a=0, b=rows, d=2 * rows, a_acc=acc, b_acc=acc, d_acc=acc,
-        scalar=scalar, shift=1 if cfg.dtype == "int8" else 0,
-    )  # fmt: skip
+        op=op, rows=rows, elems=elems, a=0, b=rows, d=2 * rows, a_acc=acc, b_acc=acc, d_acc=acc, **_scalar_fields(cfg)
+    )
     mem = np.zeros((3 * rows, width), dtype=np.uint64)
     mem[:rows], mem[rows : 2 * rows] = a, b
     other = np.zeros((1, cfg.cols if not acc else cfg.dim), dtype=np.uint64)
@@ -71,4 +74,66 @@ def vector_case(cfg: AccelConfig, op: VecOp, n: int, memory: str, seed: int) -> 
         want=want.astype(dtype),
         mem_bytes=addr["D"] + rows * row_bytes,
         stream=[*loads, [0x04], command.words(), [0x04], store, [0x04]],
+    )
+
+
+WAIT_VEC, SIGNAL_VEC = 1 << 28, 1 << 29  # LOAD/STORE: tokens with VEC; VEC: tokens with LOAD
+WAIT_NEXT, SIGNAL_NEXT = 1 << 9, 1 << 11  # VEC: tokens with STORE
+
+
+def _stream_commands(cfg: AccelConfig, op: VecOp, rows: int, chunk: int, addr: dict[str, int]) -> list[list[int]]:
+    """Double-buffered chunks: LOAD → (token) VEC → (token) STORE, each buffer reused only after
+    the unit that reads it gave its token back; tokens balance, so none is left over."""
+    row_bytes = cfg.dim * cfg.in_bits // 8
+    names = ["A", "B"] if op in B_OPERAND_OPS else ["A"]
+    base = {name: 2 * chunk * k for k, name in enumerate([*names, "D"])}  # two buffers each
+    starts = list(range(0, rows, chunk))
+    loads, vecs, stores = [], [], []
+    for k, r0 in enumerate(starts):
+        n_rows, buf = min(chunk, rows - r0), (k % 2) * chunk
+        reuse, more = k >= 2, k + 2 < len(starts)
+        for i, name in enumerate(names):
+            flags = (WAIT_VEC if reuse and i == 0 else 0) | (SIGNAL_VEC if i == len(names) - 1 else 0)
+            loads.append(
+                [0x01 | flags, addr[name] + r0 * row_bytes, row_bytes, n_rows | cfg.dim << 16, base[name] + buf]
+            )
+        deps = WAIT_VEC | SIGNAL_NEXT | (WAIT_NEXT if reuse else 0) | (SIGNAL_VEC if more else 0)
+        command = VecCommand(
+            op=op, rows=n_rows, elems=cfg.dim, a=base["A"] + buf, b=base.get("B", 0) + buf, d=base["D"] + buf,
+            deps=deps, **_scalar_fields(cfg),
+        )  # fmt: skip
+        vecs.append(command.words())
+        stores.append([0x02 | 1 << 12 | WAIT_VEC | (SIGNAL_VEC if more else 0), addr["D"] + r0 * row_bytes,
+                       row_bytes, n_rows | cfg.dim << 16, base["D"] + buf, 0])  # fmt: skip
+    # Each unit runs its commands in order, so the queue order only has to let loads run ahead.
+    per_chunk = len(names)
+    stream = loads[: 2 * per_chunk]
+    for k in range(len(starts)):
+        stream += [vecs[k], stores[k], *loads[(k + 2) * per_chunk : (k + 3) * per_chunk]]
+    return [*stream, [0x04]]
+
+
+def stream_case(cfg: AccelConfig, op: VecOp, n: int, chunk: int, seed: int) -> LoopCase:
+    """``D = op(A, B, s)`` over ``n`` elements streamed from main memory in chunks of ``chunk``
+    scratchpad rows and stored back as they are done (the FPTT update's pattern)."""
+    rows, _ = vector_rows(cfg, n, "sp")
+    dtype = np.uint8 if cfg.in_bits == 8 else np.uint16
+    rng = np.random.default_rng(seed)
+    a, b = (_operands(cfg, rng, (rows, cfg.dim), "sp") for _ in range(2))
+    row_bytes = cfg.dim * cfg.in_bits // 8
+    addr = {"A": BASE, "B": BASE + rows * row_bytes, "D": BASE + 2 * rows * row_bytes}
+    mem = np.concatenate([a, b, np.zeros_like(a)])
+    command = VecCommand(op=op, rows=rows, elems=cfg.dim, a=0, b=rows, d=2 * rows, **_scalar_fields(cfg))
+    engine_model.run(cfg, command, mem, np.zeros((1, cfg.cols), dtype=np.uint64))
+    return LoopCase(
+        label=f"streamed VEC {op.name} of {rows * cfg.dim} elements",
+        words=command.words(),
+        writes=[(addr["A"], a.astype(dtype).tobytes()), (addr["B"], b.astype(dtype).tobytes())],
+        out_addr=addr["D"],
+        out_shape=(rows, cfg.dim),
+        out_dtype=dtype,
+        out_stride=cfg.dim,
+        want=mem[2 * rows :].astype(dtype),
+        mem_bytes=addr["D"] + rows * row_bytes,
+        stream=_stream_commands(cfg, op, rows, chunk, addr),
     )

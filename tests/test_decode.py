@@ -66,7 +66,7 @@ VEC_CASES = [
     (vec(d_acc=True, d_one=True), "BAD_FIELD"),  # one D row without accumulate
     (vec(d_acc=True, d_one=True, accumulate=True), None),
     ([vec()[0] | 1 << 23, *vec()[1:]], "BAD_FIELD"),
-    ([vec()[0] | WAIT_VEC, *vec()[1:]], "BAD_DEPS"),
+    ([vec()[0] | WAIT_VEC | SIGNAL_VEC, *vec()[1:]], None),  # VEC's tokens with LOAD
     (vec(deps=WAIT_PREV | WAIT_NEXT | SIGNAL_PREV | SIGNAL_NEXT), None),
     (vec(rows=0), "ZERO_DIM"),
     (vec(elems=0), "ZERO_DIM"),
@@ -87,7 +87,8 @@ VEC_CASES = [
     (vec(d=0, d_acc=True, d_one=True, accumulate=True, a_acc=True), "BAD_SHAPE"),
     (execute(flags=WAIT_VEC | SIGNAL_VEC), None),
     (store(flags=WAIT_VEC | SIGNAL_VEC), None),
-    (load(flags=SIGNAL_VEC), "BAD_DEPS"),
+    (load(flags=SIGNAL_VEC | WAIT_VEC), None),
+    ([0x10 | WAIT_VEC, 4, 4, 4, 0, 8, 0, 8, 0, 16, 0, 16, 0], "BAD_DEPS"),
     ([FENCE | WAIT_VEC], "BAD_DEPS"),
     (gemm(flags=SIGNAL_VEC), "BAD_DEPS"),
 ]

@@ -130,8 +130,17 @@ def _command():
             1 + t[8] % 3 | (t[8] // 2) << 8, t[9], t[10], 0x30000, 0x38000, 0,
         ]
     )  # fmt: skip
+    # VEC: any flags (its token bits with EXEC, STORE and LOAD included), ops 0-31, rows near the
+    # memories' ends; and token bits 28-29 on the other commands.
+    side = st.integers(0, 3).map(lambda d: d << 28)
+    vec = st.tuples(deps, side, st.integers(0, 0x7FF), st.integers(0, 2**32 - 1), small, st.integers(0, cfg.dim + 1),
+                    local, local, local, st.integers(0, 31))  # fmt: skip
+    vec = vec.map(
+        lambda t: [0x05 | t[0] | t[1] | t[2] << 12, t[3], t[4] | t[5] << 16, t[6] | t[7] << 16, t[8] | t[9] << 16]
+    )
+    with_side = st.tuples(st.one_of(dma, ex), side).map(lambda t: [t[0][0] | t[1], *t[0][1:]])
     junk = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=16)
-    return st.one_of(dma, dma, ex, ex, gemm, conv, st.just([0x04]), junk)
+    return st.one_of(dma, dma, ex, ex, vec, vec, with_side, gemm, conv, st.just([0x04]), junk)
 
 
 def test_tile_random_command_streams() -> None:
