@@ -4,13 +4,15 @@
   port wins; a port that loses sees ``ready = 0`` and keeps its request. The row comes back on the
   valid-only ``read_data[p]`` exactly ``SP_READ_LATENCY`` cycles after the request was accepted.
 * ``write`` (stream, always ready): ``{addr, data, mask}``; element ``k`` is written when ``mask[k]``.
+* ``write_low`` (stream): the same, of lower priority: ready unless ``write`` writes the same bank
+  in that cycle (the vector engine's results beside the load DMA's rows).
 
 A read accepted in the same cycle as a write to the same row returns the new data (the read ports
 are transparent for the write port), so "written before or in the cycle of the read" is the rule.
 Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -70,6 +72,7 @@ class Scratchpad(wiring.Component):
                 "read": In(stream.Signature(data.StructLayout({"addr": addr}))).array(read_ports),
                 "read_data": Out(valid_only(data.StructLayout({"data": row}))).array(read_ports),
                 "write": In(stream.Signature(data.StructLayout({"addr": addr, "data": row, "mask": self.dim}))),
+                "write_low": In(stream.Signature(data.StructLayout({"addr": addr, "data": row, "mask": self.dim}))),
             }
         )
 
@@ -77,8 +80,10 @@ class Scratchpad(wiring.Component):
         m = Module()
         cfg = self.cfg
         row = data.ArrayLayout(cfg.in_bits, self.dim)
-        w_bank, w_index = split_address(m, self.write.payload.addr, self.bank_rows, cfg.sp_banks, "w")
-        m.d.comb += self.write.ready.eq(1)
+        hi, lo = self.write, self.write_low
+        w_bank, w_index = split_address(m, hi.payload.addr, self.bank_rows, cfg.sp_banks, "w")
+        l_bank, l_index = split_address(m, lo.payload.addr, self.bank_rows, cfg.sp_banks, "wl")
+        m.d.comb += [hi.ready.eq(1), lo.ready.eq(~(hi.valid & (w_bank == l_bank)))]
 
         read_ports = []
         for b in range(cfg.sp_banks):
@@ -86,9 +91,12 @@ class Scratchpad(wiring.Component):
             m.submodules[f"bank{b}"] = mem
             wp = mem.write_port(granularity=1)
             rp = mem.read_port(transparent_for=(wp,))
-            hit = self.write.valid & (w_bank == b)
-            m.d.comb += [wp.addr.eq(w_index), wp.data.eq(self.write.payload.data)]
-            m.d.comb += wp.en.eq(self.write.payload.mask & hit.replicate(self.dim))
+            hit, hit_low = hi.valid & (w_bank == b), lo.valid & (l_bank == b)
+            m.d.comb += [
+                wp.addr.eq(Mux(hit, w_index, l_index)),
+                wp.data.eq(Mux(hit, hi.payload.data, lo.payload.data)),
+                wp.en.eq(Mux(hit, hi.payload.mask, Mux(hit_low, lo.payload.mask, 0))),
+            ]
             read_ports.append(rp)
 
         banks = self._arbitrate(m, read_ports)

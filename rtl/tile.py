@@ -195,8 +195,9 @@ class Tile(wiring.Component):
     @staticmethod
     def _vector_memories(m: Module, sp: Scratchpad, acc: Accumulator, load: DmaRead, store: DmaWrite, vec) -> None:
         """The vector engine's accesses beside the DMA's: scratchpad read ports 3 and 4 (the lowest
-        priority), the scratchpad's and the accumulator's write streams after the load DMA, and
-        the accumulator's read port after the store DMA, its answers routed by who asked."""
+        priority), the scratchpad's low-priority write port, the accumulator's write stream after
+        the load DMA, and the accumulator's read port after the store DMA, its answers routed by who
+        asked."""
         for req, rsp, port in ((vec.sp_a, vec.sp_a_data, 3), (vec.sp_b, vec.sp_b_data, 4)):
             m.d.comb += [
                 sp.read[port].valid.eq(req.valid),
@@ -205,10 +206,11 @@ class Tile(wiring.Component):
                 rsp.valid.eq(sp.read_data[port].valid),
                 rsp.payload.data.eq(sp.read_data[port].payload.data),
             ]
-        for first, second, target in (
-            (load.sp_write, vec.sp_write, sp.write),
-            (load.acc_write, vec.acc_write, acc.dma_write),
-        ):
+        connect(m, load.sp_write, sp.write)
+        m.d.comb += [sp.write_low.valid.eq(vec.sp_write.valid), vec.sp_write.ready.eq(sp.write_low.ready)]
+        for name, _ in sp.write_low.payload.shape():  # field by field: the engine's addresses are 16 bits
+            m.d.comb += getattr(sp.write_low.payload, name).eq(getattr(vec.sp_write.payload, name))
+        for first, second, target in ((load.acc_write, vec.acc_write, acc.dma_write),):
             for name, _ in target.payload.shape():
                 m.d.comb += getattr(target.payload, name).eq(
                     Mux(first.valid, getattr(first.payload, name), getattr(second.payload, name))

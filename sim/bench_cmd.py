@@ -175,7 +175,7 @@ def bench_vector(args: argparse.Namespace) -> int:
     were loaded first and whose result is stored and checked exactly against the model."""
     from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
     from sim.cli import UsageError
-    from tb.vector_cases import vector_case, vector_rows
+    from tb.vector_cases import operand_rows, vector_case, vector_rows
     from tilesim.build import build_tile_sim
     from tilesim.run import memory_bytes, run_case
 
@@ -187,7 +187,7 @@ def bench_vector(args: argparse.Namespace) -> int:
         return _bench_vector_stream(cfg, op, args)
     rows, _ = vector_rows(cfg, args.n, args.memory)
     capacity = cfg.sp_rows if args.memory == "sp" else cfg.acc_rows
-    if 3 * rows > capacity or rows > 65535:
+    if operand_rows(cfg, args.memory, rows, 3)[-1] + rows > capacity or rows > 65535:
         raise UsageError(
             f"--n {args.n} needs 3 x {rows} rows for A, B and D: the {args.memory} of {cfg.name} holds "
             f"{capacity} (and a command at most 65535); choose a smaller --n"

@@ -13,7 +13,7 @@ from rtl.vector.ops import VecOp
 from tb import stimulus
 from tb.tile_cases import LoopCase, unit_scale
 
-__all__ = ["MEMORIES", "stream_case", "vector_case", "vector_rows"]
+__all__ = ["MEMORIES", "operand_rows", "stream_case", "vector_case", "vector_rows"]
 
 MEMORIES = ("sp", "acc")
 BASE = 0x1000
@@ -23,6 +23,15 @@ def vector_rows(cfg: AccelConfig, n: int, memory: str) -> tuple[int, int]:
     """(rows, elements per row) of ``n`` elements in whole rows of the memory."""
     width = cfg.dim if memory == "sp" else cfg.cols
     return -(-n // width), min(n, width)
+
+
+def operand_rows(cfg: AccelConfig, memory: str, span: int, count: int) -> list[int]:
+    """First rows of ``count`` regions of ``span`` rows, each in a bank of its own where they fit:
+    a bank has one read port, so two operands in one bank take turns (half rate)."""
+    banks, bank_rows = (cfg.sp_banks, cfg.sp_bank_rows) if memory == "sp" else (cfg.acc_banks, cfg.acc_bank_rows)
+    if span <= bank_rows and count <= banks:
+        return [k * bank_rows for k in range(count)]
+    return [k * span for k in range(count)]
 
 
 def _scalar_fields(cfg: AccelConfig) -> dict[str, int]:
@@ -46,23 +55,22 @@ def vector_case(cfg: AccelConfig, op: VecOp, n: int, memory: str, seed: int) -> 
     rng = np.random.default_rng(seed)
     a, b = (_operands(cfg, rng, (rows, width), memory) for _ in range(2))
     uses_b = op in B_OPERAND_OPS
-    command = VecCommand(
-        op=op, rows=rows, elems=elems, a=0, b=rows, d=2 * rows, a_acc=acc, b_acc=acc, d_acc=acc, **_scalar_fields(cfg)
-    )
-    mem = np.zeros((3 * rows, width), dtype=np.uint64)
-    mem[:rows], mem[rows : 2 * rows] = a, b
+    at = dict(zip("abd", operand_rows(cfg, memory, rows, 3), strict=True))
+    command = VecCommand(op=op, rows=rows, elems=elems, a_acc=acc, b_acc=acc, d_acc=acc, **at, **_scalar_fields(cfg))
+    mem = np.zeros((at["d"] + rows, width), dtype=np.uint64)
+    mem[at["a"] : at["a"] + rows], mem[at["b"] : at["b"] + rows] = a, b
     other = np.zeros((1, cfg.cols if not acc else cfg.dim), dtype=np.uint64)
     engine_model.run(cfg, command, *((other, mem) if acc else (mem, other)))
-    want = mem[2 * rows :, :elems]
+    want = mem[at["d"] :, :elems]
     if acc:
         want = readout(cfg, want, unit_scale(cfg), 0, 1)
     row_bytes = width * bits // 8
     addr = {"A": BASE, "B": BASE + rows * row_bytes, "D": BASE + 2 * rows * row_bytes}
     target = 1 << 12 if acc else 0
-    loads = [[0x01 | target, addr["A"], row_bytes, rows | width << 16, 0]]
+    loads = [[0x01 | target, addr["A"], row_bytes, rows | width << 16, at["a"]]]
     if uses_b:
-        loads.append([0x01 | target, addr["B"], row_bytes, rows | width << 16, rows])
-    store = [0x02 | (1 << 15 if acc else 1 << 12), addr["D"], row_bytes, rows | elems << 16, 2 * rows, unit_scale(cfg)]
+        loads.append([0x01 | target, addr["B"], row_bytes, rows | width << 16, at["b"]])
+    store = [0x02 | (1 << 15 if acc else 1 << 12), addr["D"], row_bytes, rows | elems << 16, at["d"], unit_scale(cfg)]
     return LoopCase(
         label=f"VEC {op.name} of {rows * elems} elements ({memory})",
         words=command.words(),
@@ -86,7 +94,8 @@ def _stream_commands(cfg: AccelConfig, op: VecOp, rows: int, chunk: int, addr: d
     the unit that reads it gave its token back; tokens balance, so none is left over."""
     row_bytes = cfg.dim * cfg.in_bits // 8
     names = ["A", "B"] if op in B_OPERAND_OPS else ["A"]
-    base = {name: 2 * chunk * k for k, name in enumerate([*names, "D"])}  # two buffers each
+    regions = operand_rows(cfg, "sp", 2 * chunk, 3)  # two buffers each of A, B and D
+    base = dict(zip(["A", "B", "D"], regions, strict=True))
     starts = list(range(0, rows, chunk))
     loads, vecs, stores = [], [], []
     for k, r0 in enumerate(starts):

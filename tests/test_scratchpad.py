@@ -31,7 +31,7 @@ def run_random(cfg: AccelConfig, read_ports: int, seed: int) -> dict[str, int]:
     model = ScratchpadModel(cfg)
     rng = np.random.default_rng(seed)
     elem_max = 1 << cfg.in_bits
-    stats = {"accepted": 0, "refused": 0, "writes": 0}
+    stats = {"accepted": 0, "refused": 0, "writes": 0, "low_writes": 0, "low_refused": 0}
 
     async def bench(ctx) -> None:
         pending: list[int | None] = [None] * read_ports  # a refused request is held (stream rule)
@@ -47,8 +47,16 @@ def run_random(cfg: AccelConfig, read_ports: int, seed: int) -> dict[str, int]:
             w_mask = int(rng.integers(0, 1 << model.dim))
             ctx.set(dut.write.valid, w_valid)
             ctx.set(dut.write.payload, {"addr": w_addr, "data": [int(x) for x in w_data], "mask": w_mask})
+            # The low-priority write port: refused only when `write` takes the same bank.
+            l_valid = rng.random() < 0.5
+            l_addr, l_data = _address(rng, model, hot), rng.integers(0, elem_max, model.dim)
+            l_mask = int(rng.integers(0, 1 << model.dim))
+            ctx.set(dut.write_low.valid, l_valid)
+            ctx.set(dut.write_low.payload, {"addr": l_addr, "data": [int(x) for x in l_data], "mask": l_mask})
 
             assert ctx.get(dut.write.ready) == 1
+            same_bank = w_valid and model.bank(w_addr) == model.bank(l_addr)
+            assert ctx.get(dut.write_low.ready) == (not same_bank)
             grants = model.grants(pending)
             assert [ctx.get(dut.read[p].ready) == 1 for p in range(read_ports) if pending[p] is not None] == [
                 g for p, g in enumerate(grants) if pending[p] is not None
@@ -56,6 +64,10 @@ def run_random(cfg: AccelConfig, read_ports: int, seed: int) -> dict[str, int]:
             if w_valid:  # a read in the same cycle sees the write (transparent read ports)
                 model.write(w_addr, w_data, w_mask)
                 stats["writes"] += 1
+            if l_valid and not same_bank:  # another bank: both writes land in the same cycle
+                model.write(l_addr, l_data, l_mask)
+                stats["low_writes"] += 1
+            stats["low_refused"] += l_valid and same_bank
             expected = [model.read(a) if g and a is not None else None for a, g in zip(pending, grants, strict=True)]
             stats["accepted"] += sum(grants)
             stats["refused"] += sum(a is not None for a in pending) - sum(grants)
@@ -82,6 +94,7 @@ def test_scratchpad_random_traffic(cfg: AccelConfig) -> None:
     stats = run_random(cfg, read_ports=3, seed=cfg.rows)
     # The traffic really exercised arbitration and writes.
     assert stats["refused"] > 100 and stats["accepted"] > 1000 and stats["writes"] > 500
+    assert stats["low_writes"] > 200 and stats["low_refused"] > 50
 
 
 def test_scratchpad_single_port() -> None:
