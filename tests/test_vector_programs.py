@@ -27,6 +27,7 @@ from rtl.vector.programs import (
     lstm_backward,
     lstm_forward,
     to_rows,
+    with_tokens,
 )
 from tb.fptt.arith import BF16, Arith
 from tb.fptt.model import _cell_carry, _ds_from_h, _gate_grads, _lstm_step
@@ -217,6 +218,16 @@ def test_lstm_forward_bit_exact(name: str, hidden: int, scale: float) -> None:
     assert same_bits(get(tile, blocks, t.s), s)
     assert same_bits(get(tile, blocks, t.ts), ts)
     assert same_bits(get(tile, blocks, t.h), h)
+    # zero-padded z and s_prev keep s, tanh(s) and h zero past H: h feeds the next GEMM as is
+    pad = slice(hidden % blocks.width or blocks.width, blocks.width)
+    for loc in (t.s, t.ts, t.h):
+        assert not tile.sp[loc.row + blocks.rows - BATCH : loc.row + blocks.rows, pad].any()
+
+
+def test_with_tokens() -> None:
+    blocks = Blocks(BATCH, 8, 4)
+    cmds = with_tokens(lstm_forward(blocks, CellForward(*(Loc(k * 64) for k in range(6)))))
+    assert [c.words()[0] >> 8 & 0xF for c in cmds] == [1, 0, 0, 0, 0, 0, 4]  # WAIT_PREV ... SIGNAL_PREV
 
 
 # -- the LSTM cell backward ------------------------------------------------------------------
@@ -304,12 +315,14 @@ def test_bias_gradient_bit_exact(name: str, hidden: int) -> None:
 # -- FPTT update -----------------------------------------------------------------------------
 
 
-def random_params(rng: np.random.Generator, scale: float) -> Params:
+def random_params(rng: np.random.Generator, scale: float, rounded: bool = True) -> Params:
+    """Parameter-shaped tensors; bf16 unless ``rounded`` is False (a gradient GEMM's fp32 output)."""
+    r = bf16 if rounded else (lambda x: np.asarray(x, np.float32))
     return Params(
-        w_gate=bf16(rng.standard_normal((5, 24)) * scale),
-        b_gate=bf16(rng.standard_normal(24) * scale),
-        w_out=bf16(rng.standard_normal((6, 3)) * scale),
-        b_out=bf16(rng.standard_normal(3) * scale),
+        w_gate=r(rng.standard_normal((5, 24)) * scale),
+        b_gate=r(rng.standard_normal(24) * scale),
+        w_out=r(rng.standard_normal((6, 3)) * scale),
+        b_out=r(rng.standard_normal(3) * scale),
     )
 
 
@@ -320,14 +333,17 @@ def chunk(param: np.ndarray, rows: int, width: int) -> np.ndarray:
     return flat.reshape(rows, width)
 
 
+@pytest.mark.parametrize("grad_acc", [False, True])
 @pytest.mark.parametrize("alpha", [0.1, 0.0, 0.5])
 @pytest.mark.parametrize("name", ["4x4", "4x8"])
-def test_fptt_update_bit_exact(name: str, alpha: float) -> None:
-    """Each parameter flattened into rows of ``width`` is one chunk; θ, θ̄, λ, R' bit-exact."""
+def test_fptt_update_bit_exact(name: str, alpha: float, grad_acc: bool) -> None:
+    """Each parameter flattened into rows of ``width`` is one chunk; θ, θ̄, λ, R' bit-exact, with
+    the gradient in the scratchpad (bf16) or as a gradient GEMM leaves it in the fp32 accumulator."""
     cfg = CONFIGS[name]
     rng = np.random.default_rng(int(alpha * 10))
     eta, width = 0.05, cfg.cols
-    theta, theta_bar, grads = random_params(rng, 0.3), random_params(rng, 0.3), random_params(rng, 0.05)
+    theta, theta_bar = random_params(rng, 0.3), random_params(rng, 0.3)
+    grads = random_params(rng, 0.05, rounded=not grad_acc)
     lam = random_params(rng, 0.0 if alpha == 0 else 0.02)
     state = FpttState(theta=theta.astype(BF16), theta_bar=theta_bar.astype(BF16), lam=lam.astype(BF16))
     new_state, reg = ref_fptt_update(state, grads.astype(BF16), eta, alpha, Arith("bf16"))
@@ -337,11 +353,11 @@ def test_fptt_update_bit_exact(name: str, alpha: float) -> None:
         size = getattr(theta, name_).size
         rows = -(-size // width)
 
-        t = UpdateChunk(*(tile.alloc(rows) for _ in range(6)))
+        t = UpdateChunk(*(tile.alloc(rows, acc=grad_acc and k == 3) for k in range(6)))
         for loc, p in ((t.theta, theta), (t.theta_bar, theta_bar), (t.lam, lam), (t.grad, grads)):
             tile.put(loc, chunk(getattr(p, name_), rows, width))
         cmds = fptt_update(rows, width, t, bf16_scalar(eta), bf16_scalar(alpha))
-        assert len(cmds) == 13
+        assert len(cmds) == 13 + grad_acc
         tile.run(cmds)
         for loc, p in (
             (t.theta, new_state.theta),

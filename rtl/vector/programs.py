@@ -42,6 +42,7 @@ __all__ = [
     "lstm_backward",
     "lstm_forward",
     "to_rows",
+    "with_tokens",
 ]
 
 GATES = 4  # i, f, o, g
@@ -107,6 +108,23 @@ def _f32(bits: int) -> float:
 def _cmd(op: VecOp, rows: int, width: int, a: Loc, d: Loc, b: Loc | None = None, scalar: int = 0) -> VecCommand:
     b = b or Loc(0)
     return VecCommand(op, rows, width, a=a.row, b=b.row, d=d.row, a_acc=a.acc, b_acc=b.acc, d_acc=d.acc, scalar=scalar)
+
+
+# Dependency flags of word 0 (docs/isa.md, "Dependency tokens"): for VEC, EXEC is the previous unit.
+WAIT_EXEC = 1 << 8  # WAIT_PREV: take an EXEC → VEC token ("results are ready") before starting
+SIGNAL_EXEC = 1 << 10  # SIGNAL_PREV: give a VEC → EXEC token when finished ("rows are ready")
+
+
+def with_tokens(cmds: list[VecCommand], wait_exec: bool = True, signal_exec: bool = True) -> list[VecCommand]:
+    """A program bracketed by tokens: its first command waits for EXEC (e.g. the gate GEMM's last
+    EXEC gave ``SIGNAL_VEC``), its last tells EXEC its output is ready (taken with ``WAIT_VEC``).
+    The VEC commands in between need none: each starts when the one before has written every row."""
+    out = list(cmds)
+    if wait_exec:
+        out[0] = replace(out[0], deps=out[0].deps | WAIT_EXEC)
+    if signal_exec:
+        out[-1] = replace(out[-1], deps=out[-1].deps | SIGNAL_EXEC)
+    return out
 
 
 # -- LSTM cell forward -----------------------------------------------------------------------
@@ -236,7 +254,8 @@ def bias_gradient_finish(count: int, width: int, db: Loc, out: Loc) -> list[VecC
 @dataclass(frozen=True)
 class UpdateChunk:
     """A chunk of parameters, all tensors of the same rows: θ, θ̄, λ updated in place, the gradient
-    ``grad`` read, R' (eq. 4.17) written to ``reg``, ``tmp`` scratch."""
+    ``grad`` read (scratchpad, or the accumulator a gradient GEMM left it in), R' (eq. 4.17) written
+    to ``reg``, ``tmp`` scratch. All but ``grad`` in the scratchpad, so every result is rounded to bf16."""
 
     theta: Loc
     theta_bar: Loc
@@ -250,9 +269,9 @@ def fptt_update(
     rows: int, width: int, t: UpdateChunk, eta: int, alpha: int, inv_2alpha: int | None = None
 ) -> list[VecCommand]:
     """Eqs. 4.17, 4.19-4.21 as ``fptt_update`` computes them, every product and sum rounded to bf16
-    by a scratchpad write: 13 commands. ``eta``, ``alpha``: fp32 bits of the scalars (the reference
-    uses them rounded to bf16, ``bf16_scalar``); ``inv_2alpha`` defaults to 1/(2α) rounded to bf16
-    (0 for α = 0, as the reference takes it)."""
+    by a scratchpad write: 13 commands (14 with ``grad`` in the accumulator). ``eta``, ``alpha``:
+    fp32 bits of the scalars (the reference uses them rounded to bf16, ``bf16_scalar``);
+    ``inv_2alpha`` defaults to 1/(2α) rounded to bf16 (0 for α = 0, as the reference takes it)."""
     if inv_2alpha is None:
         a = _f32(alpha)
         inv_2alpha = 0 if a == 0 else bf16_scalar(1.0 / (2.0 * a))
@@ -261,11 +280,18 @@ def fptt_update(
     def c(op: VecOp, a: Loc, d: Loc, b: Loc | None = None, scalar: int = 0) -> VecCommand:
         return _cmd(op, rows, width, a, d, b=b, scalar=scalar)
 
+    # The reference reads the gradient as stored (bf16): one straight from a GEMM in an fp32
+    # accumulator is rounded first.
+    grad = (
+        [c(VecOp.COPY, t.grad, tmp), c(VecOp.ADD, tmp, tmp, b=t.reg)]
+        if t.grad.acc
+        else [c(VecOp.ADD, t.grad, tmp, b=t.reg)]
+    )
     return [
         c(VecOp.SUB, th, tmp, b=tb),  # 4.17: R' = α(θ - θ̄) - λ
         c(VecOp.MULS, tmp, tmp, scalar=alpha),
         c(VecOp.SUB, tmp, t.reg, b=lm),
-        c(VecOp.ADD, t.grad, tmp, b=t.reg),  # 4.19: θ ← θ - η(g + R')
+        *grad,  # 4.19: θ ← θ - η(g + R')
         c(VecOp.MULS, tmp, tmp, scalar=eta),
         c(VecOp.SUB, th, th, b=tmp),
         c(VecOp.SUB, th, tmp, b=tb),  # 4.20: λ ← λ - α(θ - θ̄)
