@@ -30,9 +30,19 @@ from rtl.vector.programs import (
     with_tokens,
 )
 from tb.fptt.arith import BF16, Arith
-from tb.fptt.model import _cell_carry, _ds_from_h, _gate_grads, _lstm_step
+from tb.fptt.model import (
+    _cell_carry,
+    _ds_from_h,
+    _gate_grads,
+    _head_backward,
+    _lstm_step,
+    backward,
+    forward,
+    head,
+    init_params,
+)
 from tb.fptt.model import fptt_update as ref_fptt_update
-from tb.fptt.tensors import FpttState, Params
+from tb.fptt.tensors import Dims, FpttState, Params
 
 CONFIGS = {
     "4x4": AccelConfig(rows=4, cols=4, dtype="bf16"),
@@ -373,3 +383,79 @@ def test_bf16_scalar() -> None:
     assert bf16_scalar(1.0) == 0x3F800000
     assert bf16_scalar(0.05) == int(np.float32(0.05).astype(BF16).astype(np.float32).view(np.uint32))
     assert bf16_scalar(-0.0) == 0x80000000
+
+
+# -- a whole partition -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hidden", HIDDENS)
+def test_partition_forward_backward_bias(hidden: int) -> None:
+    """Three chained steps forward, the backward window with the carry handed on in the same rows,
+    and db over the window, against tb/fptt's ``forward`` and ``backward``. The GEMMs between the
+    programs are the reference's own (``Arith.gemm``), their results placed in the accumulator."""
+    cfg, steps, inputs, classes = CONFIGS["4x4"], 3, 3, 5
+    rng = np.random.default_rng(hidden)
+    dims = Dims(inputs=inputs, hidden=hidden, classes=classes, batch=BATCH)
+    theta = init_params(dims, rng).astype(BF16)
+    x = rng.standard_normal((BATCH, steps, inputs)).astype(np.float32)
+    labels = rng.integers(0, classes, BATCH)
+    h0, s0 = (bf16(rng.standard_normal((BATCH, hidden)) * 0.5) for _ in range(2))
+    ar = Arith("bf16")
+    st = forward(theta, x, h0, s0, ar)
+    out = head(theta, st.h_last, labels, ar)
+    ref = backward(theta, st, out, labels, ar)
+
+    blocks = Blocks(BATCH, hidden, cfg.cols)
+    tile, n = Tile(cfg), blocks.rows
+    w, b = ar.load(theta.w_gate), ar.load(theta.b_gate)
+    s = [tile.alloc(n) for _ in range(steps + 1)]
+    fwd = [
+        CellForward(
+            tile.alloc(GATES * n, acc=True), s[j], tile.alloc(GATES * n), s[j + 1], tile.alloc(n), tile.alloc(n)
+        )
+        for j in range(steps)
+    ]
+    tile.put(s[0], to_rows(blocks, s0))
+    h = h0
+    for j, t in enumerate(fwd):
+        xc = np.concatenate([bf16(x[:, j]), h], axis=1)
+        put_gates(tile, blocks, t.z, ar.gemm(xc, w, "fwd_gate", bias=b))
+        tile.run(lstm_forward(blocks, t))
+        h = get(tile, blocks, t.h)
+        assert same_bits(get(tile, blocks, t.s), np.asarray(st.s[j + 1], np.float32))
+    assert same_bits(h, np.asarray(st.h_last, np.float32))
+
+    w_h_t = np.ascontiguousarray(w[-hidden:].T)
+    dh = _head_backward(theta, st, out, labels, 1.0, ar)[2]
+    dz = [tile.alloc(GATES * n) for _ in range(steps)]
+    dh_loc, ds, carry, tmp = tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(3 * n)
+    for j in range(steps - 1, -1, -1):
+        tile.put(dh_loc, to_rows(blocks, dh))
+        t = CellBackward(
+            dh_loc,
+            fwd[j].gates,
+            fwd[j].ts,
+            s[j],
+            dz[j],
+            ds,
+            tmp,
+            carry if j < steps - 1 else None,
+            carry if j else None,
+        )
+        tile.run(lstm_backward(blocks, t))
+        dz_j = get_gates(tile, blocks, dz[j])
+        assert same_bits(dz_j, np.asarray(ref.dz[j], np.float32))
+        dh = ar.gemm(dz_j, w_h_t, "bwd_rec")
+        for k in range(GATES):  # zero padding in, zero padding out (σ(0) = 0.5 in the gates' padding)
+            last = dz[j].row + (k + 1) * n - BATCH
+            assert not tile.sp[last : last + BATCH, hidden % blocks.width or blocks.width : blocks.width].any()
+
+    count, db, db_out = (
+        GATES * blocks.count,
+        tile.alloc(GATES * blocks.count, acc=True),
+        tile.alloc(GATES * blocks.count),
+    )
+    for j in range(steps):
+        tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == 0))
+    tile.run(bias_gradient_finish(count, blocks.width, db, db_out))
+    assert same_bits(get_gates(tile, Blocks(1, hidden, cfg.cols), db_out)[0], np.asarray(ref.grads.b_gate, np.float32))
