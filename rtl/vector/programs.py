@@ -1,0 +1,304 @@
+"""Vector-engine programs: the LSTM cell (forward, backward), bias gradients and the FPTT update as
+short fixed sequences of VEC commands (docs/vector.md).
+
+Every program works on whole tensors at once, whatever the batch and hidden sizes, so an LSTM step
+or the update of a parameter chunk is a constant handful of commands. The order of the commands and
+of their roundings is the contract; it follows tb/fptt/model.py in bf16 mode (docs/vector.md says
+where it differs and by how much).
+
+Row layout (``Blocks``): a (batch, features) tensor is cut into column blocks of ``width`` elements,
+block-major, ``batch`` rows per block: element (b, c) is at row ``first + (c // width) · batch + b``,
+element ``c % width``. The last block's columns past ``features`` are padding (computed on, never
+read back). This is the layout EXEC leaves a B × N result in the accumulator (one N tile of ``cols``
+columns after another), so with ``width = cols`` the gate GEMM's output needs no re-blocking. A gate
+tensor (batch, 4H) is four such tensors, gates i, f, o, g in that order, each padded to whole blocks
+(the gate GEMM's weight columns padded per gate), so one command covers several gates.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from rtl.vector.engine_model import VecCommand
+from rtl.vector.ops import VecOp
+
+__all__ = [
+    "GATES",
+    "Blocks",
+    "CellBackward",
+    "CellForward",
+    "Loc",
+    "UpdateChunk",
+    "bf16_scalar",
+    "bias_gradient",
+    "bias_gradient_finish",
+    "fptt_update",
+    "from_rows",
+    "lstm_backward",
+    "lstm_forward",
+    "to_rows",
+    "with_tokens",
+]
+
+GATES = 4  # i, f, o, g
+ONE = 0x3F800000  # 1.0 as fp32 bits
+HALF = 0x3F000000  # 0.5
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The row layout of a (batch, features) tensor: ``count`` column blocks of ``width`` elements."""
+
+    batch: int
+    features: int
+    width: int
+
+    @property
+    def count(self) -> int:
+        return math.ceil(self.features / self.width)
+
+    @property
+    def rows(self) -> int:
+        """Rows one tensor occupies (one gate of a gate tensor)."""
+        return self.batch * self.count
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a tensor starts: its first row, in the accumulator or the scratchpad."""
+
+    row: int
+    acc: bool = False
+
+    def offset(self, rows: int) -> Loc:
+        return Loc(self.row + rows, self.acc)
+
+
+def to_rows(blocks: Blocks, x: npt.ArrayLike) -> np.ndarray:
+    """A (batch, features) array in the row layout: (rows, width), padding zero."""
+    x = np.asarray(x)
+    padded = np.zeros((blocks.batch, blocks.count * blocks.width), dtype=x.dtype)
+    padded[:, : blocks.features] = x
+    return padded.reshape(blocks.batch, blocks.count, blocks.width).transpose(1, 0, 2).reshape(-1, blocks.width)
+
+
+def from_rows(blocks: Blocks, rows: npt.ArrayLike) -> np.ndarray:
+    """The inverse of ``to_rows``: (rows, width) → (batch, features)."""
+    r = np.asarray(rows).reshape(blocks.count, blocks.batch, blocks.width).transpose(1, 0, 2)
+    return r.reshape(blocks.batch, -1)[:, : blocks.features]
+
+
+def bf16_scalar(value: float) -> int:
+    """``value`` rounded to bf16 (via fp32, nearest even, as tb/fptt's ``Arith.const``), as fp32 bits."""
+    w = struct.unpack("<I", struct.pack("<f", value))[0]
+    if (w >> 23) & 0xFF == 0:  # a subnormal constant reads as zero, as the lanes flush it
+        return w & 0x80000000
+    return ((w + 0x7FFF + ((w >> 16) & 1)) >> 16) << 16 & 0xFFFFFFFF
+
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def _cmd(op: VecOp, rows: int, width: int, a: Loc, d: Loc, b: Loc | None = None, scalar: int = 0) -> VecCommand:
+    b = b or Loc(0)
+    return VecCommand(op, rows, width, a=a.row, b=b.row, d=d.row, a_acc=a.acc, b_acc=b.acc, d_acc=d.acc, scalar=scalar)
+
+
+# Dependency flags of word 0 (docs/isa.md, "Dependency tokens"): for VEC, EXEC is the previous unit.
+WAIT_EXEC = 1 << 8  # WAIT_PREV: take an EXEC → VEC token ("results are ready") before starting
+SIGNAL_EXEC = 1 << 10  # SIGNAL_PREV: give a VEC → EXEC token when finished ("rows are ready")
+
+
+def with_tokens(cmds: list[VecCommand], wait_exec: bool = True, signal_exec: bool = True) -> list[VecCommand]:
+    """A program bracketed by tokens: its first command waits for EXEC (e.g. the gate GEMM's last
+    EXEC gave ``SIGNAL_VEC``), its last tells EXEC its output is ready (taken with ``WAIT_VEC``).
+    The VEC commands in between need none: each starts when the one before has written every row."""
+    out = list(cmds)
+    if wait_exec:
+        out[0] = replace(out[0], deps=out[0].deps | WAIT_EXEC)
+    if signal_exec:
+        out[-1] = replace(out[-1], deps=out[-1].deps | SIGNAL_EXEC)
+    return out
+
+
+# -- LSTM cell forward -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellForward:
+    """Tensors of one forward step. ``z``: gate pre-activations (gate layout, usually in the
+    accumulator); ``gates``: i, f, o, g activations (gate layout); ``s_prev``, ``s``, ``ts``, ``h``:
+    s_{t-1}, s_t, tanh(s_t), h_t. Outputs belong in the scratchpad (bf16) to follow the reference."""
+
+    z: Loc
+    s_prev: Loc
+    gates: Loc
+    s: Loc
+    ts: Loc
+    h: Loc
+
+
+def lstm_forward(blocks: Blocks, t: CellForward) -> list[VecCommand]:
+    """Eqs. 4.3-4.8 as ``_lstm_step``: gates, s = f·s_prev + i·g, ts = tanh(s), h = o·ts. 7 commands.
+
+    ``ts`` holds i·g until the TANH overwrites it, so the step needs no scratch rows."""
+    n, w = blocks.rows, blocks.width
+    i, f, o, g = (t.gates.offset(k * n) for k in range(GATES))
+    return [
+        _cmd(VecOp.SIGMOID, 3 * n, w, t.z, i),
+        _cmd(VecOp.TANH, n, w, t.z.offset(3 * n), g),
+        _cmd(VecOp.MUL, n, w, f, t.s, b=t.s_prev),
+        _cmd(VecOp.MUL, n, w, i, t.ts, b=g),
+        _cmd(VecOp.ADD, n, w, t.s, t.s, b=t.ts),
+        _cmd(VecOp.TANH, n, w, t.s, t.ts),
+        _cmd(VecOp.MUL, n, w, o, t.h, b=t.ts),
+    ]
+
+
+# -- LSTM cell backward ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellBackward:
+    """Tensors of one backward step. Inputs: ``dh`` (from the recurrent GEMM, accumulator or
+    scratchpad), ``gates``, ``ts``, ``s_prev`` (kept from the forward step), ``carry_in`` (ds·f handed
+    back from step j+1; None at the loss step or without a carry). Outputs: ``dz`` (gate layout),
+    ``ds`` (total ds_j), ``carry_out`` (ds_j·f_j for step j-1; None at the window's oldest step).
+    ``tmp``: 3 gates' worth of scratch rows."""
+
+    dh: Loc
+    gates: Loc
+    ts: Loc
+    s_prev: Loc
+    dz: Loc
+    ds: Loc
+    tmp: Loc
+    carry_in: Loc | None = None
+    carry_out: Loc | None = None
+
+
+def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
+    """``_ds_from_h``, ``_cell_carry`` (modes "none" and "carry") and ``_gate_grads`` of one step:
+    14 commands, +1 to round an accumulator ``dh`` to bf16, +1 with ``carry_in``, +1 with ``carry_out``."""
+    n, w = blocks.rows, blocks.width
+    i, f, o, g = (t.gates.offset(k * n) for k in range(GATES))
+    dz_i, dz_f, dz_o, dz_g = (t.dz.offset(k * n) for k in range(GATES))
+    tmp0, tmp1, tmp2 = (t.tmp.offset(k * n) for k in range(3))
+    out: list[VecCommand] = []
+    dh = t.dh
+    if dh.acc:  # the reference rounds the GEMM's dh to bf16 before using it
+        out.append(_cmd(VecOp.COPY, n, w, dh, tmp0))
+        dh = tmp0
+    out += [
+        _cmd(VecOp.MUL, n, w, dh, dz_o, b=t.ts),  # d o (pre-sigmoid' factor)
+        _cmd(VecOp.MUL, n, w, dh, tmp1, b=o),  # d ts
+        _cmd(VecOp.MUL, n, w, t.ts, tmp2, b=t.ts),
+        _cmd(VecOp.RSUBS, n, w, tmp2, tmp2, scalar=ONE),  # tanh'(s) = 1 - ts²
+        _cmd(VecOp.MUL, n, w, tmp1, t.ds, b=tmp2),  # ds0
+    ]
+    if t.carry_in is not None:
+        out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
+    if t.carry_out is not None:
+        out.append(_cmd(VecOp.MUL, n, w, t.ds, t.carry_out, b=f))
+    return [
+        *out,
+        _cmd(VecOp.MUL, n, w, t.ds, dz_i, b=g),
+        _cmd(VecOp.MUL, n, w, t.ds, dz_f, b=t.s_prev),
+        # sigmoid' = a·(1 - a) for i, f, o in one pass each, then times d_sig in place
+        _cmd(VecOp.RSUBS, 3 * n, w, i, t.tmp, scalar=ONE),
+        _cmd(VecOp.MUL, 3 * n, w, i, t.tmp, b=t.tmp),
+        _cmd(VecOp.MUL, 3 * n, w, dz_i, dz_i, b=t.tmp),
+        _cmd(VecOp.MUL, n, w, t.ds, dz_g, b=i),  # d g
+        _cmd(VecOp.MUL, n, w, g, tmp0, b=g),
+        _cmd(VecOp.RSUBS, n, w, tmp0, tmp0, scalar=ONE),  # tanh' = 1 - g²
+        _cmd(VecOp.MUL, n, w, dz_g, dz_g, b=tmp0),
+    ]
+
+
+# -- bias gradient ---------------------------------------------------------------------------
+
+
+def bias_gradient(batch: int, count: int, width: int, dz: Loc, db: Loc, first: bool) -> list[VecCommand]:
+    """Add one step's column sums of ``dz`` (``count`` blocks of ``batch`` rows) into ``db``
+    (``count`` accumulator rows, one per block): one accumulating "D is one row" command per block.
+
+    With ``first``, each block's first row is copied into ``db`` instead of added, so ``db`` needs
+    no clearing and the sum starts from the first element as NumPy's does (2 commands per block)."""
+    assert db.acc, "bias sums accumulate, which only the accumulator does"
+    out: list[VecCommand] = []
+    for k in range(count):
+        src, dst = dz.offset(k * batch), db.offset(k)
+        rest = batch
+        if first:
+            out.append(_cmd(VecOp.COPY, 1, width, src, dst))
+            src, rest = src.offset(1), batch - 1
+        if rest:
+            out.append(replace(_cmd(VecOp.COPY, rest, width, src, dst), d_one=True, accumulate=True))
+    return out
+
+
+def bias_gradient_finish(count: int, width: int, db: Loc, out: Loc) -> list[VecCommand]:
+    """The fp32 sums rounded once to bf16 into the scratchpad (``Arith.sum_rows``'s one rounding)."""
+    return [_cmd(VecOp.COPY, count, width, db, out)]
+
+
+# -- FPTT update -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpdateChunk:
+    """A chunk of parameters, all tensors of the same rows: θ, θ̄, λ updated in place, the gradient
+    ``grad`` read (scratchpad, or the accumulator a gradient GEMM left it in), R' (eq. 4.17) written
+    to ``reg``, ``tmp`` scratch. All but ``grad`` in the scratchpad, so every result is rounded to bf16."""
+
+    theta: Loc
+    theta_bar: Loc
+    lam: Loc
+    grad: Loc
+    reg: Loc
+    tmp: Loc
+
+
+def fptt_update(
+    rows: int, width: int, t: UpdateChunk, eta: int, alpha: int, inv_2alpha: int | None = None
+) -> list[VecCommand]:
+    """Eqs. 4.17, 4.19-4.21 as ``fptt_update`` computes them, every product and sum rounded to bf16
+    by a scratchpad write: 13 commands (14 with ``grad`` in the accumulator). ``eta``, ``alpha``:
+    fp32 bits of the scalars (the reference uses them rounded to bf16, ``bf16_scalar``);
+    ``inv_2alpha`` defaults to 1/(2α) rounded to bf16 (0 for α = 0, as the reference takes it)."""
+    if inv_2alpha is None:
+        a = _f32(alpha)
+        inv_2alpha = 0 if a == 0 else bf16_scalar(1.0 / (2.0 * a))
+    th, tb, lm, tmp = t.theta, t.theta_bar, t.lam, t.tmp
+
+    def c(op: VecOp, a: Loc, d: Loc, b: Loc | None = None, scalar: int = 0) -> VecCommand:
+        return _cmd(op, rows, width, a, d, b=b, scalar=scalar)
+
+    # The reference reads the gradient as stored (bf16): one straight from a GEMM in an fp32
+    # accumulator is rounded first.
+    grad = (
+        [c(VecOp.COPY, t.grad, tmp), c(VecOp.ADD, tmp, tmp, b=t.reg)]
+        if t.grad.acc
+        else [c(VecOp.ADD, t.grad, tmp, b=t.reg)]
+    )
+    return [
+        c(VecOp.SUB, th, tmp, b=tb),  # 4.17: R' = α(θ - θ̄) - λ
+        c(VecOp.MULS, tmp, tmp, scalar=alpha),
+        c(VecOp.SUB, tmp, t.reg, b=lm),
+        *grad,  # 4.19: θ ← θ - η(g + R')
+        c(VecOp.MULS, tmp, tmp, scalar=eta),
+        c(VecOp.SUB, th, th, b=tmp),
+        c(VecOp.SUB, th, tmp, b=tb),  # 4.20: λ ← λ - α(θ - θ̄)
+        c(VecOp.MULS, tmp, tmp, scalar=alpha),
+        c(VecOp.SUB, lm, lm, b=tmp),
+        c(VecOp.ADD, tb, tmp, b=th),  # 4.21: θ̄ ← ½(θ̄ + θ) - λ/(2α)
+        c(VecOp.MULS, tmp, tmp, scalar=HALF),
+        c(VecOp.MULS, lm, tb, scalar=inv_2alpha),  # θ̄ is read for the last time above
+        c(VecOp.SUB, tmp, tb, b=tb),
+    ]
