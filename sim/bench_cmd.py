@@ -54,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     vec = kinds.add_parser("vector", help="one VEC command on the tile: elements per cycle of the vector engine")
     add_config_args(vec)
     ops = ", ".join(op.name.lower() for op in VecOp)
-    vec.add_argument("--op", type=str.upper, choices=[op.name for op in VecOp], default="ADD", metavar="OP",
-                     help=f"the operation: {ops} (default add)")  # fmt: skip
+    vec.add_argument("--op", type=str.upper, choices=[op.name for op in VecOp] + ["FPTT_UPDATE"], default="ADD",
+                     metavar="OP", help=f"the operation: {ops}, or fptt_update (the FPTT update program, "
+                     "streamed; bf16 tiles) (default add)")  # fmt: skip
     vec.add_argument("--n", type=integer(1, 1 << 24), default=4096, help="elements (whole rows; default 4096)")
     vec.add_argument("--memory", choices=MEMORIES, default="sp", help="where A, B and D are (default sp)")
     stream_help = "stream A and B from main memory and D back, in double-buffered chunks (bus rate)"
@@ -180,6 +181,8 @@ def bench_vector(args: argparse.Namespace) -> int:
     from tilesim.run import memory_bytes, run_case
 
     cfg = config_from_args(args)
+    if args.op == "FPTT_UPDATE":
+        return _bench_fptt_update(cfg, args)
     op = VecOp[args.op]
     if op not in (FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS):
         raise UsageError(f"--op {args.op.lower()} is not defined on {cfg.dtype} tiles")
@@ -249,6 +252,48 @@ def _bench_vector_stream(cfg, op, args: argparse.Namespace) -> int:
         "write_bus_utilization": round(c["dma_wr_bytes"] / (beat * run.cycles), 4),
         "target_bus_utilization": 0.9,
         "vec_cycles": c["vec_cycles"],
+        "sim_seconds": round(run.seconds, 2),
+        "simulator_build_was_cached": sim.cached,
+    }
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+def _bench_fptt_update(cfg, args: argparse.Namespace) -> int:
+    """The FPTT update program streamed from main memory: parameters per cycle and the AXI read
+    channel's use (four tensors in, three out), checked exactly against the engine model."""
+    from sim.cli import UsageError
+    from tb.vector_cases import update_case, update_regions, vector_rows
+    from tilesim.build import build_tile_sim
+    from tilesim.run import memory_bytes, run_case
+
+    if cfg.dtype != "bf16":
+        raise UsageError(f"--op fptt_update runs on bf16 tiles, not {cfg.name}")
+    if update_regions(cfg, args.chunk) is None:
+        raise UsageError(f"--chunk {args.chunk}: 18 chunks must fit the {cfg.sp_rows} scratchpad rows of {cfg.name}")
+    rows, _ = vector_rows(cfg, args.n, "sp")
+    case = update_case(cfg, args.n, args.chunk, seed=5)
+    _memory_mib({"operands": case.mem_bytes}, "FPTT update")
+    sim = build_tile_sim(cfg, memory_bytes(case), args.latency)
+    run = run_case(cfg, case, latency=args.latency, max_cycles=200 * rows * cfg.dim + 100_000)
+    c, beat = run.counters, cfg.dma_bits // 8
+    params = rows * cfg.dim
+    result = {
+        "bench": "vector-fptt-update",
+        "config": cfg.name,
+        "lanes": cfg.lanes,
+        "dma_bits": cfg.dma_bits,
+        "read_latency": args.latency,
+        "chunk_rows": args.chunk,
+        "parameters": params,
+        "cycles": run.cycles,
+        "parameters_per_cycle": round(params / run.cycles, 3),
+        "read_bus_utilization": round(c["dma_rd_bytes"] / (beat * run.cycles), 4),
+        "write_bus_utilization": round(c["dma_wr_bytes"] / (beat * run.cycles), 4),
+        "target_bus_utilization": 0.9,
+        "vec_elements": c["vec_elems"],
+        "vec_cycles": c["vec_cycles"],
+        "vec_elements_per_cycle": round(c["vec_elems"] / c["vec_cycles"], 3) if c["vec_cycles"] else 0.0,
         "sim_seconds": round(run.seconds, 2),
         "simulator_build_was_cached": sim.cached,
     }

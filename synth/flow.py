@@ -52,9 +52,11 @@ def yosys_script(verilog: Path, top: str, blocks: list[str], opts: Options, netl
     else:
         synth = f"synth_xilinx -family {opts.family} -top {top} -flatten"
     # splitnets before synthesis: ABC9 otherwise re-adds a wire under an existing name on some of
-    # Amaranth's netlists (YosysHQ/yosys#4349, the workaround its maintainers give).
-    prepare = f"read_verilog {verilog.name}\nhierarchy -top {top}\nproc\nsplitnets\n"
-    return f"{prepare}{keep}{synth}\ntee -q -o stat.json stat -json\n"
+    # Amaranth's netlists (YosysHQ/yosys#4349, the workaround its maintainers give). It runs after
+    # the flatten (which keeps the reported blocks): on the hierarchical netlist of a bf16 tile,
+    # with its function ROMs, it took more than the 4 GiB a WebAssembly Yosys can address.
+    prepare = f"read_verilog {verilog.name}\nhierarchy -top {top}\nproc\n"
+    return f"{prepare}{keep}flatten\nsplitnets\n{synth}\ntee -q -o stat.json stat -json\n"
 
 
 def _escaped(name: str) -> str:

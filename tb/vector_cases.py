@@ -146,3 +146,114 @@ def stream_case(cfg: AccelConfig, op: VecOp, n: int, chunk: int, seed: int) -> L
         mem_bytes=addr["D"] + rows * row_bytes,
         stream=_stream_commands(cfg, op, rows, chunk, addr),
     )
+
+
+# θ, θ̄, λ and the gradient stream in; θ, θ̄, λ stream out. R' and a scratch tensor stay local.
+UPDATE_IN, UPDATE_OUT = ("theta", "theta_bar", "lam", "grad"), ("theta", "theta_bar", "lam")
+# Banks of the update's tensors: every command of the program reads two tensors of different
+# banks (a bank has one read port), e.g. θ − θ̄, tmp − λ, grad + R'.
+UPDATE_BANKS = {"theta": 0, "theta_bar": 1, "lam": 2, "grad": 3, "reg": 2, "tmp": 3}
+BUFFERS = 3  # chunk k + 3 reuses chunk k's rows: one chunk loads while the next two are in use
+
+
+def update_regions(cfg: AccelConfig, chunk: int) -> dict[str, int] | None:
+    """First rows of each tensor's BUFFERS buffers of ``chunk`` rows, or None if they do not fit."""
+    banks, bank_rows = cfg.sp_banks, cfg.sp_bank_rows
+    span = BUFFERS * chunk
+    if banks >= 4 and 2 * span <= bank_rows:
+        used: dict[int, int] = {}
+        regions = {}
+        for name, bank in UPDATE_BANKS.items():
+            regions[name] = bank * bank_rows + used.get(bank, 0)
+            used[bank] = used.get(bank, 0) + span
+        return regions
+    if len(UPDATE_BANKS) * span > cfg.sp_rows:
+        return None
+    return {name: k * span for k, name in enumerate(UPDATE_BANKS)}
+
+
+def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.05, alpha: float = 0.5) -> LoopCase:
+    """The FPTT update (rtl/vector/programs.py, ``fptt_update``) of ``n`` bf16 parameters streamed
+    from main memory in chunks of ``chunk`` rows: LOAD θ, θ̄, λ, g → the program → STORE θ, θ̄, λ."""
+    from rtl.vector.programs import Loc, UpdateChunk, bf16_scalar, fptt_update
+
+    rows, _ = vector_rows(cfg, n, "sp")
+    regions = update_regions(cfg, chunk)
+    assert cfg.dtype == "bf16" and regions is not None
+    rng = np.random.default_rng(seed)
+    tensors = {name: stimulus.inputs(cfg, rng, (rows, cfg.dim), special=0.0).astype(np.uint64) for name in UPDATE_IN}
+    scalars = {"eta": bf16_scalar(eta), "alpha": bf16_scalar(alpha)}
+    # The model: the same program over all rows at once (every command is row-wise).
+    whole = {name: k * rows for k, name in enumerate(UPDATE_BANKS)}
+    mem = np.zeros((len(whole) * rows, cfg.dim), dtype=np.uint64)
+    for name in UPDATE_IN:
+        mem[whole[name] : whole[name] + rows] = tensors[name]
+    for command in fptt_update(rows, cfg.dim, UpdateChunk(**{k: Loc(v) for k, v in whole.items()}), **scalars):
+        engine_model.run(cfg, command, mem, np.zeros((1, cfg.cols), dtype=np.uint64))
+    want = np.concatenate([mem[whole[name] : whole[name] + rows] for name in UPDATE_OUT])
+
+    row_bytes = cfg.dim * 2
+    addr = {name: BASE + k * rows * row_bytes for k, name in enumerate(UPDATE_IN)}
+    out_addr = BASE + len(UPDATE_IN) * rows * row_bytes
+    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars)
+    return LoopCase(
+        label=f"FPTT update of {rows * cfg.dim} parameters",
+        words=stream[0],
+        writes=[(addr[name], tensors[name].astype(np.uint16).tobytes()) for name in UPDATE_IN],
+        out_addr=out_addr,
+        out_shape=(len(UPDATE_OUT) * rows, cfg.dim),
+        out_dtype=np.uint16,
+        out_stride=cfg.dim,
+        want=want.astype(np.uint16),
+        mem_bytes=out_addr + len(UPDATE_OUT) * rows * row_bytes,
+        stream=stream,
+    )
+
+
+def _update_commands(
+    cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: dict, scalars: dict
+) -> list[list[int]]:
+    """Chunk k: LOADs L_k (the last gives VEC a token; from k = 3 the first waits for the token of
+    program P_{k-2}, which ran after the STOREs S_{k-3} of the same rows), P_k (its first command
+    waits for L_k and for S_{k-1}; its last gives STORE a token, and LOAD one for L_{k+2}), STOREs
+    S_k (the first waits for P_k, the last gives P_{k+1} a token). Pushed as L0 L1 L2, then P_k S_k
+    L_{k+2}: a command that waits is never pushed before the one that gives its token."""
+    from rtl.vector.programs import Loc, UpdateChunk, fptt_update
+
+    row_bytes = cfg.dim * 2
+    starts = list(range(0, rows, chunk))
+    count = len(starts)
+
+    def loads(k: int) -> list[list[int]]:
+        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
+        out = []
+        for i, name in enumerate(UPDATE_IN):
+            flags = (WAIT_VEC if k >= BUFFERS and i == 0 else 0) | (SIGNAL_VEC if i == len(UPDATE_IN) - 1 else 0)
+            source = addr[name] + starts[k] * row_bytes
+            out.append([0x01 | flags, source, row_bytes, n_rows | cfg.dim << 16, regions[name] + buf])
+        return out
+
+    def program(k: int) -> list[list[int]]:
+        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
+        locs = UpdateChunk(**{name: Loc(base + buf) for name, base in regions.items()})
+        words = [c.words() for c in fptt_update(n_rows, cfg.dim, locs, **scalars)]
+        words[0][0] |= WAIT_VEC | (WAIT_NEXT if k >= 1 else 0)
+        words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k >= 1 and k + 2 < count else 0)
+        return words
+
+    def stores(k: int) -> list[list[int]]:
+        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
+        out = []
+        for i, name in enumerate(UPDATE_OUT):
+            last = i == len(UPDATE_OUT) - 1
+            flags = (WAIT_VEC if i == 0 else 0) | (SIGNAL_VEC if last and k + 1 < count else 0)
+            target = out_addr + (i * rows + starts[k]) * row_bytes
+            out.append([0x02 | 1 << 12 | flags, target, row_bytes, n_rows | cfg.dim << 16, regions[name] + buf, 0])
+        return out
+
+    stream = [words for k in range(min(BUFFERS, count)) for words in loads(k)]
+    for k in range(count):
+        stream += program(k) + stores(k)
+        if k >= 1 and k + 2 < count:
+            stream += loads(k + 2)
+    return [*stream, [0x04]]

@@ -8,6 +8,9 @@ with the mesh check the tokens between EXEC, VEC and STORE; bad VEC commands mus
 
 from __future__ import annotations
 
+import json
+import os
+
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
@@ -23,7 +26,7 @@ from tb.tile_cases import unit_scale
 from tb.tile_tb import EXEC, FENCE, LOAD, STORE, Tile, gemm_reference, get, put, start, tb_args
 from tb.vector_cases import stream_case
 
-ROWS = 64  # rows of each memory the tests use
+ROWS = 80  # rows of each memory the tests use
 WAIT_PREV, WAIT_NEXT, SIGNAL_PREV, SIGNAL_NEXT = 1 << 8, 1 << 9, 1 << 10, 1 << 11
 # LOAD's, EXEC's and STORE's tokens with the vector unit; on VEC, its tokens with LOAD.
 WAIT_VEC, SIGNAL_VEC = 1 << 28, 1 << 29
@@ -242,3 +245,45 @@ async def tile_vector_stream(dut) -> None:
         got = get(t, case.out_addr, case.out_shape, case.out_dtype)
         bad = np.argwhere(got != case.want)
         assert bad.size == 0, f"{case.label}: {len(bad)} wrong elements, first at {tuple(bad[0])}"
+
+
+def _bf16_tile() -> bool:
+    return json.loads(os.environ.get("PYARD_CONFIG", "{}")).get("dtype") == "bf16"
+
+
+@cocotb.test(skip=not _bf16_tile())
+async def tile_lstm_step(dut) -> None:
+    """One LSTM forward step on the tile: the gate GEMM as EXEC commands into the accumulator (the
+    last gives VEC a token), then the vector engine's forward program (rtl/vector/programs.py),
+    against the GEMM reference and the engine model bit for bit (B = 4, I = 4, H = cols)."""
+    from rtl.vector.programs import Blocks, CellForward, Loc, lstm_forward, with_tokens
+
+    t = await start(dut)
+    cfg = t.cfg
+    rng = np.random.default_rng(tb_args(seed=3)["seed"])
+    mems = Memories(t, rng)
+    batch, k_tiles, gates = 4, 2, 4  # xc = [x, h] of 2 · rows elements; one block per gate (H = cols)
+    w_row, x_row, z_row = 0, 32, 0  # weight tiles (k, gate) in the scratchpad; z in the accumulator
+    cell = CellForward(z=Loc(z_row, acc=True), s_prev=Loc(40), gates=Loc(44), s=Loc(60), ts=Loc(64), h=Loc(68))
+    execs = []
+    for g in range(gates):
+        for k in range(k_tiles):
+            last = g == gates - 1 and k == k_tiles - 1
+            flags = (1 << 12 if k else 0) | (SIGNAL_VEC if last else 0)
+            b_tile, a_slice = w_row + (k * gates + g) * cfg.rows, x_row + k * batch
+            execs.append([EXEC | flags, b_tile | cfg.rows << 16, a_slice, batch, z_row + g * batch])
+    program = with_tokens(lstm_forward(Blocks(batch, cfg.cols, cfg.cols), cell), signal_exec=False)
+    await run_commands(t, mems.load_commands() + execs + [c.words() for c in program] + mems.store_commands())
+
+    xc = np.concatenate(
+        [mems.sp[x_row + k * batch : x_row + (k + 1) * batch, : cfg.rows] for k in range(k_tiles)], axis=1
+    )
+    for g in range(gates):
+        w = np.concatenate(
+            [mems.sp[w_row + (k * gates + g) * cfg.rows :][: cfg.rows, : cfg.cols] for k in range(k_tiles)]
+        )
+        z = gemm_reference(cfg, xc.astype(mems.in_dtype), w.astype(mems.in_dtype))
+        mems.acc[z_row + g * batch : z_row + (g + 1) * batch] = z
+    for command in program:
+        engine_model.run(cfg, command, mems.sp, mems.acc)
+    mems.check("LSTM step")
