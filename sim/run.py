@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtl.cmd import ERR
+from sim import children
 from sim.arg_types import integer, output_file
 from sim.elf_check import ElfError, check_elf
 from sim.soc_build import build_soc
@@ -154,18 +155,14 @@ def _stream(cmd: Sequence[str], on_console: Callable[[str], None] | None) -> str
     """Run the simulator, passing its stdout (the console) on as it comes; return all of it."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     parts: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    # Ctrl-C, SIGTERM (sim/cli.py): the simulator must not outlive us (sim/children.py).
+    with children.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None
-        try:
-            while chunk := os.read(proc.stdout.fileno(), 65536):
-                text = decoder.decode(chunk)
-                parts.append(text)
-                if on_console and text:
-                    on_console(text)
-        except BaseException:  # Ctrl-C, SIGTERM (sim/cli.py): the simulator must not outlive us
-            proc.kill()
-            proc.wait()
-            raise
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            text = decoder.decode(chunk)
+            parts.append(text)
+            if on_console and text:
+                on_console(text)
         stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
         raise RuntimeError(f"the SoC simulator failed (status {proc.returncode}): {stderr.strip()}")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sim import progress
+from sim import children, progress
 from sim.paths import build_root
 
 __all__ = [
@@ -118,7 +118,7 @@ def _digest(*parts: object) -> str:
 
 
 def _run(cmd: Sequence[str], cwd: Path | None = None) -> None:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False, cwd=cwd)
+    proc = children.run(list(cmd), text=True, cwd=cwd)
     if proc.returncode != 0:
         # The compiler's own message first: that is what the user has to fix.
         message = (proc.stderr + proc.stdout).strip() or f"exit status {proc.returncode}"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from sim import progress
+from sim import children, progress
 
 LINT_WAIVERS = Path(__file__).resolve().parent.parent / "rtl" / "lint.vlt"
 
@@ -65,7 +65,7 @@ def lint(verilog: Path, top: str, extra: Path | None = None) -> list[str]:
         *([str(extra)] if extra else []),
         str(verilog),
     ]
-    proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    proc = children.run(cmd, env=verilator_env(), text=True)
     return [line for line in proc.stderr.splitlines() if line.startswith("%")]
 
 
@@ -141,7 +141,7 @@ def _logged(cmd: Sequence[str], out: TextIO, log: Path, on_line: Callable[[str],
     out.write(" ".join(cmd) + "\n")
     out.flush()
     pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    with subprocess.Popen(cmd, env=verilator_env(), **pipe) as proc:
+    with children.popen(cmd, env=verilator_env(), **pipe) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             out.write(line)

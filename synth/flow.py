@@ -13,11 +13,11 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim import children
 from synth.resources import FAMILIES, block_resources, stat_modules
 
 # ECP5 part of the fmax figures: the LFE5U-85F, speed grade 6, as on the boards pyard targets.
@@ -119,7 +119,7 @@ def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
 
 
 def _run(cmd: list[str], cwd: Path, log: str) -> None:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    done = children.run(cmd, cwd=cwd, text=True)
     if done.returncode:
         text = (cwd / log).read_text() if (cwd / log).exists() else done.stdout + done.stderr
         tail = [line for line in text.splitlines() if line.strip()][-3:]

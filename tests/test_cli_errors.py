@@ -137,6 +137,18 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+def _descendants(pid: int) -> list[int]:
+    found = _children(pid)
+    return found + [d for child in found for d in _descendants(child)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.parametrize(
     ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
 )
@@ -155,9 +167,12 @@ def test_a_signal_stops_pyard_run_and_its_simulator(sig, status, word, tmp_path)
         sims = [p for p in _children(proc.pid) if "soc_sim" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
         assert proc.poll() is None, proc.stderr.read()
     assert sims, "the simulator never started"
+    # Whatever runs now (the simulator, or on a cold cache the SoC's build: make and its compilers)
+    # must be gone with pyard.
+    started = _descendants(proc.pid)
     proc.send_signal(sig)
     assert proc.wait(timeout=30) == status
     assert proc.stderr.read().strip().endswith(f"pyard: {word}")
-    for pid in sims:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    time.sleep(0.5)  # a killed process group is reaped by init
+    assert [pid for pid in started if _alive(pid)] == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("pyard-run-")]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from rtl.cmd import ERR
 from rtl.config import AccelConfig
+from sim import children
 from tb.tile_cases import LoopCase, check_exact
 from tilesim.build import build_tile_sim
 
@@ -53,7 +53,7 @@ def run_case(cfg: AccelConfig, case: LoopCase, *, latency: int = 32, max_cycles:
         cmd = [str(sim.executable), "--image", str(work / "image.bin"), "--commands", str(work / "commands.bin")]
         cmd += ["--result", str(work / "result.json"), "--max-cycles", str(max_cycles)]
         cmd += ["--dump", f"{case.out_addr:#x}:{case.out_bytes}:{out}"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = children.run(cmd, text=True)
         if done.returncode:
             raise RuntimeError(f"the tile simulator failed (status {done.returncode}): {done.stderr.strip()}")
         result = json.loads((work / "result.json").read_text())
