@@ -58,8 +58,8 @@ class FunctionUnit(wiring.Component):
 
 
 def _function(m: Module, r: FunctionRule, x: Value, x1: Value) -> Value:
-    """f(x1) for non-NaN ``x1`` (``x`` registered), the ROMs addressed by ``x``: the side of x1's
-    sign, or for an odd f the positive side with its sign flipped."""
+    """f(x1) for non-NaN ``x1`` (``x1`` is ``x`` registered; the ROMs are addressed by ``x``): the
+    side of x1's sign, or for an odd f the positive side with its sign flipped."""
     sign, code = x1[15], x1[:15]
     if r.odd:
         return _side(m, f"{r.name}_pos", r.sides[0], x[:15], code, Const(0, 1)) ^ Cat(Const(0, 15), sign)
@@ -69,8 +69,8 @@ def _function(m: Module, r: FunctionRule, x: Value, x1: Value) -> Value:
 
 
 def _side(m: Module, name: str, side: Side, addr_code: Value, code: Value, sign: Value) -> Signal:
-    """One side of a rule for the registered magnitude ``code``; its ROM is read at ``addr_code``,
-    the magnitude of the cycle before, so the word arrives with ``code``."""
+    """One side of a rule for the registered magnitude ``code``. Its ROM is read at ``addr_code``,
+    the magnitude before the register, so the word arrives in the next cycle, together with ``code``."""
     rom = Memory(shape=unsigned(side.width), depth=len(side.rom), init=side.rom)
     m.submodules[f"{name}_rom"] = rom
     port = rom.read_port(domain="sync")  # always enabled
