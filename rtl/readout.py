@@ -8,10 +8,13 @@ leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
 2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats);
 3. ReLU and narrowing (saturation to int8 or rounding to bf16); for float accumulators the
    sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded value through the correctly
-   rounded function unit (``rtl/vector/function_unit.py``) and give its bf16 result.
+   rounded function unit (``rtl/vector/function_unit.py``) and give its bf16 result. The unit takes
+   the rounded value in stage 3 and answers a cycle later (``FunctionUnit.latency`` = 1, its tables
+   in synchronous ROMs), so its result is chosen after the stage-3 register, by the activation and
+   output width registered beside it: ``result`` leaves in the same cycle as the other activations'.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -61,9 +64,10 @@ def _narrow_int(m: Module, y, relu, full, name: str) -> Signal:
     return Mux(full, value, Cat(sat[:8], Const(0, 24)))
 
 
-def _narrow_fp(m: Module, y, relu, function, fn, full, acc_bits: int, name: str):
-    """ReLU, or sigmoid / tanh (``function``; ``fn`` picks which) of the bf16-rounded value, then
-    the output width: a function's result is bf16, widened exactly for a full fp32 output."""
+def _narrow_fp(m: Module, y, relu, fn, full, acc_bits: int, name: str) -> tuple[Value, Value]:
+    """Stage 3: ReLU, then the output width (a bf16 output is the rounded value); the bf16-rounded
+    value also goes into the function unit (``fn`` picks sigmoid or tanh). Returns the narrowed
+    value, to be registered, and the unit's ``y``: a cycle later, the function of that value."""
     value = Signal(32, name=f"{name}_r")
     # A NaN from the multiplier is canonical (sign 0), so the sign bit alone picks −0 and negatives.
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
@@ -73,10 +77,16 @@ def _narrow_fp(m: Module, y, relu, function, fn, full, acc_bits: int, name: str)
     rounded = Mux(nan, 0x7FC0, rne[16:32])
     unit = add_shared(m, f"{name}_fn", "pyard_readout_functions", lambda: FunctionUnit(ACT_FUNCTIONS))
     m.d.comb += [unit.x.eq(rounded), unit.fn.eq(fn)]
-    bf16 = Mux(function, unit.y, rounded)
+    narrowed = rounded if acc_bits == 16 else Mux(full, value, Cat(rounded, Const(0, 16)))
+    return narrowed, unit.y
+
+
+def _function_out(fy, full, acc_bits: int) -> Value:
+    """After the stage-3 register: a function's bf16 result ``fy`` as the output element, widened
+    exactly for a full fp32 output."""
     if acc_bits == 16:
-        return bf16
-    return Mux(full, Mux(function, Cat(Const(0, 16), unit.y), value), Cat(bf16, Const(0, 16)))
+        return fy
+    return Mux(full, Cat(Const(0, 16), fy), Cat(fy, Const(0, 16)))
 
 
 class Readout(wiring.Component):
@@ -113,12 +123,20 @@ class Readout(wiring.Component):
             m.d.sync += y[k].eq(self._arith(m, s1.payload.data[k], s1.payload.scale, k))
 
         m.d.sync += self.result.valid.eq(valid2)
+        if cfg.acc_dtype == "int32":
+            for k in range(self.width):
+                m.d.sync += self.result.payload.data[k].eq(_narrow_int(m, y[k], relu, full, f"e{k}"))
+            return m
+        # Float accumulators: the function unit's result arrives a cycle after stage 3, beside the
+        # registered narrowed value; the activation and output width chosen in stage 3 pick it.
+        function3, full3 = Signal(), Signal()
+        m.d.sync += [function3.eq(function), full3.eq(full)]
         for k in range(self.width):
-            if cfg.acc_dtype == "int32":
-                narrowed = _narrow_int(m, y[k], relu, full, f"e{k}")
-            else:
-                narrowed = _narrow_fp(m, y[k], relu, function, fn, full, cfg.acc_bits, f"e{k}")
-            m.d.sync += self.result.payload.data[k].eq(narrowed)
+            narrowed, fy = _narrow_fp(m, y[k], relu, fn, full, cfg.acc_bits, f"e{k}")
+            narrowed3 = Signal(cfg.acc_bits, name=f"e{k}_narrowed")
+            m.d.sync += narrowed3.eq(narrowed)
+            out = Mux(function3, _function_out(fy, full3, cfg.acc_bits), narrowed3)
+            m.d.comb += self.result.payload.data[k].eq(out)
         return m
 
     def _arith(self, m: Module, x, scale, k: int):

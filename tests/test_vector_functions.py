@@ -1,7 +1,8 @@
 """The correctly rounded bf16 sigmoid, tanh and exp (rtl/vector): the tables against an independent
-mpmath computation on every input, hand-checked edge values, the combinational FunctionUnit and the
-generated C header bit for bit against the tables on every input."""
+mpmath computation on every input, hand-checked edge values, the FunctionUnit (one cycle, its ROMs
+read synchronously) and the generated C header bit for bit against the tables on every input."""
 
+import re
 import shutil
 import subprocess
 
@@ -151,9 +152,9 @@ def test_mpmath_decides_inputs_near_midpoints(monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_function_unit_on_every_input(name: str) -> None:
-    assert FunctionUnit.latency == 0
+    assert FunctionUnit.latency == 1
     fn = np.full(ALL.shape, FUNCTIONS.index(name))
-    got = evaluate(FunctionUnit(), {"x": ALL, "fn": fn}, ("y",))["y"]
+    got = evaluate(FunctionUnit(), {"x": ALL, "fn": fn}, ("y",), latency=FunctionUnit.latency)["y"]
     np.testing.assert_array_equal(got, reference(name, ALL).astype(np.uint64))
 
 
@@ -161,16 +162,28 @@ def test_function_unit_subset_and_unknown_codes() -> None:
     """Codes of functions that were not built, and code 3, give the canonical NaN."""
     x = np.tile(ALL[::97], 4)
     fn = np.repeat(np.arange(4), len(ALL[::97]))
-    got = evaluate(FunctionUnit(("tanh",)), {"x": x, "fn": fn}, ("y",))["y"]
+    got = evaluate(FunctionUnit(("tanh",)), {"x": x, "fn": fn}, ("y",), latency=FunctionUnit.latency)["y"]
     want = np.where(fn == 1, reference("tanh", x), NAN)
     np.testing.assert_array_equal(got, want.astype(np.uint64))
     with pytest.raises(ValueError, match="unknown"):
         FunctionUnit(("softplus",))
 
 
-def test_function_unit_is_combinational_verilog() -> None:
+def test_function_unit_roms_are_synchronous_read_memories() -> None:
+    """Each side's ROM is a memory in the Verilog, read only by a clocked process (so synthesis can
+    map it to block RAM), never by combinational logic."""
     text = verilog.convert(FunctionUnit(), name="function_unit")
-    assert "posedge" not in text and "module function_unit" in text
+    assert "module function_unit" in text
+    roms = re.findall(r"^\s*reg \[\d+:0\] (\w+_rom) \[\d+:0\];$", text, re.M)
+    sides = {name: ("pos",) if rule(name).odd else ("pos", "neg") for name in FUNCTIONS}
+    assert sorted(roms) == sorted(f"{name}_{side}_rom" for name in FUNCTIONS for side in sides[name])
+    lines = text.splitlines()
+    for rom in roms:
+        # Every use of the memory other than its initial contents (rom[<constant>] = <word>;).
+        reads = [i for i, line in enumerate(lines) if f"{rom}[" in line and not re.match(rf"\s*{rom}\[\d+\] = ", line)]
+        assert len(reads) == 1, (rom, [lines[i] for i in reads])
+        assert re.match(rf"\s*\S+ <= {rom}\[", lines[reads[0]]), lines[reads[0]]
+        assert lines[reads[0] - 1].strip() == "always @(posedge clk) begin", lines[reads[0] - 1]
 
 
 # --- the C header ------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ I32_EDGES = [
 SHIFTS = (0, 1, 2, 8, 15, 16, 31)
 
 # A stand-in for the function unit (the real one is a colleague's): each function is the bf16
-# input XOR a key, combinational, so the lane's timing and widening are checked on any input.
+# input XOR a key, registered like the real unit (its value of a cycle's fn_x arrives the next
+# cycle), so the lane's timing and widening are checked on any input.
 STAND_IN_KEYS = {"sigmoid": 0x1357, "tanh": 0xA5A5, "exp": 0x00FF}
 FN_OF = {VecOp.SIGMOID: "sigmoid", VecOp.TANH: "tanh", VecOp.EXP: "exp"}
 
@@ -82,11 +83,14 @@ class LaneWithStandIn(wiring.Component):
         lane_ = m.submodules.lane = VectorLane(self.dtype)
         m.d.comb += [lane_.op.eq(self.op), lane_.a.eq(self.a), lane_.b.eq(self.b), lane_.s.eq(self.s)]
         m.d.comb += [lane_.shift.eq(self.shift), self.fn_x.eq(lane_.fn_x)]
-        # The function select is the op of the same cycle, as the engine derives it.
+        # The function select is the op of the same cycle as fn_x, as the engine derives it; the
+        # value is registered (FunctionUnit.latency = 1 cycle).
         with m.Switch(self.op):
             for code, name in FN_OF.items():
                 with m.Case(code):
-                    m.d.comb += lane_.fn_y.eq(lane_.fn_x ^ STAND_IN_KEYS[name])
+                    m.d.sync += lane_.fn_y.eq(lane_.fn_x ^ STAND_IN_KEYS[name])
+            with m.Default():
+                m.d.sync += lane_.fn_y.eq(0)
         m.d.comb += self.y.eq(lane_.y)
         return m
 

@@ -252,6 +252,8 @@ class VectorEngine(wiring.Component):
             lane.shift.eq(cmd.shift),
         ]
         if self.cfg.dtype == "bf16":
+            # The unit registers x and fn together (FunctionUnit.latency = 1): fn comes from the op
+            # of the cycle whose fn_x it takes, and its y reaches the lane in the lane's stage 2.
             fn = add_shared(m, f"functions{k}", "pyard_vector_functions", FunctionUnit)
             m.d.comb += [fn.x.eq(lane.fn_x), fn.fn.eq(cmd.op - VecOp.SIGMOID), lane.fn_y.eq(fn.y)]
         return lane.y

@@ -1,8 +1,10 @@
 """The shared bf16 function unit (sigmoid, tanh, exp), checked bit for bit against ``functions.py``.
 
-Purely combinational: each side of each function's rule (``functions.FunctionRule``) is a
-constant ``Memory`` with an asynchronous (``domain="comb"``) read port, addressed by the input's
-magnitude code minus the start of its ROM range, beside two compares that select the constant
+One cycle of latency (``FunctionUnit.latency``): ``y`` is the function of the ``x`` (and ``fn``)
+of the previous cycle. Each side of each function's rule (``functions.FunctionRule``) is a constant
+``Memory`` with a synchronous (``domain="sync"``) read port, addressed by the input's magnitude
+code minus the start of its ROM range, so synthesis can map it to block RAM; ``x`` and ``fn`` are
+registered beside the ROMs, and after that register two compares select the ROM word, the constant
 below the range or the saturated constant above it.
 """
 
@@ -22,7 +24,7 @@ class FunctionUnit(wiring.Component):
     Only the functions in ``functions`` are built; any other ``fn`` gives the canonical NaN.
     """
 
-    latency = 0  # combinational: the ROMs are read asynchronously
+    latency = 1  # y is f(x) of the previous cycle: the ROMs are read synchronously
 
     x: In(16)
     fn: In(2)
@@ -38,10 +40,14 @@ class FunctionUnit(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        code = self.x[:15]
-        results = {FUNCTIONS.index(name): _function(m, rule(name), self.x) for name in self.functions}
+        # The ROMs are addressed by this cycle's x; everything else works on the registered x and fn,
+        # which arrive with the ROMs' words.
+        x1, fn1 = Signal(16, name="x1"), Signal(2, name="fn1")
+        m.d.sync += [x1.eq(self.x), fn1.eq(self.fn)]
+        code = x1[:15]
+        results = {FUNCTIONS.index(name): _function(m, rule(name), self.x, x1) for name in self.functions}
         value = Signal(16)
-        with m.Switch(self.fn):
+        with m.Switch(fn1):
             for index, result in results.items():
                 with m.Case(index):
                     m.d.comb += value.eq(result)
@@ -51,21 +57,24 @@ class FunctionUnit(wiring.Component):
         return m
 
 
-def _function(m: Module, r: FunctionRule, x: Value) -> Value:
-    """f(x) for non-NaN ``x``: the side of x's sign, or for an odd f the positive side with its sign flipped."""
-    sign, code = x[15], x[:15]
+def _function(m: Module, r: FunctionRule, x: Value, x1: Value) -> Value:
+    """f(x1) for non-NaN ``x1`` (``x1`` is ``x`` registered; the ROMs are addressed by ``x``): the
+    side of x1's sign, or for an odd f the positive side with its sign flipped."""
+    sign, code = x1[15], x1[:15]
     if r.odd:
-        return _side(m, f"{r.name}_pos", r.sides[0], code, Const(0, 1)) ^ Cat(Const(0, 15), sign)
-    pos = _side(m, f"{r.name}_pos", r.sides[0], code, Const(0, 1))
-    neg = _side(m, f"{r.name}_neg", r.sides[1], code, Const(1, 1))
+        return _side(m, f"{r.name}_pos", r.sides[0], x[:15], code, Const(0, 1)) ^ Cat(Const(0, 15), sign)
+    pos = _side(m, f"{r.name}_pos", r.sides[0], x[:15], code, Const(0, 1))
+    neg = _side(m, f"{r.name}_neg", r.sides[1], x[:15], code, Const(1, 1))
     return Mux(sign, neg, pos)
 
 
-def _side(m: Module, name: str, side: Side, code: Value, sign: Value) -> Signal:
+def _side(m: Module, name: str, side: Side, addr_code: Value, code: Value, sign: Value) -> Signal:
+    """One side of a rule for the registered magnitude ``code``. Its ROM is read at ``addr_code``,
+    the magnitude before the register, so the word arrives in the next cycle, together with ``code``."""
     rom = Memory(shape=unsigned(side.width), depth=len(side.rom), init=side.rom)
     m.submodules[f"{name}_rom"] = rom
-    port = rom.read_port(domain="comb")
-    m.d.comb += port.addr.eq(code - side.lo)  # truncated to the ROM's address width
+    port = rom.read_port(domain="sync")  # always enabled
+    m.d.comb += port.addr.eq(addr_code - side.lo)  # truncated to the ROM's address width
     flushed = Cat(Mux(code < MIN_NORMAL_CODE, 0, code), sign)  # subnormal inputs read as ±0
     out = Signal(16, name=name)
     with m.If(code < side.lo):

@@ -5,16 +5,18 @@ lanes").
 The lane does not contain the bf16 function unit (sigmoid, tanh, exp): it offers the bf16-rounded
 ``a`` on ``fn_x`` and takes the function's value back on ``fn_y``, so the engine decides where the
 unit's tables sit (one per lane, or shared). Timing contract: ``fn_x`` is combinational from ``a``
-in the cycle ``a`` is presented, and ``fn_y`` must be the function of that ``fn_x`` in the same
-cycle (the engine wires ``fn_x → FunctionUnit.x``, ``FunctionUnit.y → fn_y`` directly, with
-``FunctionUnit.fn = op - VecOp.SIGMOID`` from the same cycle's ``op``); it is registered in stage 1.
+in the cycle ``a`` is presented, and ``fn_y`` must be the function of the ``fn_x`` of the previous
+cycle (``FunctionUnit.latency`` = 1: the engine wires ``fn_x → FunctionUnit.x``,
+``FunctionUnit.y → fn_y`` directly, with ``FunctionUnit.fn = op - VecOp.SIGMOID`` from the same
+cycle's ``op`` as ``fn_x``); stage 2 takes it as the result, in place of stage 1's.
 
 Pipeline, one result per cycle, every op ``LATENCY`` = 2 cycles from its operands to ``y``:
 
 1. the multiply (``Fp32Mul``, or the exact 32 × 32 → 64-bit signed product), the operand choice
-   of the adder, and the single-step ops (copy, negation, max, min, ReLU, the function's result);
-2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result,
-   registered into ``y``.
+   of the adder, and the single-step ops (copy, negation, max, min, ReLU), while the function unit
+   reads its tables;
+2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result
+   (the function's value comes straight from ``fn_y``), registered into ``y``.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -90,13 +92,15 @@ class VectorLane(wiring.Component):
         r1 = Signal(32)
         m.d.sync += r1.eq(self._float_single(m))
 
-        # Stage 2: the add, and the result.
+        # Stage 2: the add, and the result; the function unit's value of stage 1's fn_x arrives now.
         add = m.submodules.add = FpAdd(23, registers=0)
         m.d.comb += [add.acc.eq(Mux(op1 == VecOp.MADDS, p1, acc1)), add.x.eq(x1)]
-        self._result(m, op1, add.o, p1, r1)
+        function1 = (op1 == VecOp.SIGMOID) | (op1 == VecOp.TANH) | (op1 == VecOp.EXP)
+        self._result(m, op1, add.o, p1, Mux(function1, Cat(Const(0, 16), self.fn_y), r1))
 
     def _float_single(self, m: Module) -> Signal:
-        """The ops done in one step: copy, negation, max, min, ReLU and the function's result."""
+        """The ops done in one step: copy, negation, max, min and ReLU (the functions' results come
+        from the unit a cycle later, in stage 2)."""
         a, b = self.a, self.b
         fa, fb = _flush(a), _flush(b)
         nan_a, nan_b = _is_nan(a), _is_nan(b)
@@ -114,8 +118,6 @@ class VectorLane(wiring.Component):
             with m.Case(VecOp.RELU):
                 # The sign bit alone picks negatives, −0 and −Inf; NaN was checked first.
                 m.d.comb += r.eq(Mux(nan_a, F32_NAN, Mux(fa[31], 0, fa)))
-            with m.Case(VecOp.SIGMOID, VecOp.TANH, VecOp.EXP):
-                m.d.comb += r.eq(Cat(Const(0, 16), self.fn_y))
         return r
 
     # int8 tiles: int32 work values
