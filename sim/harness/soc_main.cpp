@@ -41,7 +41,8 @@ const struct {
     {"cycles_busy", 0x100},         {"macs_lo", 0x104},           {"macs_hi", 0x108},
     {"dma_rd_bytes", 0x10C},        {"dma_wr_bytes", 0x110},      {"stall_exec_on_load", 0x114},
     {"stall_exec_on_store", 0x118}, {"stall_dma_read", 0x11C},    {"stall_dma_write", 0x120},
-    {"stall_queue", 0x124},         {"status", 0x008},            {"error_seq", 0x014},
+    {"stall_queue", 0x124},         {"vec_elems", 0x128},         {"vec_cycles", 0x12C},
+    {"status", 0x008},              {"error_seq", 0x014},
 };
 
 struct Sim {
