@@ -32,7 +32,7 @@ FLAG_BITS = {
     "STORE": DEPS_BITS | SIDE_BITS | 0x1F << 12,
     "EXEC": DEPS_BITS | SIDE_BITS | 0x3 << 12,
     "FENCE": 0,
-    "VEC": DEPS_BITS | SIDE_BITS | 0x7FF << 12,
+    "VEC": DEPS_BITS | SIDE_BITS | 0x1FFF << 12,
     "GEMM": 0x1FF << 12,
     "CONV2D": 0x7F << 14,
 }
@@ -184,6 +184,8 @@ class Decoder(wiring.Component):
             v.b_one.eq(f[15]),
             v.d_one.eq(f[16]),
             v.accumulate.eq(f[17]),
+            v.reduce.eq(f[23]),
+            v.reduce_max.eq(f[24]),
             v.op.eq(op),
             v.uses_b.eq(Cat(op == code for code in B_OPERAND_OPS).any()),
             v.scalar.eq(w[1]),
@@ -206,7 +208,9 @@ class Decoder(wiring.Component):
         ops = FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS
         undefined = ~Cat(v.op == code for code in ops).any()
         shift_bad = (v.shift != 0) if cfg.dtype == "bf16" else Const(0)
-        bad_field = undefined | shift_bad | (v.accumulate & ~v.d_acc) | (v.d_one & ~v.accumulate)
+        bad_field = (
+            undefined | shift_bad | (v.accumulate & ~v.d_acc) | (v.d_one & ~v.accumulate) | (v.reduce_max & ~v.reduce)
+        )
         b_rows = Mux(v.b_one, 1, v.rows)
         d_rows = Mux(v.d_one, 1, v.rows)
         operands = [

@@ -57,6 +57,7 @@ def random_command(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
         d_acc, d = a_acc, a  # in place
     accumulate = d_acc and d != a and rng.random() < 0.4
     d_one = accumulate and rng.random() < 0.5
+    reduce = bool(rng.random() < 0.25)  # fold each row into its element 0
     used = (a_acc, d_acc, b_acc) if op in engine_model.B_OPERAND_OPS else (a_acc, d_acc)
     widths = [cfg.cols if acc else cfg.dim for acc in used]
     if cfg.dtype == "bf16":
@@ -69,6 +70,7 @@ def random_command(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
         op=op, rows=rows, elems=int(rng.integers(1, min(widths) + 1)), a=a, b=b, d=d,
         a_acc=a_acc, b_acc=b_acc, d_acc=d_acc, b_one=bool(rng.random() < 0.3), d_one=d_one,
         accumulate=accumulate, scalar=scalar & 0xFFFFFFFF, shift=shift,
+        reduce=reduce, reduce_max=reduce and bool(rng.random() < 0.5),
     )  # fmt: skip
 
 
@@ -194,7 +196,8 @@ def bad_commands(cfg: AccelConfig) -> list[tuple[list[int], int]]:
         (VecCommand(op=undefined, rows=1, elems=1).words(), ERR["BAD_FIELD"]),
         (VecCommand(op=VecOp.COPY, rows=1, elems=1, d=8, accumulate=True).words(), ERR["BAD_FIELD"]),
         (VecCommand(op=VecOp.COPY, rows=1, elems=1, d=8, d_acc=True, d_one=True).words(), ERR["BAD_FIELD"]),
-        ([ok.words()[0] | 1 << 23, *ok.words()[1:]], ERR["BAD_FIELD"]),
+        ([ok.words()[0] | 1 << 25, *ok.words()[1:]], ERR["BAD_FIELD"]),
+        (VecCommand(op=VecOp.ADD, rows=4, elems=1, a=0, b=8, d=16, reduce_max=True).words(), ERR["BAD_FIELD"]),
         ([FENCE | WAIT_VEC], ERR["BAD_DEPS"]),
         ([0x11 | SIGNAL_VEC, 1 | 1 << 16, 1 | 1 << 16, 1 | 1 << 16 | 1 << 24, 1], ERR["BAD_DEPS"]),
         (VecCommand(op=VecOp.COPY, rows=0, elems=1).words(), ERR["ZERO_DIM"]),

@@ -65,7 +65,10 @@ VEC_CASES = [
     (vec(accumulate=True), "BAD_FIELD"),  # accumulate into the scratchpad
     (vec(d_acc=True, d_one=True), "BAD_FIELD"),  # one D row without accumulate
     (vec(d_acc=True, d_one=True, accumulate=True), None),
-    ([vec()[0] | 1 << 23, *vec()[1:]], "BAD_FIELD"),
+    ([vec()[0] | 1 << 25, *vec()[1:]], "BAD_FIELD"),
+    (vec(reduce=True), None),
+    (vec(reduce=True, reduce_max=True, d_acc=True, d_one=True, accumulate=True), None),
+    (vec(reduce_max=True), "BAD_FIELD"),  # a fold kind without a fold
     ([vec()[0] | WAIT_VEC | SIGNAL_VEC, *vec()[1:]], None),  # VEC's tokens with LOAD
     (vec(deps=WAIT_PREV | WAIT_NEXT | SIGNAL_PREV | SIGNAL_NEXT), None),
     (vec(rows=0), "ZERO_DIM"),

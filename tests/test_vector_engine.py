@@ -59,6 +59,25 @@ def test_model_rows_in_order() -> None:
     assert np.array_equal(sp[:3, 2:], before[:3, 2:]) and np.array_equal(sp[3:], before[3:])
 
 
+def test_model_row_reductions() -> None:
+    """A row sum is fp32 additions in element order (NumPy float32, sequential), a row max the
+    largest element; the fold lands in element 0 of D, the rest of the row untouched."""
+    cfg = AccelConfig(rows=8, cols=8, dtype="bf16")
+    rng = np.random.default_rng(1)
+    sp = (np.float32(rng.normal(size=(4, 8))).view(np.uint32) >> 16).astype(np.uint64)
+    acc = np.zeros((4, 8), dtype=np.uint64)
+    engine_model.run(cfg, VecCommand(op=VecOp.COPY, rows=2, elems=7, a=0, d=0, d_acc=True, reduce=True), sp, acc)
+    engine_model.run(cfg, VecCommand(op=VecOp.COPY, rows=2, elems=7, a=0, d=2, d_acc=True, reduce=True,
+                                     reduce_max=True), sp, acc)  # fmt: skip
+    for r in range(2):
+        values = (sp[r, :7].astype(np.uint32) << 16).view(np.float32)
+        total = values[0]
+        for v in values[1:]:
+            total = np.float32(total + v)
+        assert acc[r, 0] == total.view(np.uint32) and acc[2 + r, 0] == values.max().view(np.uint32)
+        assert not acc[r, 1:].any() and not acc[2 + r, 1:].any()
+
+
 def test_command_words() -> None:
     """The encoding docs/isa.md gives for VEC."""
     c = VecCommand(op=VecOp.MADDS, rows=300, elems=7, a=1, b=2, d=65535, a_acc=True, d_acc=True,

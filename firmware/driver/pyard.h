@@ -69,6 +69,8 @@ enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_
 #define PYARD_VEC_D_ONE (1u << 16)
 #define PYARD_VEC_ACCUMULATE (1u << 17)
 #define PYARD_VEC_OP(op) ((uint32_t)(op) << 18)
+#define PYARD_VEC_REDUCE (1u << 23)     /* fold each result row into its element 0: a row sum */
+#define PYARD_VEC_REDUCE_MAX (1u << 24) /* ... or, with PYARD_VEC_REDUCE, a row max */
 enum { PYARD_VEC_COPY = 0, PYARD_VEC_ADD, PYARD_VEC_SUB, PYARD_VEC_MUL, PYARD_VEC_MADDS, PYARD_VEC_MULS,
        PYARD_VEC_ADDS, PYARD_VEC_RSUBS, PYARD_VEC_NEG, PYARD_VEC_MAX, PYARD_VEC_MIN, PYARD_VEC_RELU,
        PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP };

@@ -54,6 +54,8 @@ def vec_op_layout() -> data.StructLayout:
             "b_one": 1,  # B is one row, used with every row of A
             "d_one": 1,  # every result row is added into one row of D
             "accumulate": 1,
+            "reduce": 1,  # each result row is folded into its element 0 (a row reduction)
+            "reduce_max": 1,  # the fold: 0 sum, 1 max
             "uses_b": 1,
         }
     )
@@ -261,25 +263,30 @@ class VectorEngine(wiring.Component):
     # -- writer ---------------------------------------------------------------------------------
 
     def _writer(self, m: Module, cmd, running, start, results) -> Signal:
-        """Narrow and write each result row; returns the pulse of the last row's write."""
+        """Narrow and write each result row (or, reducing, its fold); returns the pulse of the last
+        row's write."""
         cfg = self.cfg
         written = Signal(16, name="rows_written")
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
+        folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row)
+        ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
+        value = [Mux(cmd.reduce, folded if k == 0 else 0, row[k]) for k in range(self.width)]
+        mask = [Mux(cmd.reduce, k == 0, Const(k, 16) < cmd.elems) for k in range(self.width)]
         addr = cmd.d + Mux(cmd.d_one, 0, written)
         sp, acc = self.sp_write, self.acc_write
         m.d.comb += [
-            sp.valid.eq(running & results.r_rdy & ~cmd.d_acc),
+            sp.valid.eq(running & ready & ~cmd.d_acc),
             sp.payload.addr.eq(addr),
-            sp.payload.mask.eq(Cat(Const(k, 16) < cmd.elems for k in range(cfg.dim))),
-            acc.valid.eq(running & results.r_rdy & cmd.d_acc),
+            sp.payload.mask.eq(Cat(mask[: cfg.dim])),
+            acc.valid.eq(running & ready & cmd.d_acc),
             acc.payload.addr.eq(addr),
-            acc.payload.mask.eq(Cat(Const(k, 16) < cmd.elems for k in range(cfg.cols))),
+            acc.payload.mask.eq(Cat(mask[: cfg.cols])),
             acc.payload.accumulate.eq(cmd.accumulate),
         ]
         for k in range(cfg.dim):
-            m.d.comb += sp.payload.data[k].eq(self._narrow(m, row[k], cfg.in_bits, f"sp{k}"))
+            m.d.comb += sp.payload.data[k].eq(self._narrow(m, value[k], cfg.in_bits, f"sp{k}"))
         for k in range(cfg.cols):
-            m.d.comb += acc.payload.data[k].eq(self._narrow(m, row[k], cfg.acc_bits, f"acc{k}"))
+            m.d.comb += acc.payload.data[k].eq(self._narrow(m, value[k], cfg.acc_bits, f"acc{k}"))
         fired = (sp.valid & sp.ready) | (acc.valid & acc.ready)
         m.d.comb += results.r_en.eq(fired)
         with m.If(fired):
@@ -287,6 +294,36 @@ class VectorEngine(wiring.Component):
         with m.If(start):
             m.d.sync += written.eq(0)
         return fired & (written == cmd.rows - 1)
+
+    def _fold(self, m: Module, cmd, have_row, row) -> tuple[Signal, Signal]:
+        """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
+        order, op the lane's ADD or MAX (one more lane, so the rounding is the lanes' own), one
+        element per ``LATENCY + 1`` cycles. Returns the fold and a level that is high once it is
+        complete for the row at the head (until that row is written)."""
+        dtype = self.cfg.dtype
+        lane = add_shared(m, "fold_lane", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        folded = Signal(32, name="folded")
+        k = Signal(16, name="fold_k")
+        wait = Signal(range(VectorLane.LATENCY + 1), name="fold_wait")
+        busy, done = Signal(name="fold_busy"), Signal(name="fold_done")
+        m.d.comb += [
+            lane.op.eq(Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)),
+            lane.a.eq(folded),
+            lane.b.eq(row[k]),
+        ]
+        with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
+            m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
+            m.d.sync += wait.eq(VectorLane.LATENCY)
+        with m.If(busy):
+            m.d.sync += wait.eq(wait - 1)
+            with m.If(wait == 0):  # the lane's result for (folded, row[k]) is out
+                m.d.sync += [folded.eq(lane.y), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
+                with m.If(k + 1 == cmd.elems):
+                    m.d.sync += [busy.eq(0), done.eq(1)]
+        written = (self.sp_write.valid & self.sp_write.ready) | (self.acc_write.valid & self.acc_write.ready)
+        with m.If(written):
+            m.d.sync += done.eq(0)
+        return folded, done
 
     def _narrow(self, m: Module, value, bits: int, name: str):
         """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,

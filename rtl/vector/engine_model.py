@@ -3,6 +3,7 @@
 A VEC command (docs/isa.md, "VEC") computes, for each row ``r < rows`` in order::
 
     y = lane(op, widen(A[a + r]), widen(B[b + r or b]), scalar, shift)   # first ``elems`` elements
+    y = [fold(y)] with reduce: y[0], then ADD (or MAX) of it and y[1], y[2], … in order (the lane's)
     D[d + r or d] = narrow(y)                   # or, accumulating, D[...] = D[...] + narrow(y)
 
 Accumulator rows are read through the read-out set to the identity (scale 1.0 or shift 0, no
@@ -46,6 +47,8 @@ class VecCommand:
     b_one: bool = False
     d_one: bool = False
     accumulate: bool = False
+    reduce: bool = False  # fold each result row into its element 0
+    reduce_max: bool = False  # the fold: sum (False) or max
     scalar: int = 0
     shift: int = 0
     deps: int = 0  # bits 8-11 of word 0: WAIT_PREV, WAIT_NEXT, SIGNAL_PREV, SIGNAL_NEXT
@@ -59,6 +62,8 @@ class VecCommand:
             | self.d_one << 16
             | self.accumulate << 17
             | self.op << 18
+            | self.reduce << 23
+            | self.reduce_max << 24
         )
         return [
             OPCODE | self.deps | flags,
@@ -113,9 +118,19 @@ def run(cfg: AccelConfig, c: VecCommand, sp: np.ndarray, acc: np.ndarray) -> Non
             b = np.zeros_like(a)
         s = np.full_like(a, c.scalar & 0xFFFFFFFF)
         y = lane(cfg.dtype, c.op, a, b, s, c.shift)
+        if c.reduce:
+            y = _fold(cfg, y, VecOp.MAX if c.reduce_max else VecOp.ADD)
         out = narrow(cfg, y, c.d_acc)
-        row = c.d + (0 if c.d_one else r)
+        row, width = c.d + (0 if c.d_one else r), len(out)
         dst = mems[c.d_acc]
         if c.accumulate:
-            out = add_rows(cfg, dst[row, : c.elems], out).astype(np.uint64)
-        dst[row, : c.elems] = out
+            out = add_rows(cfg, dst[row, :width], out).astype(np.uint64)
+        dst[row, :width] = out
+
+
+def _fold(cfg: AccelConfig, y: npt.NDArray[np.uint32], op: VecOp) -> npt.NDArray[np.uint32]:
+    """A row reduction in element order, each step the lane's ``op`` (one rounding per step)."""
+    acc = y[:1]
+    for value in y[1:]:
+        acc = lane(cfg.dtype, op, acc, np.array([value], dtype=np.uint32), 0, 0)
+    return acc
