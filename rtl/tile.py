@@ -199,27 +199,18 @@ class Tile(wiring.Component):
         the load DMA, and the accumulator's read port after the store DMA, its answers routed by who
         asked."""
         for req, rsp, port in ((vec.sp_a, vec.sp_a_data, 3), (vec.sp_b, vec.sp_b_data, 4)):
-            m.d.comb += [
-                sp.read[port].valid.eq(req.valid),
-                sp.read[port].payload.addr.eq(req.payload.addr),
-                req.ready.eq(sp.read[port].ready),
-                rsp.valid.eq(sp.read_data[port].valid),
-                rsp.payload.data.eq(sp.read_data[port].payload.data),
-            ]
+            connect(m, req, sp.read[port])
+            connect(m, sp.read_data[port], rsp)
         connect(m, load.sp_write, sp.write)
-        m.d.comb += [sp.write_low.valid.eq(vec.sp_write.valid), vec.sp_write.ready.eq(sp.write_low.ready)]
-        for name, _ in sp.write_low.payload.shape():  # field by field: the engine's addresses are 16 bits
-            m.d.comb += getattr(sp.write_low.payload, name).eq(getattr(vec.sp_write.payload, name))
-        for first, second, target in ((load.acc_write, vec.acc_write, acc.dma_write),):
-            for name, _ in target.payload.shape():
-                m.d.comb += getattr(target.payload, name).eq(
-                    Mux(first.valid, getattr(first.payload, name), getattr(second.payload, name))
-                )
-            m.d.comb += [
-                target.valid.eq(first.valid | second.valid),
-                first.ready.eq(target.ready),
-                second.ready.eq(target.ready & ~first.valid),
-            ]
+        connect(m, vec.sp_write, sp.write_low)
+        # The accumulator's write stream: the load DMA first, the engine when it is idle.
+        first, second, target = load.acc_write, vec.acc_write, acc.dma_write
+        m.d.comb += [
+            target.valid.eq(first.valid | second.valid),
+            target.payload.eq(Mux(first.valid, first.payload, second.payload)),
+            first.ready.eq(target.ready),
+            second.ready.eq(target.ready & ~first.valid),
+        ]
         readers = (store.acc_read, vec.acc_a, vec.acc_b)
         answers = (store.acc_read_data, vec.acc_a_data, vec.acc_b_data)
         # Every read the accumulator accepts is answered in order; its reader waits here.
@@ -230,8 +221,7 @@ class Tile(wiring.Component):
                 m.d.comb += chosen.eq(k)
         for k, r in enumerate(readers):
             with m.If(chosen == k):
-                for name, _ in acc.read.payload.shape():
-                    m.d.comb += getattr(acc.read.payload, name).eq(getattr(r.payload, name))
+                m.d.comb += acc.read.payload.eq(r.payload)
         m.d.comb += [
             acc.read.valid.eq(Cat(r.valid for r in readers).any() & owners.w_rdy),
             owners.w_data.eq(chosen),

@@ -61,8 +61,8 @@ def vec_op_layout() -> data.StructLayout:
     )
 
 
-def _read_req(addr_bits: int) -> stream.Signature:
-    return stream.Signature(data.StructLayout({"addr": addr_bits}))
+def _read_req(rows: int) -> stream.Signature:
+    return stream.Signature(data.StructLayout({"addr": range(rows)}))
 
 
 class VectorEngine(wiring.Component):
@@ -72,24 +72,28 @@ class VectorEngine(wiring.Component):
         sp_row = data.ArrayLayout(cfg.in_bits, cfg.dim)
         acc_row = data.ArrayLayout(cfg.acc_bits, cfg.cols)
         sp_rsp = wiring.Signature({"valid": Out(1), "payload": Out(data.StructLayout({"data": sp_row}))})
-        acc_req = stream.Signature(data.StructLayout({"addr": 16, **readout_controls()}))
+        # Addresses as wide as the memories' own ports (the decoder has checked every row).
+        sp_addr, acc_addr = range(cfg.sp_rows), range(cfg.acc_rows)
+        acc_req = stream.Signature(data.StructLayout({"addr": acc_addr, **readout_controls()}))
         acc_rsp = stream.Signature(data.StructLayout({"data": acc_row}))
         super().__init__(
             {
                 "op": In(stream.Signature(vec_op_layout())),
                 "done": Out(stream.Signature(EngineDone)),
-                "sp_a": Out(_read_req(16)),
+                "sp_a": Out(_read_req(cfg.sp_rows)),
                 "sp_a_data": In(sp_rsp),
-                "sp_b": Out(_read_req(16)),
+                "sp_b": Out(_read_req(cfg.sp_rows)),
                 "sp_b_data": In(sp_rsp),
                 "acc_a": Out(acc_req),
                 "acc_a_data": In(acc_rsp),
                 "acc_b": Out(acc_req),
                 "acc_b_data": In(acc_rsp),
-                "sp_write": Out(stream.Signature(data.StructLayout({"addr": 16, "data": sp_row, "mask": cfg.dim}))),
+                "sp_write": Out(
+                    stream.Signature(data.StructLayout({"addr": sp_addr, "data": sp_row, "mask": cfg.dim}))
+                ),
                 "acc_write": Out(
                     stream.Signature(
-                        data.StructLayout({"addr": 16, "data": acc_row, "mask": cfg.cols, "accumulate": 1})
+                        data.StructLayout({"addr": acc_addr, "data": acc_row, "mask": cfg.cols, "accumulate": 1})
                     )
                 ),
                 "elements": Out(range(cfg.lanes + 1)),  # elements computed this cycle
