@@ -15,9 +15,11 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from rtl.cmd import ERR
 from sim import children
@@ -25,6 +27,7 @@ from sim.arg_types import integer, output_file
 from sim.elf_check import ElfError, check_elf
 from sim.soc_build import build_soc
 from soc.config import SocConfig
+from soc.memmap import MEM_BASE
 
 __all__ = ["BUDGET_EXIT_STATUS", "LoadError", "RunResult", "load_image", "run_elf"]
 
@@ -101,6 +104,23 @@ def load_image(cfg: SocConfig, elf: Path) -> bytes:
     return bytes(out)
 
 
+def _data_image(cfg: SocConfig, loads: Mapping[int, bytes]) -> bytes:
+    """(address, word) pairs of ``loads``' non-zero words; each range must lie in main memory."""
+    out = bytearray()
+    base, size = MEM_BASE, cfg.mem_bytes
+    for addr, data in loads.items():
+        if addr % 4 or not base <= addr <= addr + len(data) <= base + size:
+            raise LoadError(f"cannot load {len(data)} bytes at {addr:#x}: not word-aligned main memory")
+        data = bytes(data) + bytes(-len(data) % 4)
+        words = np.frombuffer(data, dtype="<u4")
+        nz = np.flatnonzero(words)
+        pairs = np.empty((len(nz), 2), dtype="<u4")
+        pairs[:, 0] = addr + 4 * nz
+        pairs[:, 1] = words[nz]
+        out += pairs.tobytes()
+    return bytes(out)
+
+
 def run_elf(
     cfg: SocConfig,
     elf: Path,
@@ -109,11 +129,15 @@ def run_elf(
     trace: Path | None = None,
     on_console: Callable[[str], None] | None = None,
     gate_tile: bool = True,
+    loads: Mapping[int, bytes] | None = None,
 ) -> RunResult:
     """Run ``elf`` until a hart writes EXIT or ``max_cycles`` pass; ``dumps`` name (address, length)
     ranges read back at the end. ``on_console`` receives console text as the program writes it.
-    ``gate_tile=False`` runs a build whose tile is clocked on every cycle (see sim/soc_build.py)."""
+    ``gate_tile=False`` runs a build whose tile is clocked on every cycle (see sim/soc_build.py).
+    ``loads`` writes data into main memory before the run (address → bytes, e.g. a program's input
+    buffers found by their symbols), over whatever the ELF put there."""
     image = load_image(cfg, Path(elf))  # refuses an ELF the SoC cannot run before building the SoC
+    image += _data_image(cfg, loads or {})
     sim = build_soc(cfg, trace=trace is not None, gate_tile=gate_tile)
     with tempfile.TemporaryDirectory(prefix="pyard-run-") as tmp:
         work = Path(tmp)

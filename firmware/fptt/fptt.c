@@ -1,0 +1,226 @@
+/* FPTT-K LSTM training on the tile (docs/fptt.md, "On the SoC").
+ *
+ * One pass: for each part of the sequence, the forward over its steps, the output layer and
+ * softmax at its last step, the backward (Algorithm 3) over the part's window, the gradient GEMMs
+ * and the FPTT update of θ, θ̄, λ (eqs. 4.17, 4.19-4.21). Every GEMM runs on the tile's GEMM loop
+ * and every element-wise step on its vector engine; the harts only issue commands.
+ *
+ * What depends on the problem's sizes is in the generated fptt_layout.h (fptt_soc/layout.py): the
+ * dimensions, the scratchpad regions and the vector programs as command words. The host
+ * (fptt_soc/host.py) fills the buffers below before the run and reads them back after it.
+ *
+ * Main memory (bf16, row-major):
+ *   theta, theta_bar, lam, grad   Params order: [w_gate; b_gate] as one (I+H+1) × 4H matrix, then
+ *                                 [w_out; b_out] as one (H+1) × C matrix
+ *   xc     (T+1) × B × (I+H+1)    each step's GEMM input [x_t, h_{t-1}, 1]; the host writes x and
+ *                                 the ones, the firmware each h
+ *   gates  T × B × 4H             each step's activations; the backward writes dz over them
+ *   s_mem  (T+1) × B × H          s_mem[t] = the cell state step t starts from (s_mem[0] = 0)
+ *   ts_mem T × B × H              tanh of the cell state step t ends with
+ *   logits PARTS × C × B          each part's logits, transposed (class-major)
+ */
+#include "fptt_layout.h"
+#include "pyard.h"
+
+#define XW (FPTT_I + FPTT_H + 1) /* a row of xc */
+#define G4 (4 * FPTT_H)
+#define HB (FPTT_H * 2)          /* bytes of an H-wide row */
+#define ROW_BYTES (FPTT_W * 2)   /* bytes of a scratchpad row */
+#define SCALE_ONE 0x3F800000u
+
+PYARD_MEM uint16_t theta[FPTT_PARAMS], theta_bar[FPTT_PARAMS], lam[FPTT_PARAMS], grad[FPTT_PARAMS];
+PYARD_MEM uint16_t xc[(FPTT_T + 1) * FPTT_B * XW];
+PYARD_MEM uint16_t gates[FPTT_T * FPTT_B * G4];
+PYARD_MEM uint16_t s_mem[(FPTT_T + 1) * FPTT_B * FPTT_H], ts_mem[FPTT_T * FPTT_B * FPTT_H];
+PYARD_MEM uint16_t dh_mem[FPTT_B * FPTT_H], carry_mem[FPTT_B * FPTT_H];
+PYARD_MEM uint16_t logits[FPTT_PARTS * FPTT_C * FPTT_B], dlogits[FPTT_C * FPTT_B];
+PYARD_MEM uint16_t onehot[FPTT_C * FPTT_B];
+/* Per part: its bounds [a, b) and the head's scale weight/B (fp32 bits of a bf16 value). */
+PYARD_MEM uint32_t part_a[FPTT_PARTS], part_b[FPTT_PARTS], part_scale[FPTT_PARTS];
+#if FPTT_SNAPSHOTS
+PYARD_MEM uint16_t snapshots[FPTT_PARTS * 3 * FPTT_PARAMS];
+#endif
+/* Cycles spent in each phase (hart 0's mcycle between the points where it waits for the tile). */
+enum { T_FWD_GEMM, T_FWD_CELL, T_HEAD, T_BWD_CELL, T_BWD_DH, T_BWD_DW, T_UPDATE, T_PHASES };
+PYARD_MEM uint64_t phase_cycles[T_PHASES];
+PYARD_MEM uint32_t fptt_status[2]; /* [0] 1 when the pass finished, [1] the failing error */
+
+static int err;
+
+static void push(const uint32_t *w, unsigned n) {
+  if (!err) err = pyard_push(w, n);
+}
+
+/* Memory rows of `rows` × FPTT_W elements at `addr` into scratchpad rows from `local`. */
+static void load(const void *addr, unsigned rows, unsigned local, uint32_t flags) {
+  const uint32_t w[5] = {PYARD_OP_LOAD | flags, (uint32_t)(uintptr_t)addr, ROW_BYTES, rows | FPTT_W << 16, local};
+  push(w, 5);
+}
+
+static void store(void *addr, unsigned rows, unsigned local, uint32_t flags) {
+  const uint32_t w[6] = {PYARD_OP_STORE | 1u << 12 | flags, (uint32_t)(uintptr_t)addr, ROW_BYTES,
+                         rows | FPTT_W << 16, local, 0};
+  push(w, 6);
+}
+
+/* A (B, H) tensor of rows `row` bytes apart into (or out of) its batch-major scratchpad rows. */
+static void load_bh(const uint16_t *base, size_t row, unsigned local, uint32_t last_flags) {
+  for (unsigned b = 0; b < FPTT_B; b++)
+    load(base + b * row, FPTT_COUNT, local + b * FPTT_COUNT, b + 1 == FPTT_B ? last_flags : 0);
+}
+
+static void store_bh(uint16_t *base, size_t row, unsigned local, uint32_t first_flags) {
+  for (unsigned b = 0; b < FPTT_B; b++) store(base + b * row, FPTT_COUNT, local + b * FPTT_COUNT, b ? 0 : first_flags);
+}
+
+/* The four gates of one step (B × 4H, row-major) into (out of) the gate layout at `local`. */
+static void load_gates(const uint16_t *g, unsigned local, uint32_t last_flags) {
+  for (unsigned k = 0; k < 4; k++)
+    load_bh(g + k * FPTT_H, G4, local + k * FPTT_R, k == 3 ? last_flags : 0);
+}
+
+static void store_gates(uint16_t *g, unsigned local, uint32_t first_flags) {
+  for (unsigned k = 0; k < 4; k++) store_bh(g + k * FPTT_H, G4, local + k * FPTT_R, k ? 0 : first_flags);
+}
+
+/* A program of VEC commands; the first waits for the LOADs before it, the last lets the STOREs go. */
+static void program(const uint32_t (*p)[5], unsigned n, uint32_t rows, uint32_t scalar_last) {
+  for (unsigned i = 0; i < n; i++) {
+    uint32_t w[5] = {p[i][0], p[i][1], p[i][2], p[i][3], p[i][4]};
+    if (i == 0) w[0] |= FPTT_VEC_WAIT_LOAD;
+    if (i + 1 == n) w[0] |= PYARD_SIGNAL_NEXT;
+    if (rows) w[2] = (w[2] & 0xffff0000u) | rows;
+    if (scalar_last && i + 1 == n) w[1] = scalar_last;
+    push(w, 5);
+  }
+}
+
+static void gemm(size_t M, size_t K, size_t N, const void *A, size_t sa, bool ta, const void *B, size_t sb, bool tb,
+                 void *C, size_t sc, int act) {
+  const pyard_gemm_t g = {M, K, N, A, B, NULL, C, sa, sb, 0, sc, SCALE_ONE, act, PYARD_BIAS_NONE, false, ta, tb, false};
+  if (!err) err = pyard_gemm_push(&g);
+  if (!err) err = pyard_fence(); /* later LOADs read C: wait for the loop's last STORE */
+}
+
+static uint64_t mark;
+static void phase(int which) {
+  if (!err) err = pyard_wait();
+  const uint64_t now = pyard_cycles();
+  phase_cycles[which] += now - mark;
+  mark = now;
+}
+
+#define XC(t) (xc + (size_t)(t) * FPTT_B * XW)
+#define GATES(j) (gates + (size_t)(j) * FPTT_B * G4)
+#define S(j) (s_mem + (size_t)(j) * FPTT_B * FPTT_H)
+#define TS(j) (ts_mem + (size_t)(j) * FPTT_B * FPTT_H)
+#define W_OUT (theta + FPTT_GATE_PARAMS)
+
+/* Step t: z = xc_t · [W; b], σ / tanh by the GEMM's read-out, then the cell (eqs. 4.2-4.8). */
+static void forward_step(unsigned t) {
+  gemm(FPTT_B, XW, 3 * FPTT_H, XC(t), XW, false, theta, G4, false, GATES(t), G4, 2);
+  gemm(FPTT_B, XW, FPTT_H, XC(t), XW, false, theta + 3 * FPTT_H, G4, false, GATES(t) + 3 * FPTT_H, G4, 3);
+  phase(T_FWD_GEMM);
+  load_gates(GATES(t), FPTT_SP_G, 0);
+  load_bh(S(t), FPTT_H, FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
+  program(fptt_forward_cell, FPTT_FORWARD_CELL_LEN, 0, 0);
+  store_bh(S(t + 1), FPTT_H, FPTT_SP_S, PYARD_WAIT_VEC);
+  store_bh(TS(t), FPTT_H, FPTT_SP_TS, 0);
+  store_bh(XC(t + 1) + FPTT_I, XW, FPTT_SP_H, 0);
+  phase(T_FWD_CELL);
+}
+
+/* Output layer at the part's last step, softmax and its gradient, then dW_out, db_out and dh. */
+static void head(unsigned p, unsigned b) {
+  const uint16_t *h_aug = XC(b) + FPTT_I; /* [h, 1], rows XW apart */
+  uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
+  gemm(FPTT_C, FPTT_H + 1, FPTT_B, W_OUT, FPTT_C, true, h_aug, XW, true, lg, FPTT_B, 0);
+  const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)lg, FPTT_B * 2, FPTT_C | FPTT_B << 16, FPTT_SP_L};
+  const uint32_t ow[5] = {PYARD_OP_LOAD | FPTT_LOAD_SIGNAL_VEC, (uint32_t)(uintptr_t)onehot, FPTT_B * 2,
+                          FPTT_C | FPTT_B << 16, FPTT_SP_OH};
+  push(lw, 5);
+  push(ow, 5);
+  program(fptt_head, FPTT_HEAD_LEN, 0, part_scale[p]);
+  const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | PYARD_WAIT_VEC, (uint32_t)(uintptr_t)dlogits, FPTT_B * 2,
+                          FPTT_C | FPTT_B << 16, FPTT_SP_DL, 0};
+  push(sw, 6);
+  if (!err) err = pyard_fence();
+  /* dW_out and db_out = [h, 1]ᵀ · dlogits; dh = dlogits · W_outᵀ */
+  gemm(FPTT_H + 1, FPTT_B, FPTT_C, h_aug, XW, true, dlogits, FPTT_B, true, grad + FPTT_GATE_PARAMS, FPTT_C, 0);
+  gemm(FPTT_B, FPTT_C, FPTT_H, dlogits, FPTT_B, true, W_OUT, FPTT_C, true, dh_mem, FPTT_H, 0);
+  phase(T_HEAD);
+}
+
+/* Algorithm 3 over the window's steps lo..b-1 (newest first), then dW and db in one GEMM. */
+static void backward(unsigned lo, unsigned b) {
+  for (unsigned r = b; r-- > lo;) {
+    const bool carry_in = FPTT_CARRY && r + 1 < b, carry_out = FPTT_CARRY && r > lo;
+    load_bh(dh_mem, FPTT_H, FPTT_SP_DH, 0);
+    load_gates(GATES(r), FPTT_SP_G, 0);
+    load_bh(TS(r), FPTT_H, FPTT_SP_TS, 0);
+    if (carry_in) load_bh(carry_mem, FPTT_H, FPTT_SP_CARRY, 0);
+    load_bh(S(r), FPTT_H, FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
+    const unsigned v = carry_in << 1 | carry_out;
+    program(fptt_backward_cell[v], fptt_backward_cell_len[v], 0, 0);
+    store_gates(GATES(r), FPTT_SP_DZ, PYARD_WAIT_VEC);
+    if (carry_out) store_bh(carry_mem, FPTT_H, FPTT_SP_CARRY, 0);
+    phase(T_BWD_CELL);
+    if (r > lo) {
+      /* dh_{r-1} = dz_r · W_hᵀ: W_h, rows I..I+H-1 of the gate matrix, is stored N × K */
+      gemm(FPTT_B, G4, FPTT_H, GATES(r), G4, false, theta + FPTT_I * G4, G4, true, dh_mem, FPTT_H, 0);
+      phase(T_BWD_DH);
+    }
+  }
+  /* [dW; db] = [x, h, 1]ᵀ · dz over the window's (step, sequence) rows */
+  gemm(XW, (size_t)(b - lo) * FPTT_B, G4, XC(lo), XW, true, GATES(lo), G4, false, grad, G4, 0);
+  phase(T_BWD_DW);
+}
+
+/* θ, θ̄, λ ← eqs. 4.17, 4.19-4.21, chunk by chunk through the scratchpad. */
+static void update(void) {
+  const unsigned rows_total = (FPTT_PARAMS + FPTT_W - 1) / FPTT_W;
+  uint16_t *const tensors[4] = {theta, theta_bar, lam, grad};
+  for (unsigned r0 = 0; r0 < rows_total; r0 += FPTT_UPDATE_ROWS) {
+    const unsigned rows = rows_total - r0 < FPTT_UPDATE_ROWS ? rows_total - r0 : FPTT_UPDATE_ROWS;
+    for (unsigned k = 0; k < 4; k++)
+      load(tensors[k] + (size_t)r0 * FPTT_W, rows, FPTT_SP_UPDATE + k * FPTT_UPDATE_ROWS,
+           k == 3 ? FPTT_LOAD_SIGNAL_VEC : 0);
+    program(fptt_update, FPTT_UPDATE_LEN, rows, 0);
+    for (unsigned k = 0; k < 3; k++)
+      store(tensors[k] + (size_t)r0 * FPTT_W, rows, FPTT_SP_UPDATE + k * FPTT_UPDATE_ROWS, k ? 0 : PYARD_WAIT_VEC);
+  }
+  phase(T_UPDATE);
+}
+
+static void snapshot(unsigned p) {
+#if FPTT_SNAPSHOTS
+  uint16_t *dst = snapshots + (size_t)p * 3 * FPTT_PARAMS;
+  memcpy(dst, theta, sizeof theta);
+  memcpy(dst + FPTT_PARAMS, theta_bar, sizeof theta_bar);
+  memcpy(dst + 2 * FPTT_PARAMS, lam, sizeof lam);
+  mark = pyard_cycles(); /* the copy is not part of the pass */
+#else
+  (void)p;
+#endif
+}
+
+int main(void) {
+  err = pyard_init();
+  mark = pyard_cycles();
+  for (unsigned p = 0; p < FPTT_PARTS && !err; p++) {
+    const unsigned a = part_a[p], b = part_b[p];
+    for (unsigned t = a; t < b && !err; t++) forward_step(t);
+    head(p, b);
+    /* the window: the last trunc_h + 1 steps of the part (the whole part without trunc_h) */
+    backward(FPTT_TRUNC_H < 0 || b - a <= (unsigned)FPTT_TRUNC_H + 1 ? a : b - 1 - FPTT_TRUNC_H, b);
+    update();
+    snapshot(p);
+  }
+  if (err) {
+    pyard_perror("fptt", err);
+    fptt_status[1] = (uint32_t)-err;
+    return 1;
+  }
+  fptt_status[0] = 1;
+  return 0;
+}

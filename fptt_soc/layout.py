@@ -1,0 +1,298 @@
+"""Where the FPTT firmware keeps things, and the vector-engine programs it runs (docs/fptt.md,
+"On the SoC").
+
+The firmware (firmware/fptt/fptt.c) is written once; everything that depends on the problem's
+dimensions is generated here into ``fptt_layout.h``: the sizes, the scratchpad regions of each
+phase and the VEC programs as command words, produced by rtl/vector/programs.py, so the firmware
+and the bf16 reference follow the same program and no rounding order is written twice.
+
+Scratchpad rows hold ``width = cols`` elements. A (batch, H) tensor occupies ``R = batch · H/width``
+rows, batch-major (row ``b · H/width + c // width``): that is what one LOAD per batch row of a
+row-major tensor in main memory gives. The programs are element-wise, so any row order works as
+long as every tensor of a program uses the same one; gate tensors are four such tensors, one per
+gate, as the programs expect. Nothing stays in the scratchpad across a GEMM (the GEMM loop uses the
+whole scratchpad), so each phase loads what it reads and stores what it writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from rtl.config import AccelConfig, ConfigError
+from rtl.vector.engine_model import VecCommand
+from rtl.vector.ops import VecOp
+from rtl.vector.programs import (
+    GATES,
+    Blocks,
+    CellBackward,
+    CellForward,
+    Loc,
+    UpdateChunk,
+    bf16_scalar,
+    fptt_update,
+    lstm_backward,
+    lstm_forward,
+)
+from tb.fptt.model import partition_bounds
+from tb.fptt.tensors import Dims, Hyper
+
+__all__ = ["FpttProblem", "Layout", "softmax_program"]
+
+MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ, θ̄, λ, g, R', tmp)
+
+
+@dataclass(frozen=True)
+class FpttProblem:
+    """One FPTT-K training run on the SoC: network and batch sizes, sequence length, hyper-parameters."""
+
+    dims: Dims
+    steps: int  # T
+    hyper: Hyper
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.hyper.K <= self.steps:
+            raise ConfigError("K", self.hyper.K, f"an integer from 1 to the sequence length {self.steps}")
+        if self.hyper.trunc_s not in (None, 0) and self.hyper.trunc_s < self.longest_part - 1:
+            raise ConfigError(
+                "trunc_s",
+                self.hyper.trunc_s,
+                f"0 or at least {self.longest_part - 1} (the firmware carries one cell-state gradient)",
+            )
+
+    @property
+    def parts(self) -> list[tuple[int, int]]:
+        return partition_bounds(self.steps, self.hyper.K)
+
+    @property
+    def longest_part(self) -> int:
+        return max(b - a for a, b in self.parts)
+
+    @property
+    def xc_width(self) -> int:
+        """Columns of a step's GEMM input ``[x, h, 1]``: the trailing 1 multiplies the bias row."""
+        return self.dims.inputs + self.dims.hidden + 1
+
+    @property
+    def gate_params(self) -> int:
+        """w_gate and b_gate: one (I+H+1) × 4H matrix, the bias its last row (Params order)."""
+        return self.xc_width * 4 * self.dims.hidden
+
+    @property
+    def params(self) -> int:
+        return self.gate_params + (self.dims.hidden + 1) * self.dims.classes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Scratchpad regions and programs for ``problem`` on ``cfg``'s tile."""
+
+    cfg: AccelConfig
+    problem: FpttProblem
+
+    def __post_init__(self) -> None:
+        cfg, d = self.cfg, self.problem.dims
+        if cfg.dtype != "bf16":
+            raise ConfigError("dtype", cfg.dtype, "bf16 (FPTT training runs on bf16 tiles)")
+        if d.hidden % self.width:
+            raise ConfigError("hidden", d.hidden, f"a multiple of the array's cols ({self.width})")
+        if d.batch > self.width:
+            raise ConfigError("batch", d.batch, f"at most the array's cols ({self.width}): a batch is one row")
+        if self.sp_end > cfg.sp_rows:
+            raise ConfigError("hidden", d.hidden, f"a size whose tensors fit the {cfg.sp_rows}-row scratchpad")
+
+    @property
+    def width(self) -> int:
+        return self.cfg.cols
+
+    @property
+    def count(self) -> int:
+        """Rows of one batch row of an H-wide tensor."""
+        return self.problem.dims.hidden // self.width
+
+    @property
+    def r(self) -> int:
+        """Rows of a (batch, H) tensor."""
+        return self.problem.dims.batch * self.count
+
+    @property
+    def blocks(self) -> Blocks:
+        return Blocks(self.problem.dims.batch, self.problem.dims.hidden, self.width)
+
+    # -- scratchpad regions (rows) ---------------------------------------------------------------
+
+    @property
+    def regions(self) -> dict[str, int]:
+        """First row of every region; the same rows serve the phases that never overlap."""
+        r, c = self.r, self.problem.dims.classes
+        sizes = {
+            "G": GATES * r,  # gates (forward), gates read back (backward)
+            "SP": r,  # s_{t-1}
+            "S": r,
+            "TS": r,
+            "H": r,
+            "DH": r,
+            "DZ": GATES * r,
+            "DS": r,
+            "TMP": 3 * r,
+            "CARRY": r,
+            "L": c,  # logits, transposed: one row per class, one element per sequence
+            "M": 2,  # running max, two rows used in turn
+            "E": c,
+            "SUM": 1,
+            "RCP": 1,
+            "P": c,
+            "OH": c,
+            "DL": c,
+        }
+        out, row = {}, 0
+        for name, size in sizes.items():
+            out[name] = row
+            row += size
+        out["UPDATE"] = row
+        return out
+
+    @property
+    def update_rows(self) -> int:
+        """Rows of one update chunk: what fits beside the other regions, at most MAX_UPDATE_ROWS."""
+        free = self.cfg.sp_rows - self.regions["UPDATE"]
+        need = math.ceil(self.problem.params / self.width)
+        return max(1, min(MAX_UPDATE_ROWS, need, free // 6))
+
+    @property
+    def sp_end(self) -> int:
+        return self.regions["UPDATE"] + 6 * self.update_rows
+
+    def loc(self, name: str, offset: int = 0) -> Loc:
+        return Loc(self.regions[name] + offset)
+
+    # -- programs --------------------------------------------------------------------------------
+
+    def forward_cell(self) -> list[VecCommand]:
+        """Eqs. 4.7-4.8 on activated gates (the gate GEMM's read-out applied σ and tanh)."""
+        t = CellForward(Loc(0), self.loc("SP"), self.loc("G"), self.loc("S"), self.loc("TS"), self.loc("H"))
+        return lstm_forward(self.blocks, t)[2:]
+
+    def backward_cell(self, carry_in: bool, carry_out: bool) -> list[VecCommand]:
+        t = CellBackward(
+            dh=self.loc("DH"),
+            gates=self.loc("G"),
+            ts=self.loc("TS"),
+            s_prev=self.loc("SP"),
+            dz=self.loc("DZ"),
+            ds=self.loc("DS"),
+            tmp=self.loc("TMP"),
+            carry_in=self.loc("CARRY") if carry_in else None,
+            carry_out=self.loc("CARRY") if carry_out else None,
+        )
+        return lstm_backward(self.blocks, t)
+
+    def head(self, acc_row: int) -> list[VecCommand]:
+        d = self.problem.dims
+        return softmax_program(
+            d.classes, d.batch, self.loc("L"), self.loc("M"), self.loc("E"), Loc(acc_row, acc=True),
+            self.loc("SUM"), self.loc("RCP"), self.loc("P"), self.loc("OH"), self.loc("DL"),
+        )
+
+    def update(self) -> list[VecCommand]:
+        u, hp = self.update_rows, self.problem.hyper
+        t = UpdateChunk(*(self.loc("UPDATE", k * u) for k in range(6)))
+        # 1/(2α) from α itself, as the reference takes the constant (not from α rounded to bf16)
+        inv_2alpha = 0 if hp.alpha == 0 else bf16_scalar(1.0 / (2.0 * hp.alpha))
+        return fptt_update(u, self.width, t, bf16_scalar(hp.eta), bf16_scalar(hp.alpha), inv_2alpha)
+
+    # -- the generated header --------------------------------------------------------------------
+
+    def c_header(self, snapshots: bool) -> str:
+        """``fptt_layout.h``: sizes, scratchpad regions and programs for firmware/fptt/fptt.c."""
+        pr, d = self.problem, self.problem.dims
+        defs = {
+            "FPTT_I": d.inputs,
+            "FPTT_H": d.hidden,
+            "FPTT_C": d.classes,
+            "FPTT_B": d.batch,
+            "FPTT_T": pr.steps,
+            "FPTT_PARTS": len(pr.parts),
+            "FPTT_PARAMS": pr.params,
+            "FPTT_GATE_PARAMS": pr.gate_params,
+            "FPTT_W": self.width,
+            "FPTT_COUNT": self.count,
+            "FPTT_R": self.r,
+            "FPTT_UPDATE_ROWS": self.update_rows,
+            "FPTT_TRUNC_H": -1 if pr.hyper.trunc_h is None else pr.hyper.trunc_h,
+            "FPTT_CARRY": int(pr.hyper.trunc_s != 0),
+            "FPTT_SNAPSHOTS": int(snapshots),
+            # LOAD's token to the vector unit and VEC's wait for it (docs/isa.md, bits 28-29)
+            "FPTT_LOAD_SIGNAL_VEC": "(1u << 29)",
+            "FPTT_VEC_WAIT_LOAD": "(1u << 28)",
+        }
+        defs |= {f"FPTT_SP_{name}": row for name, row in self.regions.items()}
+        lines = ["/* Generated by fptt_soc/layout.py for this problem and tile: do not edit. */",
+                 "#ifndef FPTT_LAYOUT_H", "#define FPTT_LAYOUT_H", "#include <stdint.h>", ""]
+        lines += [f"#define {k} {v}" for k, v in defs.items()]
+        lines += _c_program("fptt_forward_cell", self.forward_cell())
+        lines += _c_program("fptt_head", self.head(acc_row=0))
+        lines += _c_program("fptt_update", self.update())
+        variants = [self.backward_cell(bool(v >> 1), bool(v & 1)) for v in range(4)]
+        longest = max(len(v) for v in variants)
+        rows = ",\n".join("  {" + ", ".join(_c_words(c) for c in v) + "}" for v in variants)
+        lines += [
+            f"static const uint32_t fptt_backward_cell[4][{longest}][5] = {{\n{rows}\n}};",
+            "static const unsigned fptt_backward_cell_len[4] = {" + ", ".join(str(len(v)) for v in variants) + "};",
+            "",
+            "#endif",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _c_words(c: VecCommand) -> str:
+    return "{" + ", ".join(f"0x{w:08x}u" for w in c.words()) + "}"
+
+
+def _c_program(name: str, cmds: list[VecCommand]) -> list[str]:
+    body = ",\n  ".join(_c_words(c) for c in cmds)
+    return [
+        f"#define {name.upper()}_LEN {len(cmds)}",
+        f"static const uint32_t {name}[{len(cmds)}][5] = {{\n  {body}\n}};",
+        "",
+    ]
+
+
+def softmax_program(
+    classes: int, batch: int, logits: Loc, mx: Loc, e: Loc, acc: Loc, total: Loc, rcp: Loc, p: Loc,
+    onehot: Loc, dl: Loc,
+) -> list[VecCommand]:
+    """Softmax over the classes of transposed logits (one row per class, one element per sequence)
+    and the head's gradient (p − onehot)·scale, the scale (weight/B) in the last command's scalar,
+    set per part by the firmware.
+
+    Rounding order (the bf16 reference's contract): m = max over classes in class order; e =
+    exp(z − m), the difference rounded to bf16 first; the sum of e accumulated in fp32 in class
+    order and rounded once to bf16; r = 1/sum correctly rounded; p = e · r; then p − onehot, then
+    times the scale, each rounded to bf16."""
+
+    def c(op: VecOp, rows: int, a: Loc, d: Loc, b: Loc | None = None, **kw: object) -> VecCommand:
+        b = b or Loc(0)
+        cmd = VecCommand(op, rows, batch, a=a.row, b=b.row, d=d.row, a_acc=a.acc, b_acc=b.acc, d_acc=d.acc)
+        return replace(cmd, **kw)
+
+    out = [c(VecOp.COPY, 1, logits, mx)]
+    for k in range(1, classes):
+        src, dst = mx.offset((k - 1) % 2), mx.offset(k % 2)
+        out.append(c(VecOp.MAX, 1, src, dst, b=logits.offset(k)))
+    m = mx.offset((classes - 1) % 2)
+    out += [
+        c(VecOp.SUB, classes, logits, e, b=m, b_one=True),
+        c(VecOp.EXP, classes, e, e),
+        c(VecOp.COPY, 1, e, acc),
+    ]
+    if classes > 1:
+        out.append(c(VecOp.COPY, classes - 1, e.offset(1), acc, d_one=True, accumulate=True))
+    out += [
+        c(VecOp.COPY, 1, acc, total),
+        c(VecOp.RECIP, 1, total, rcp),
+        c(VecOp.MUL, classes, e, p, b=rcp, b_one=True),
+        c(VecOp.SUB, classes, p, dl, b=onehot),
+        c(VecOp.MULS, classes, dl, dl),
+    ]
+    return out
