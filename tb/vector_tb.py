@@ -74,6 +74,18 @@ def random_command(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
     )  # fmt: skip
 
 
+def every_op(cfg: AccelConfig, rng: np.random.Generator, cmds: list[VecCommand]) -> list[VecCommand]:
+    """``cmds`` plus, for each op of the tile's type that none of them uses, one random command with
+    that op (drawn until one comes up), so every batch runs every op whatever the seed."""
+    ops = FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS
+    out = list(cmds)
+    for op in sorted(ops - {VecOp(c.op) for c in cmds}):
+        while (c := random_command(cfg, rng)).op != op:
+            pass
+        out.insert(int(rng.integers(0, len(out) + 1)), c)
+    return out
+
+
 class Memories:
     """The first ROWS rows of both memories, in the tile and in the model."""
 
@@ -142,7 +154,7 @@ async def tile_vector(dut) -> None:
     for batch in range(args["batches"]):
         rng = np.random.default_rng(args["seed"] + batch)
         mems = Memories(t, rng)
-        cmds = [random_command(t.cfg, rng) for _ in range(args["commands"])]
+        cmds = every_op(t.cfg, rng, [random_command(t.cfg, rng) for _ in range(args["commands"])])
         await t.write("CONTROL", 0b100)
         await run_commands(t, mems.load_commands() + [c.words() for c in cmds] + mems.store_commands())
         elements = await t.read("VEC_ELEMS")
@@ -191,7 +203,7 @@ async def tile_vector_chain(dut) -> None:
 def bad_commands(cfg: AccelConfig) -> list[tuple[list[int], int]]:
     """Each VEC rule broken once (docs/isa.md, "VEC"), with the error code it must raise."""
     ok = VecCommand(op=VecOp.ADD, rows=4, elems=1, a=0, b=8, d=16)
-    undefined = 15 if cfg.dtype == "bf16" else VecOp.SIGMOID
+    undefined = 31 if cfg.dtype == "bf16" else VecOp.RECIP  # 31: the op field's last code
     return [
         (VecCommand(op=undefined, rows=1, elems=1).words(), ERR["BAD_FIELD"]),
         (VecCommand(op=VecOp.COPY, rows=1, elems=1, d=8, accumulate=True).words(), ERR["BAD_FIELD"]),

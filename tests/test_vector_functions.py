@@ -1,4 +1,4 @@
-"""The correctly rounded bf16 sigmoid, tanh and exp (rtl/vector): the tables against an independent
+"""The correctly rounded bf16 sigmoid, tanh, exp and reciprocal (rtl/vector): the tables against an independent
 mpmath computation on every input, hand-checked edge values, the FunctionUnit (one cycle, its ROMs
 read synchronously) and the generated C header bit for bit against the tables on every input."""
 
@@ -26,9 +26,15 @@ MP = {
     "sigmoid": lambda x: 1 / (1 + mpmath.exp(-x)),
     "tanh": mpmath.tanh,
     "exp": mpmath.exp,
+    "recip": lambda x: 1 / x,
 }
-AT_ZERO = {"sigmoid": lambda s: 0x3F00, "tanh": lambda s: s << 15, "exp": lambda s: 0x3F80}
-AT_INF = {"sigmoid": (0x3F80, 0x0000), "tanh": (0x3F80, 0xBF80), "exp": (0x7F80, 0x0000)}
+AT_ZERO = {
+    "sigmoid": lambda s: 0x3F00,
+    "tanh": lambda s: s << 15,
+    "exp": lambda s: 0x3F80,
+    "recip": lambda s: s << 15 | INF,
+}
+AT_INF = {"sigmoid": (0x3F80, 0x0000), "tanh": (0x3F80, 0xBF80), "exp": (0x7F80, 0x0000), "recip": (0x0000, 0x8000)}
 
 
 def encode(r: mpmath.mpf) -> int:
@@ -99,6 +105,18 @@ HAND = [
     ("exp", 0x42B1, 0x7F4D), ("exp", 0x42B2, INF), ("exp", INF, INF), ("exp", NEG_INF, 0x0000),
     # exp(−87) = 2^-126 · 1.40010: ·128 = 179.21 → 179, kept; exp(−87.5) = 2^-127 · 1.698: flushed to +0
     ("exp", 0xC2AE, 0x00B3), ("exp", 0xC2AF, 0x0000),
+    # 1/±0 = ±Inf (a subnormal reads as ±0), 1/±Inf = ±0, 1/1 = 1, 1/2 = 0.5, 1/−0.5 = −2
+    ("recip", 0x0000, INF), ("recip", 0x8000, NEG_INF), ("recip", 0x0001, INF), ("recip", 0x807F, NEG_INF),
+    ("recip", INF, 0x0000), ("recip", NEG_INF, 0x8000),
+    ("recip", 0x3F80, 0x3F80), ("recip", 0x4000, 0x3F00), ("recip", 0xBF00, 0xC000),
+    # 1/3 = 2^-2 · 1.3333: ·128 = 170.67 → 171 = 128 + 43; 1/1.0078125 = 0.99225: ·256 = 254.02 → 254
+    ("recip", 0x4040, 0x3EAB), ("recip", 0x3F81, 0x3F7E),
+    # 1/10 = 2^-4 · 1.6: ·128 = 204.8 → 205 = 128 + 77; 1/1.9921875 = 0.50196: ·256 = 128.50… → 129
+    ("recip", 0x4120, 0x3DCD), ("recip", 0x3FFF, 0x3F01),
+    # 1/2^-126 = 2^126; 1/2^126 = 2^-126, the smallest normal; 1/2^127 = 2^-127 and 1/(2^126 · 1.0078)
+    # fall below 2^-126: flushed to ±0; 1/(2^-126 · 1.9921875) = 2^125 · 1.0039 → 2^125 · 1.0078125
+    ("recip", 0x0080, 0x7E80), ("recip", 0x7E80, 0x0080), ("recip", 0x7F00, 0x0000), ("recip", 0xFE81, 0x8000),
+    ("recip", 0x00FF, 0x7E01),
 ]  # fmt: skip
 
 
@@ -121,6 +139,9 @@ def test_nan_inputs_give_the_canonical_nan(name: str) -> None:
 def test_rule_reproduces_the_table(name: str) -> None:
     r = rule(name)
     assert np.array_equal(apply_rule(r, ALL), reference(name, ALL))
+    if name == "recip":
+        assert len(r.rom) == 128 and max(r.rom) < 1 << r.width
+        return
     assert r.odd == (name == "tanh")
     for side in r.sides:
         assert len(side.rom) == side.hi - side.lo + 1
@@ -131,6 +152,7 @@ def test_rom_sizes() -> None:
     sizes = rom_bits()
     assert sizes == {name: (rule(name).rom_entries, rule(name).rom_bits) for name in FUNCTIONS}
     assert sizes["tanh"][0] < 1024  # odd: one side only
+    assert sizes["recip"] == (128, 1024)  # the 7 fraction bits address it
     assert sum(bits for _, bits in sizes.values()) < 100_000
 
 
@@ -159,7 +181,7 @@ def test_function_unit_on_every_input(name: str) -> None:
 
 
 def test_function_unit_subset_and_unknown_codes() -> None:
-    """Codes of functions that were not built, and code 3, give the canonical NaN."""
+    """Codes of functions that were not built give the canonical NaN."""
     x = np.tile(ALL[::97], 4)
     fn = np.repeat(np.arange(4), len(ALL[::97]))
     got = evaluate(FunctionUnit(("tanh",)), {"x": x, "fn": fn}, ("y",), latency=FunctionUnit.latency)["y"]
@@ -175,8 +197,10 @@ def test_function_unit_roms_are_synchronous_read_memories() -> None:
     text = verilog.convert(FunctionUnit(), name="function_unit")
     assert "module function_unit" in text
     roms = re.findall(r"^\s*reg \[\d+:0\] (\w+_rom) \[\d+:0\];$", text, re.M)
-    sides = {name: ("pos",) if rule(name).odd else ("pos", "neg") for name in FUNCTIONS}
-    assert sorted(roms) == sorted(f"{name}_{side}_rom" for name in FUNCTIONS for side in sides[name])
+    tables = [name for name in FUNCTIONS if name != "recip"]
+    sides = {name: ("pos",) if rule(name).odd else ("pos", "neg") for name in tables}
+    want = [f"{name}_{side}_rom" for name in tables for side in sides[name]]
+    assert sorted(roms) == sorted([*want, "recip_rom"])
     lines = text.splitlines()
     for rom in roms:
         # Every use of the memory other than its initial contents (rom[<constant>] = <word>;).
@@ -192,11 +216,12 @@ C_MAIN = """
 #include <stdio.h>
 #include "pyard_vector_functions.h"
 int main(void) {
-    static uint16_t out[3][65536];
+    static uint16_t out[4][65536];
     for (uint32_t x = 0; x < 65536; x++) {
         out[0][x] = pyard_sigmoid_bf16((uint16_t)x);
         out[1][x] = pyard_tanh_bf16((uint16_t)x);
         out[2][x] = pyard_exp_bf16((uint16_t)x);
+        out[3][x] = pyard_recip_bf16((uint16_t)x);
     }
     return fwrite(out, sizeof out, 1, stdout) == 1 ? 0 : 1;
 }
@@ -212,6 +237,6 @@ def test_c_header_on_every_input(tmp_path) -> None:
     flags = ["-std=c99", "-O1", "-Wall", "-Wextra", "-Wconversion", "-Werror"]
     subprocess.run([cc, *flags, "-o", str(tmp_path / "fns"), str(tmp_path / "main.c")], check=True)
     raw = subprocess.run([str(tmp_path / "fns")], check=True, capture_output=True).stdout
-    got = np.frombuffer(raw, dtype="<u2").reshape(3, 1 << 16)  # the host is little-endian (x86, RISC-V)
+    got = np.frombuffer(raw, dtype="<u2").reshape(len(FUNCTIONS), 1 << 16)  # the host is little-endian (x86, RISC-V)
     for i, name in enumerate(FUNCTIONS):
         np.testing.assert_array_equal(got[i], reference(name, ALL), err_msg=name)

@@ -17,15 +17,19 @@ from rtl.vector.programs import (
     Blocks,
     CellBackward,
     CellForward,
+    HeadBackwardRows,
     Loc,
+    SoftmaxRows,
     UpdateChunk,
     bf16_scalar,
     bias_gradient,
     bias_gradient_finish,
     fptt_update,
     from_rows,
+    head_backward,
     lstm_backward,
     lstm_forward,
+    softmax,
     to_rows,
     with_tokens,
 )
@@ -383,6 +387,95 @@ def test_bf16_scalar() -> None:
     assert bf16_scalar(1.0) == 0x3F800000
     assert bf16_scalar(0.05) == int(np.float32(0.05).astype(BF16).astype(np.float32).view(np.uint32))
     assert bf16_scalar(-0.0) == 0x80000000
+
+
+# -- softmax and the head's backward ---------------------------------------------------------
+
+
+def softmax_case(cfg: AccelConfig, batch: int, classes: int, z_acc: bool) -> tuple[Tile, Blocks, SoftmaxRows]:
+    """A tile with room for the softmax of (batch, classes) logits held transposed."""
+    blocks = Blocks(classes, batch, cfg.cols)  # rows: the classes of each batch block
+    tile, n = Tile(cfg), classes * blocks.count
+    t = SoftmaxRows(
+        z=tile.alloc(n, acc=z_acc),
+        e=tile.alloc(n),
+        probs=tile.alloc(n),
+        tmp=tile.alloc(2 * ((classes + 1) // 2)),
+        total=tile.alloc(blocks.count, acc=True),
+        recip=tile.alloc(blocks.count),
+    )
+    return tile, blocks, t
+
+
+def logits(rng: np.random.Generator, batch: int, classes: int, spread: float) -> np.ndarray:
+    """bf16 logits; one batch row all equal, one with a tie for the max, so the edge cases always run."""
+    z = bf16(rng.standard_normal((batch, classes)) * spread)
+    z[0] = z[0, 0]
+    if classes > 2:
+        z[-1, 1] = z[-1].max()
+    return z
+
+
+SOFTMAX_CASES = [  # config, batch, classes: one block, two blocks (the second partial), odd class counts
+    ("4x4", 4, 10),
+    ("4x4", 6, 5),
+    ("4x8", 4, 10),
+    ("4x4-acc-bf16", 4, 10),
+    ("4x4", 3, 1),
+    ("4x4", 4, 2),
+]
+
+
+@pytest.mark.parametrize("spread", [1.0, 40.0])
+@pytest.mark.parametrize("z_acc", [True, False])
+@pytest.mark.parametrize(("name", "batch", "classes"), SOFTMAX_CASES)
+def test_softmax_bit_exact(name: str, batch: int, classes: int, z_acc: bool, spread: float) -> None:
+    """``programs.softmax`` through the engine model equals the contract's softmax bit for bit; with
+    spread 40 most exponentials underflow to 0 and the max's own is 1. The probabilities sum to 1
+    within the roundings (so neither side is a trivially wrong constant)."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(batch * classes + int(spread))
+    z = logits(rng, batch, classes, spread)
+    tile, blocks, t = softmax_case(cfg, batch, classes, z_acc)
+    tile.put(t.z, to_rows(blocks, z.T))
+    cmds = softmax(blocks, t)
+    tile.run(cmds)
+    got = from_rows(blocks, tile.get(t.probs, classes * blocks.count, blocks.width)).T
+    want = Arith("bf16", tile=cfg).softmax(z)
+    assert same_bits(got, want)
+    if classes == 10 and blocks.count == 1:
+        assert len(cmds) == 10 + z_acc  # ⌈log2 10⌉ = 4 MAX, SUB, EXP, 2 sums, RECIP, MUL (+ the COPY)
+    np.testing.assert_allclose(want.astype(np.float64).sum(axis=1), 1.0, rtol=classes * 2.0**-7)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(want, e / e.sum(axis=1, keepdims=True), rtol=2.0**-5, atol=2.0**-9)
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.3])
+@pytest.mark.parametrize(("name", "batch", "classes"), SOFTMAX_CASES)
+def test_head_backward_bit_exact(name: str, batch: int, classes: int, weight: float) -> None:
+    """dlogits = (probs − onehot) · weight/B and db_out = Σ_b dlogits, in the transposed layout,
+    against the contract's ``_head_backward`` steps."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(classes + batch)
+    ar = Arith("bf16", tile=cfg)
+    probs = ar.softmax(logits(rng, batch, classes, 2.0))
+    labels = rng.integers(0, classes, batch)
+    onehot = np.zeros((batch, classes), np.float32)
+    onehot[np.arange(batch), labels] = 1.0
+    blocks = Blocks(classes, batch, cfg.cols)
+    tile, n = Tile(cfg), classes * blocks.count
+    t = HeadBackwardRows(
+        probs=tile.alloc(n), onehot=tile.alloc(n), dlogits=tile.alloc(n), db=tile.alloc(classes, acc=True),
+        db_out=tile.alloc(classes),
+    )  # fmt: skip
+    tile.put(t.probs, to_rows(blocks, probs.T))
+    tile.put(t.onehot, to_rows(blocks, onehot.T))
+    cmds = head_backward(blocks, t, bf16_scalar(weight / batch))
+    assert len(cmds) == 3 + blocks.count
+    tile.run(cmds)
+    dlogits = ar.scale(ar.sub(probs, onehot), ar.const(weight / batch))
+    assert same_bits(from_rows(blocks, tile.get(t.dlogits, n, blocks.width)).T, dlogits)
+    assert same_bits(tile.get(t.db_out, classes, 1)[:, 0], ar.sum_rows(dlogits, fold=True))
 
 
 # -- a whole partition -----------------------------------------------------------------------

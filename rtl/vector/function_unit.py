@@ -1,19 +1,31 @@
-"""The shared bf16 function unit (sigmoid, tanh, exp), checked bit for bit against ``functions.py``.
+"""The shared bf16 function unit (sigmoid, tanh, exp, reciprocal), checked bit for bit against ``functions.py``.
 
 One cycle of latency (``FunctionUnit.latency``): ``y`` is the function of the ``x`` (and ``fn``)
 of the previous cycle. Each side of each function's rule (``functions.FunctionRule``) is a constant
 ``Memory`` with a synchronous (``domain="sync"``) read port, addressed by the input's magnitude
 code minus the start of its ROM range, so synthesis can map it to block RAM; ``x`` and ``fn`` are
 registered beside the ROMs, and after that register two compares select the ROM word, the constant
-below the range or the saturated constant above it.
+below the range or the saturated constant above it. The reciprocal's ROM (``ReciprocalRule``) is
+addressed by the input's 7 fraction bits; after the register its word's exponent bit and the input's
+exponent give the result's exponent.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.vector.functions import FUNCTIONS, INF_CODE, MIN_NORMAL_CODE, NAN, FunctionRule, Side, rule
+from rtl.vector.functions import (
+    FUNCTIONS,
+    INF_CODE,
+    MIN_NORMAL_CODE,
+    NAN,
+    RECIP_EXP_SUM,
+    FunctionRule,
+    ReciprocalRule,
+    Side,
+    rule,
+)
 
 __all__ = ["FunctionUnit"]
 
@@ -57,9 +69,11 @@ class FunctionUnit(wiring.Component):
         return m
 
 
-def _function(m: Module, r: FunctionRule, x: Value, x1: Value) -> Value:
+def _function(m: Module, r: FunctionRule | ReciprocalRule, x: Value, x1: Value) -> Value:
     """f(x1) for non-NaN ``x1`` (``x1`` is ``x`` registered; the ROMs are addressed by ``x``): the
     side of x1's sign, or for an odd f the positive side with its sign flipped."""
+    if isinstance(r, ReciprocalRule):
+        return _reciprocal(m, r, x, x1)
     sign, code = x1[15], x1[:15]
     if r.odd:
         return _side(m, f"{r.name}_pos", r.sides[0], x[:15], code, Const(0, 1)) ^ Cat(Const(0, 15), sign)
@@ -83,4 +97,26 @@ def _side(m: Module, name: str, side: Side, addr_code: Value, code: Value, sign:
         m.d.comb += out.eq(side.large)
     with m.Else():
         m.d.comb += out.eq(port.data + side.offset)
+    return out
+
+
+def _reciprocal(m: Module, r: ReciprocalRule, x: Value, x1: Value) -> Signal:
+    """1/x1 for non-NaN ``x1``: the ROM word of x's fraction (read a cycle ahead, at ``x``) gives
+    the fraction and whether the exponent field is one higher; zero and subnormal inputs give ±Inf
+    and a result exponent ≤ 0 gives ±0 (``ReciprocalRule``)."""
+    rom = Memory(shape=unsigned(r.width), depth=len(r.rom), init=r.rom)
+    m.submodules.recip_rom = rom
+    port = rom.read_port(domain="sync")  # always enabled
+    m.d.comb += port.addr.eq(x[:7])
+    sign, exp = x1[15], x1[7:15]
+    # RECIP_EXP_SUM + 1 − exp lies in −1 … 253: a signed 10-bit value holds it
+    out_exp = Signal(signed(10), name="recip_exp")
+    m.d.comb += out_exp.eq(RECIP_EXP_SUM + port.data[7] - exp)
+    out = Signal(16, name="recip")
+    with m.If(exp == 0):
+        m.d.comb += out.eq(Cat(Const(INF_CODE, 15), sign))
+    with m.Elif(out_exp <= 0):
+        m.d.comb += out.eq(Cat(Const(0, 15), sign))
+    with m.Else():
+        m.d.comb += out.eq(Cat(port.data[:7], out_exp[:8], sign))
     return out

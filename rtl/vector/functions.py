@@ -1,4 +1,5 @@
-"""Correctly rounded bf16 sigmoid, tanh and exp: the tables, their compact rules, and a C header.
+"""Correctly rounded bf16 sigmoid, tanh, exp and reciprocal: the tables, their compact rules, and a
+C header.
 
 Each function is defined on all 65,536 bf16 bit patterns (docs/arithmetic.md, "Transcendental
 functions"): the input is flushed (subnormals read as ±0), the exact f(x) is rounded once to 8
@@ -7,11 +8,15 @@ significant bits, to nearest even, with an unbounded exponent, and then a magnit
 
 The table is computed in float64; wherever the float64 value lies within ``GUARD_ULPS`` float64 ulps
 of a bf16 rounding midpoint, mpmath decides the rounding. f(x) is transcendental for every nonzero
-x, so it never lies exactly on a midpoint and one decision at high precision is final.
+x, so it never lies exactly on a midpoint and one decision at high precision is final. The
+reciprocal is not transcendental, but 1/x of an 8-bit x is a midpoint (9 significant bits) only if
+x · midpoint = 1, i.e. never: both would be powers of two, and a power of two is no midpoint.
 
 The hardware (``function_unit.py``) and the C header are generated from one ``FunctionRule`` per
 function: per input sign, magnitudes below a range give a constant (or x itself), magnitudes above
-it a saturated constant, and magnitudes inside it read a dense ROM.
+it a saturated constant, and magnitudes inside it read a dense ROM. The reciprocal has its own
+``ReciprocalRule``: 1/x depends on x's 7 fraction bits (a 128-word ROM of the result for x in
+[1, 2)) and on its exponent (which shifts that result's exponent), plus the zero and range rules.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ __all__ = [
     "FUNCTIONS",
     "NAN",
     "FunctionRule",
+    "ReciprocalRule",
+    "Rule",
     "Side",
     "apply_rule",
     "reference",
@@ -35,10 +42,12 @@ __all__ = [
     "table",
 ]
 
-FUNCTIONS = ("sigmoid", "tanh", "exp")
+FUNCTIONS = ("sigmoid", "tanh", "exp", "recip")
 NAN = 0x7FC0
 INF_CODE = 0x7F80  # magnitude code (bits & 0x7FFF) of ±Inf; larger codes are NaNs
 MIN_NORMAL_CODE = 0x0080
+ONE_CODE = 0x3F80  # 1.0
+RECIP_EXP_SUM = 253  # 1/x for x in (1, 2) has exponent field 126 = 253 − 127
 GUARD_ULPS = 1 << 8  # float64 error of the float64 formulas is a few ulps; this is far wider
 MP_PREC = 256  # bits for the mpmath decisions
 
@@ -84,6 +93,30 @@ class FunctionRule:
         return sum(len(s.rom) * s.width for s in self.sides)
 
 
+@dataclass(frozen=True)
+class ReciprocalRule:
+    """1/x by fields: for x = ±1.f · 2^(e − 127) (e = 1 … 254), ``rom[f]`` holds 1/1.f rounded (bits
+    6–0 its fraction, bit 7 set when its exponent field is 127, i.e. f = 0) and the result is
+    ``±(rom[f] & 0x7F)`` with exponent field ``RECIP_EXP_SUM + rom[f][7] − e``, or ±0 where that is
+    ≤ 0 (below 2^-126; ±Inf, e = 255, lands there too). e = 0 (±0, subnormals) gives ±Inf, NaN the
+    canonical NaN. It never overflows: 1/x ≤ 2^126 for every normal x."""
+
+    name: str
+    rom: tuple[int, ...]
+    width: int = 8
+
+    @property
+    def rom_entries(self) -> int:
+        return len(self.rom)
+
+    @property
+    def rom_bits(self) -> int:
+        return len(self.rom) * self.width
+
+
+Rule = FunctionRule | ReciprocalRule
+
+
 def _check_name(name: str) -> None:
     if name not in FUNCTIONS:
         raise ValueError(f"unknown function {name!r}; expected one of {FUNCTIONS}")
@@ -99,6 +132,9 @@ def _f64(name: str, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
             return np.exp(x)
         if name == "tanh":
             return np.tanh(x)
+        if name == "recip":
+            with np.errstate(divide="ignore"):
+                return 1.0 / x  # exact specials: 1/±0 = ±Inf, 1/±Inf = ±0
         e = np.exp(-np.abs(x))  # in (0, 1]: no overflow on either side
         return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
@@ -110,6 +146,8 @@ def _mp(name: str, x: float) -> mpmath.mpf:
             return mpmath.exp(v)
         if name == "tanh":
             return mpmath.tanh(v)
+        if name == "recip":
+            return 1 / v
         return 1 / (1 + mpmath.exp(-v))
 
 
@@ -189,21 +227,38 @@ def _side(values: Bits, sign_bit: int) -> Side:
 
 
 @functools.cache
-def rule(name: str) -> FunctionRule:
+def rule(name: str) -> Rule:
     """The compact form of ``table(name)``; checked to reproduce it on every input."""
     t = table(name)
-    pos, neg = t[: 1 << 15], t[1 << 15 :]
-    codes = np.arange(1 << 15)
-    odd = bool(np.all((codes > INF_CODE) | (neg == pos ^ 0x8000)))
-    sides = (_side(pos, 0),) if odd else (_side(pos, 0), _side(neg, 0x8000))
-    r = FunctionRule(name, odd, sides)
+    if name == "recip":
+        r: Rule = _reciprocal_rule(t)
+    else:
+        pos, neg = t[: 1 << 15], t[1 << 15 :]
+        codes = np.arange(1 << 15)
+        odd = bool(np.all((codes > INF_CODE) | (neg == pos ^ 0x8000)))
+        sides = (_side(pos, 0),) if odd else (_side(pos, 0), _side(neg, 0x8000))
+        r = FunctionRule(name, odd, sides)
     if not np.array_equal(apply_rule(r, np.arange(1 << 16)), t):  # the hardware and C are built from r
         raise AssertionError(f"{name}: the rule does not reproduce its table")
     return r
 
 
-def apply_rule(r: FunctionRule, x_bits: npt.ArrayLike) -> Bits:
+def _reciprocal_rule(t: Bits) -> ReciprocalRule:
+    """The ROM of 1/x for x = 1.f (f the 7 fraction bits): the result's fraction, and in bit 7
+    whether its exponent field is 127 (x = 1) rather than 126 (x in (1, 2), 1/x in (0.5, 1))."""
+    words = []
+    for f in range(1 << 7):
+        y = int(t[ONE_CODE | f])
+        high = ((y >> 7) & 0xFF) - (RECIP_EXP_SUM - 127)
+        assert high in (0, 1), f"1/x of x in [1, 2) must lie in (0.5, 1]: {y:#06x}"
+        words.append(high << 7 | (y & 0x7F))
+    return ReciprocalRule("recip", tuple(words))
+
+
+def apply_rule(r: Rule, x_bits: npt.ArrayLike) -> Bits:
     """Evaluate a rule the way the hardware and the C header do (vectorized)."""
+    if isinstance(r, ReciprocalRule):
+        return _apply_reciprocal(r, x_bits)
     x = np.asarray(x_bits).astype(np.int64)
     sign, code = x & 0x8000, x & 0x7FFF
     out = np.full(x.shape, NAN, dtype=np.int64)
@@ -218,6 +273,16 @@ def apply_rule(r: FunctionRule, x_bits: npt.ArrayLike) -> Bits:
         y = y ^ sign if r.odd else y
         out = np.where(mine & (code <= INF_CODE), y, out)
     return out.astype(np.uint16)
+
+
+def _apply_reciprocal(r: ReciprocalRule, x_bits: npt.ArrayLike) -> Bits:
+    x = np.asarray(x_bits).astype(np.int64)
+    sign, exp, frac = x & 0x8000, (x >> 7) & 0xFF, x & 0x7F
+    word = np.asarray(r.rom, dtype=np.int64)[frac]
+    out_exp = RECIP_EXP_SUM + (word >> 7) - exp  # ≤ 0: below 2^-126, flushed
+    y = np.where(out_exp <= 0, sign, sign | np.clip(out_exp, 0, 0xFF) << 7 | (word & 0x7F))
+    y = np.where(exp == 0, sign | INF_CODE, y)  # ±0 and subnormals read as ±0: 1/±0 = ±Inf
+    return np.where((x & 0x7FFF) > INF_CODE, NAN, y).astype(np.uint16)
 
 
 def rom_bits() -> dict[str, tuple[int, int]]:

@@ -2,7 +2,7 @@
 ``rtl/vector/lane_model.py`` (the rules are listed there and in docs/arithmetic.md, "Vector engine
 lanes").
 
-The lane does not contain the bf16 function unit (sigmoid, tanh, exp): it offers the bf16-rounded
+The lane does not contain the bf16 function unit (sigmoid, tanh, exp, reciprocal): it offers the bf16-rounded
 ``a`` on ``fn_x`` and takes the function's value back on ``fn_y``, so the engine decides where the
 unit's tables sit (one per lane, or shared). Timing contract: ``fn_x`` is combinational from ``a``
 in the cycle ``a`` is presented, and ``fn_y`` must be the function of the ``fn_x`` of the previous
@@ -24,7 +24,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.fp import Fp32Mul, FpAdd
-from rtl.vector.ops import VecOp
+from rtl.vector.ops import FUNCTION_OPS, VecOp
 
 __all__ = ["VectorLane"]
 
@@ -95,7 +95,7 @@ class VectorLane(wiring.Component):
         # Stage 2: the add, and the result; the function unit's value of stage 1's fn_x arrives now.
         add = m.submodules.add = FpAdd(23, registers=0)
         m.d.comb += [add.acc.eq(Mux(op1 == VecOp.MADDS, p1, acc1)), add.x.eq(x1)]
-        function1 = (op1 == VecOp.SIGMOID) | (op1 == VecOp.TANH) | (op1 == VecOp.EXP)
+        function1 = Cat(op1 == code for code in sorted(FUNCTION_OPS)).any()
         self._result(m, op1, add.o, p1, Mux(function1, Cat(Const(0, 16), self.fn_y), r1))
 
     def _float_single(self, m: Module) -> Signal:

@@ -3,8 +3,7 @@
 ``lane(dtype, op, a, b, s, shift)`` gives ``y`` for every element; ``op`` (a ``VecOp`` code) and the
 operands broadcast against each other, so one call can mix ops. Work values are 32-bit patterns:
 fp32 on bf16 tiles (a bf16 operand arrives widened, ``bits << 16``), int32 two's complement on int8
-tiles. Ops the tile's dtype does not define (``INT_OPS`` / ``FLOAT_OPS``) and the unused code 15
-give 0.
+tiles. Ops the tile's dtype does not define (``INT_OPS`` / ``FLOAT_OPS``) give 0.
 
 bf16 tiles (fp32 work values; docs/arithmetic.md's rules: subnormal inputs read as zero of the
 same sign, results below 2^-126 → ±0, NaN results are 0x7FC00000, RNE with an unbounded exponent
@@ -19,7 +18,7 @@ then ≥ 2^128 → ±Inf):
 * MAX, MIN: NaN in either operand → 0x7FC00000; otherwise the larger (smaller) flushed operand,
   ordering ``−0 < +0``, so ``max(+0, −0) = +0`` and ``min(+0, −0) = −0``;
 * RELU: ``max(a, +0)``: NaN → 0x7FC00000, negatives, −0 and −Inf → +0;
-* SIGMOID, TANH, EXP: ``a`` is rounded to bf16 (flushed, RNE, overflow → ±Inf, NaN → 0x7FC0), the
+* SIGMOID, TANH, EXP, RECIP: ``a`` is rounded to bf16 (flushed, RNE, overflow → ±Inf, NaN → 0x7FC0), the
   function unit maps that to a bf16 result (``rtl.vector.functions.reference``), widened exactly.
 
 int8 tiles (int32 work values; "sat" clamps to [−2^31, 2^31 − 1]):
@@ -51,7 +50,7 @@ __all__ = ["FUNCTION_NAMES", "INT32_MAX", "INT32_MIN", "lane", "to_bf16"]
 SIGN = np.uint32(0x80000000)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # The function unit's names, as ``rtl.vector.functions.reference`` takes them.
-FUNCTION_NAMES = {VecOp.SIGMOID: "sigmoid", VecOp.TANH: "tanh", VecOp.EXP: "exp"}
+FUNCTION_NAMES = {VecOp.SIGMOID: "sigmoid", VecOp.TANH: "tanh", VecOp.EXP: "exp", VecOp.RECIP: "recip"}
 
 U32 = npt.NDArray[np.uint32]
 

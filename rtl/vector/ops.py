@@ -27,13 +27,14 @@ class VecOp(enum.IntEnum):
     SIGMOID = 12
     TANH = 13
     EXP = 14
+    RECIP = 15  # 1/a
 
 
-# The transcendental functions, evaluated in bf16 by the function unit outside the lane; its ``fn``
-# select is ``op - VecOp.SIGMOID`` (0 sigmoid, 1 tanh, 2 exp).
-FUNCTION_OPS = frozenset({VecOp.SIGMOID, VecOp.TANH, VecOp.EXP})
+# The functions evaluated in bf16 by the function unit outside the lane; its ``fn`` select is
+# ``op - VecOp.SIGMOID`` (0 sigmoid, 1 tanh, 2 exp, 3 reciprocal).
+FUNCTION_OPS = frozenset({VecOp.SIGMOID, VecOp.TANH, VecOp.EXP, VecOp.RECIP})
 FLOAT_OPS = frozenset(VecOp)
-# int8 tiles work on int32 values and have no transcendental functions.
+# int8 tiles work on int32 values and have no function unit.
 INT_OPS = FLOAT_OPS - FUNCTION_OPS
 # The ops that read the scalar ``s``.
 SCALAR_OPS = frozenset({VecOp.MADDS, VecOp.MULS, VecOp.ADDS, VecOp.RSUBS})

@@ -1,5 +1,5 @@
-"""Vector-engine programs: the LSTM cell (forward, backward), bias gradients and the FPTT update as
-short fixed sequences of VEC commands (docs/vector.md).
+"""Vector-engine programs: the LSTM cell (forward, backward), bias gradients, the FPTT update, the
+softmax and the loss head's backward as short fixed sequences of VEC commands (docs/vector.md).
 
 Every program works on whole tensors at once, whatever the batch and hidden sizes, so an LSTM step
 or the update of a parameter chunk is a constant handful of commands. The order of the commands and
@@ -32,15 +32,19 @@ __all__ = [
     "Blocks",
     "CellBackward",
     "CellForward",
+    "HeadBackwardRows",
     "Loc",
+    "SoftmaxRows",
     "UpdateChunk",
     "bf16_scalar",
     "bias_gradient",
     "bias_gradient_finish",
     "fptt_update",
     "from_rows",
+    "head_backward",
     "lstm_backward",
     "lstm_forward",
+    "softmax",
     "to_rows",
     "with_tokens",
 ]
@@ -302,3 +306,109 @@ def fptt_update(
         c(VecOp.MULS, lm, tb, scalar=inv_2alpha),  # θ̄ is read for the last time above
         c(VecOp.SUB, tmp, tb, b=tb),
     ]
+
+
+# -- softmax and the loss head's backward ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SoftmaxRows:
+    """Tensors of the softmax over the classes, all held transposed, (classes, batch), in
+    ``Blocks(classes, batch, width)``: class c of batch element b at row ``(b // width) · classes
+    + c``, element ``b % width``. That is how the head GEMM issued as logitsᵀ = W_outᵀ · hᵀ + D
+    (D = b_out repeated along each row) leaves its M = classes × N = batch result in the accumulator.
+
+    ``z``: the logits (accumulator or scratchpad); ``e``: exp(z − max), and first bf16(z) when z is
+    in the accumulator; ``probs``: the result; those three tensor-sized. ``tmp``: 2 · ceil(classes / 2)
+    rows (the max tree); ``total``: one accumulator row per block (Σ e); ``recip``: one row per block."""
+
+    z: Loc
+    e: Loc
+    probs: Loc
+    tmp: Loc
+    total: Loc
+    recip: Loc
+
+
+def softmax(blocks: Blocks, t: SoftmaxRows) -> list[VecCommand]:
+    """``tb.fptt.hardware.softmax``: per block a tree of MAX (exact, so the order is free), then
+    SUB of the max row, EXP, the sum in class order in the accumulator, RECIP, MUL. For 10 classes
+    and one block: 10 commands (11 with z in the accumulator)."""
+    classes, w, count = blocks.batch, blocks.width, blocks.count
+    out: list[VecCommand] = []
+    src = t.z
+    if t.z.acc:  # the reference rounds the GEMM's logits to bf16 before using them
+        out.append(_cmd(VecOp.COPY, classes * count, w, t.z, t.e))
+        src = t.e
+    for k in range(count):
+        first = src.offset(k * classes)
+        m, cmds = _max_tree(first, classes, w, t.tmp)
+        out += cmds
+        out.append(replace(_cmd(VecOp.SUB, classes, w, first, t.e.offset(k * classes), b=m), b_one=True))
+    out.append(_cmd(VecOp.EXP, classes * count, w, t.e, t.e))
+    for k in range(count):
+        out += _row_sum(t.e.offset(k * classes), classes, w, t.total.offset(k))
+    out.append(_cmd(VecOp.RECIP, count, w, t.total, t.recip))
+    for k in range(count):
+        rows = t.e.offset(k * classes)
+        out.append(
+            replace(_cmd(VecOp.MUL, classes, w, rows, t.probs.offset(k * classes), b=t.recip.offset(k)), b_one=True)
+        )
+    return out
+
+
+def _max_tree(first: Loc, n: int, width: int, tmp: Loc) -> tuple[Loc, list[VecCommand]]:
+    """The element-wise max of rows ``first … first + n − 1``: rows i and i + ⌊n/2⌋ paired (the middle
+    one of an odd n with itself) into ⌈n/2⌉ rows, alternating between the two halves of ``tmp`` (a
+    destination may not overlap its operands). Returns the row holding the max and the commands."""
+    half = (n + 1) // 2
+    bufs = (tmp, tmp.offset(half))
+    out: list[VecCommand] = []
+    src, which = first, 0
+    while n > 1:
+        keep, h = n - n // 2, n // 2
+        out.append(_cmd(VecOp.MAX, keep, width, src, bufs[which], b=src.offset(h)))
+        src, which, n = bufs[which], 1 - which, keep
+    return src, out
+
+
+def _row_sum(first: Loc, n: int, width: int, total: Loc) -> list[VecCommand]:
+    """Σ of rows ``first … first + n − 1`` in row order into the accumulator row ``total``: the
+    first row copied, the rest added by the accumulator's adder (as ``bias_gradient``)."""
+    out = [_cmd(VecOp.COPY, 1, width, first, total)]
+    if n > 1:
+        out.append(replace(_cmd(VecOp.COPY, n - 1, width, first.offset(1), total), d_one=True, accumulate=True))
+    return out
+
+
+@dataclass(frozen=True)
+class HeadBackwardRows:
+    """The loss head's backward (``_head_backward``), in the softmax's transposed layout: ``probs``
+    and ``onehot`` (the labels as 0 / 1, written by the host) in, ``dlogits`` out (scratchpad);
+    ``db``: ``classes`` accumulator rows for db_out's sums, ``db_out``: ``classes`` scratchpad rows,
+    db_out[c] in element 0 of row c."""
+
+    probs: Loc
+    onehot: Loc
+    dlogits: Loc
+    db: Loc
+    db_out: Loc
+
+
+def head_backward(blocks: Blocks, t: HeadBackwardRows, scale: int) -> list[VecCommand]:
+    """dlogits = bf16(bf16(probs − onehot) · scale), ``scale`` the fp32 bits of bf16(weight / B);
+    db_out = Σ over the batch of dlogits (``tb.fptt.hardware.fold_sum``): each block's batch
+    elements folded in order by a row reduction, the blocks' folds added in the accumulator, one
+    rounding. 4 commands for one block, + 1 per further block."""
+    classes, w, count = blocks.batch, blocks.width, blocks.count
+    rows = classes * count
+    out = [
+        _cmd(VecOp.SUB, rows, w, t.probs, t.dlogits, b=t.onehot),
+        _cmd(VecOp.MULS, rows, w, t.dlogits, t.dlogits, scalar=scale),
+    ]
+    for k in range(count):
+        elems = min(w, blocks.features - k * w)  # the padding of the last block is not summed
+        fold = _cmd(VecOp.COPY, classes, elems, t.dlogits.offset(k * classes), t.db)
+        out.append(replace(fold, reduce=True, accumulate=k > 0))
+    out.append(_cmd(VecOp.COPY, classes, 1, t.db, t.db_out))
+    return out

@@ -10,17 +10,26 @@ by kind, so the analytic counts in :mod:`tb.fptt.accounting` can be checked agai
   each result rounded once to bf16, nearest even, with results below 2^-126 flushed to a zero of
   the same sign, as the accelerator does. A GEMM accumulates in float32 and is rounded once per
   output element.
+* ``bf16`` with ``tile=cfg`` (an ``rtl.config.AccelConfig``): the **hardware contract**. Storage as
+  plain bf16, but every operation is the one the tile computes, bit for bit (docs/fptt.md,
+  "Hardware contract"; ``tb.fptt.hardware``): GEMMs in the tile's order, element-wise steps as VEC
+  lane ops, functions from the engine's tables, sums in the accumulator in row order, the softmax
+  as a fixed sequence of VEC operations.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal
 
 import ml_dtypes
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from rtl.config import AccelConfig
 
 Precision = Literal["fp64", "fp32", "bf16"]
 PRECISIONS: tuple[Precision, ...] = ("fp64", "fp32", "bf16")
@@ -63,9 +72,14 @@ class OpCounts:
 class Arith:
     """Rounded, optionally counted arithmetic in one precision mode."""
 
-    def __init__(self, precision: Precision, count: bool = False) -> None:
+    def __init__(self, precision: Precision, count: bool = False, tile: AccelConfig | None = None) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        if tile is not None:
+            if precision != "bf16":
+                raise ValueError(f"a tile (the hardware contract) needs precision bf16, not {precision!r}")
+            _hw().check_tile(tile)
+        self.tile = tile
         self.precision: Precision = precision
         self.compute = np.dtype(np.float64 if precision == "fp64" else np.float32)
         self.storage = BF16 if precision == "bf16" else self.compute
@@ -97,59 +111,84 @@ class Arith:
             self.counts.elementwise[(self.phase, kind)] += int(n)
 
     # -- element-wise operations, each rounded once ------------------------------------------
+    def _vec(self, op: str, a: Array, b: Array | float = 0.0, s: float = 0.0) -> Array:
+        """One VEC lane op of the hardware contract (``op`` a ``VecOp`` name)."""
+        from rtl.vector.ops import VecOp
+
+        assert self.tile is not None
+        return _hw().elementwise(self.tile, VecOp[op], a, b, s)
+
     def mul(self, a: Array, b: Array) -> Array:
-        out = self.rnd(a * b)
+        out = self._vec("MUL", a, b) if self.tile is not None else self.rnd(a * b)
         self._tally("mul", out.size)
         return out
 
     def scale(self, a: Array, c: Array) -> Array:
         """Multiply by a scalar constant (counted as a multiply)."""
-        return self.mul(a, c)
+        if self.tile is None:
+            return self.mul(a, c)
+        out = self._vec("MULS", a, s=float(c))
+        self._tally("mul", out.size)
+        return out
 
     def add(self, a: Array, b: Array) -> Array:
-        out = self.rnd(a + b)
+        out = self._vec("ADD", a, b) if self.tile is not None else self.rnd(a + b)
         self._tally("add", out.size)
         return out
 
     def sub(self, a: Array, b: Array) -> Array:
-        out = self.rnd(a - b)
+        out = self._vec("SUB", a, b) if self.tile is not None else self.rnd(a - b)
         self._tally("add", out.size)
         return out
 
     def one_minus(self, a: Array) -> Array:
-        out = self.rnd(1.0 - a)
+        out = self._vec("RSUBS", a, s=1.0) if self.tile is not None else self.rnd(1.0 - a)
         self._tally("add", out.size)
         return out
 
     def sigmoid(self, z: Array) -> Array:
-        # exp of a large positive argument overflows to inf and gives the correct limit 0
-        with np.errstate(over="ignore"):
-            out = self.rnd(1.0 / (1.0 + np.exp(-z)))
+        if self.tile is not None:
+            out = _hw().function("sigmoid", z)
+        else:
+            # exp of a large positive argument overflows to inf and gives the correct limit 0
+            with np.errstate(over="ignore"):
+                out = self.rnd(1.0 / (1.0 + np.exp(-z)))
         self._tally("sigmoid", out.size)
         return out
 
     def tanh(self, z: Array) -> Array:
-        out = self.rnd(np.tanh(z))
+        out = _hw().function("tanh", z) if self.tile is not None else self.rnd(np.tanh(z))
         self._tally("tanh", out.size)
         return out
 
     def softmax(self, z: Array) -> Array:
-        """Row softmax evaluated in the compute dtype and rounded once per output."""
-        e = np.exp(z - z.max(axis=-1, keepdims=True))
-        out = self.rnd(e / e.sum(axis=-1, keepdims=True))
+        """Row softmax evaluated in the compute dtype and rounded once per output (hardware
+        contract: ``hardware.softmax``'s sequence of VEC steps)."""
+        if self.tile is not None:
+            out = _hw().softmax(self.tile, z)
+        else:
+            e = np.exp(z - z.max(axis=-1, keepdims=True))
+            out = self.rnd(e / e.sum(axis=-1, keepdims=True))
         self._tally("softmax", out.size)
         return out
 
-    def sum_rows(self, a: Array) -> Array:
-        """Sum over the leading axes (a bias gradient): accumulated, then rounded once per output."""
+    def sum_rows(self, a: Array, fold: bool = False) -> Array:
+        """Sum over the leading axes (a bias gradient): accumulated, then rounded once per output.
+
+        Hardware contract: in row order in the accumulator (``hardware.acc_sum``), or with ``fold``
+        (a tensor the engine holds transposed) as row reductions (``hardware.fold_sum``)."""
         flat = a.reshape(-1, a.shape[-1])
-        out = self.rnd(flat.sum(axis=0))
+        if self.tile is not None:
+            out = (_hw().fold_sum if fold else _hw().acc_sum)(self.tile, flat)
+        else:
+            out = self.rnd(flat.sum(axis=0))
         self._tally("sum", flat.size)
         return out
 
     def sum_axis0(self, a: Array) -> Array:
-        """Sum of stacked tensors (the truncated cell-state ages), rounded once per output."""
-        out = self.rnd(a.sum(axis=0))
+        """Sum of stacked tensors (the truncated cell-state ages), rounded once per output
+        (hardware contract: in order in the accumulator, as ``sum_rows``)."""
+        out = _hw().acc_sum(self.tile, a) if self.tile is not None else self.rnd(a.sum(axis=0))
         self._tally("sum", a.size)
         return out
 
@@ -160,9 +199,18 @@ class Arith:
         k2, n = b.shape
         if k != k2:
             raise ValueError(f"GEMM {tag}: inner dimensions differ ({k} vs {k2})")
+        if self.counts is not None:
+            self.counts.gemm_calls[(tag, m, k, n)] += 1
+        if self.tile is not None:  # the tile's loop: bias, K tiles of `rows`, read-out (hardware.gemm)
+            return _hw().gemm(self.tile, a, b, bias)
         acc = a @ b
         if bias is not None:
             acc = acc + bias
-        if self.counts is not None:
-            self.counts.gemm_calls[(tag, m, k, n)] += 1
         return self.rnd(acc)
+
+
+def _hw() -> ModuleType:
+    """``tb.fptt.hardware``, imported on first use: the plain modes need none of rtl."""
+    from . import hardware
+
+    return hardware
