@@ -17,7 +17,7 @@ whole scratchpad), so each phase loads what it reads and stores what it writes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rtl.config import AccelConfig, ConfigError
 from rtl.vector.engine_model import VecCommand
@@ -28,16 +28,18 @@ from rtl.vector.programs import (
     CellBackward,
     CellForward,
     Loc,
+    SoftmaxRows,
     UpdateChunk,
     bf16_scalar,
     fptt_update,
     lstm_backward,
     lstm_forward,
+    softmax,
 )
 from tb.fptt.model import partition_bounds
 from tb.fptt.tensors import Dims, Hyper
 
-__all__ = ["FpttProblem", "Layout", "softmax_program"]
+__all__ = ["FpttProblem", "Layout"]
 
 MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ, θ̄, λ, g, R', tmp)
 
@@ -96,8 +98,6 @@ class Layout:
             raise ConfigError("dtype", cfg.dtype, "bf16 (FPTT training runs on bf16 tiles)")
         if d.hidden % self.width:
             raise ConfigError("hidden", d.hidden, f"a multiple of the array's cols ({self.width})")
-        if d.batch > self.width:
-            raise ConfigError("batch", d.batch, f"at most the array's cols ({self.width}): a batch is one row")
         if self.sp_end > cfg.sp_rows:
             raise ConfigError("hidden", d.hidden, f"a size whose tensors fit the {cfg.sp_rows}-row scratchpad")
 
@@ -119,12 +119,22 @@ class Layout:
     def blocks(self) -> Blocks:
         return Blocks(self.problem.dims.batch, self.problem.dims.hidden, self.width)
 
+    @property
+    def head_blocks(self) -> Blocks:
+        """The head's tensors, transposed: a row per class, ``width`` sequences of the batch each."""
+        d = self.problem.dims
+        return Blocks(d.classes, d.batch, self.width)
+
+    @property
+    def head_rows(self) -> int:
+        return self.head_blocks.rows
+
     # -- scratchpad regions (rows) ---------------------------------------------------------------
 
     @property
     def regions(self) -> dict[str, int]:
         """First row of every region; the same rows serve the phases that never overlap."""
-        r, c = self.r, self.problem.dims.classes
+        r, c, hc = self.r, self.problem.dims.classes, self.head_rows
         sizes = {
             "G": GATES * r,  # gates (forward), gates read back (backward)
             "SP": r,  # s_{t-1}
@@ -136,14 +146,14 @@ class Layout:
             "DS": r,
             "TMP": 3 * r,
             "CARRY": r,
-            "L": c,  # logits, transposed: one row per class, one element per sequence
-            "M": 2,  # running max, two rows used in turn
-            "E": c,
-            "SUM": 1,
-            "RCP": 1,
-            "P": c,
-            "OH": c,
-            "DL": c,
+            # the head: (classes, batch) tensors held transposed, Blocks(classes, batch, width)
+            "L": hc,  # logits
+            "MAX": 2 * ((c + 1) // 2),  # the max tree
+            "E": hc,
+            "RCP": self.head_blocks.count,
+            "P": hc,
+            "OH": hc,  # the labels, one-hot
+            "DL": hc,
         }
         out, row = {}, 0
         for name, size in sizes.items():
@@ -187,12 +197,16 @@ class Layout:
         )
         return lstm_backward(self.blocks, t)
 
-    def head(self, acc_row: int) -> list[VecCommand]:
-        d = self.problem.dims
-        return softmax_program(
-            d.classes, d.batch, self.loc("L"), self.loc("M"), self.loc("E"), Loc(acc_row, acc=True),
-            self.loc("SUM"), self.loc("RCP"), self.loc("P"), self.loc("OH"), self.loc("DL"),
-        )
+    def head(self) -> list[VecCommand]:
+        """Softmax of the logits, then dlogits = (p − onehot) · scale; the scale (weight/B of the
+        part) is the last command's scalar, which the firmware sets per part."""
+        hb, n = self.head_blocks, self.head_rows
+        t = SoftmaxRows(self.loc("L"), self.loc("E"), self.loc("P"), self.loc("MAX"), Loc(0, acc=True), self.loc("RCP"))
+        return [
+            *softmax(hb, t),
+            VecCommand(VecOp.SUB, n, self.width, a=self.regions["P"], b=self.regions["OH"], d=self.regions["DL"]),
+            VecCommand(VecOp.MULS, n, self.width, a=self.regions["DL"], d=self.regions["DL"]),
+        ]
 
     def update(self) -> list[VecCommand]:
         u, hp = self.update_rows, self.problem.hyper
@@ -218,6 +232,7 @@ class Layout:
             "FPTT_W": self.width,
             "FPTT_COUNT": self.count,
             "FPTT_R": self.r,
+            "FPTT_HEAD_BLOCKS": self.head_blocks.count,
             "FPTT_UPDATE_ROWS": self.update_rows,
             "FPTT_TRUNC_H": -1 if pr.hyper.trunc_h is None else pr.hyper.trunc_h,
             "FPTT_CARRY": int(pr.hyper.trunc_s != 0),
@@ -231,7 +246,7 @@ class Layout:
                  "#ifndef FPTT_LAYOUT_H", "#define FPTT_LAYOUT_H", "#include <stdint.h>", ""]
         lines += [f"#define {k} {v}" for k, v in defs.items()]
         lines += _c_program("fptt_forward_cell", self.forward_cell())
-        lines += _c_program("fptt_head", self.head(acc_row=0))
+        lines += _c_program("fptt_head", self.head())
         lines += _c_program("fptt_update", self.update())
         variants = [self.backward_cell(bool(v >> 1), bool(v & 1)) for v in range(4)]
         longest = max(len(v) for v in variants)
@@ -256,43 +271,3 @@ def _c_program(name: str, cmds: list[VecCommand]) -> list[str]:
         f"static const uint32_t {name}[{len(cmds)}][5] = {{\n  {body}\n}};",
         "",
     ]
-
-
-def softmax_program(
-    classes: int, batch: int, logits: Loc, mx: Loc, e: Loc, acc: Loc, total: Loc, rcp: Loc, p: Loc,
-    onehot: Loc, dl: Loc,
-) -> list[VecCommand]:
-    """Softmax over the classes of transposed logits (one row per class, one element per sequence)
-    and the head's gradient (p − onehot)·scale, the scale (weight/B) in the last command's scalar,
-    set per part by the firmware.
-
-    Rounding order (the bf16 reference's contract): m = max over classes in class order; e =
-    exp(z − m), the difference rounded to bf16 first; the sum of e accumulated in fp32 in class
-    order and rounded once to bf16; r = 1/sum correctly rounded; p = e · r; then p − onehot, then
-    times the scale, each rounded to bf16."""
-
-    def c(op: VecOp, rows: int, a: Loc, d: Loc, b: Loc | None = None, **kw: object) -> VecCommand:
-        b = b or Loc(0)
-        cmd = VecCommand(op, rows, batch, a=a.row, b=b.row, d=d.row, a_acc=a.acc, b_acc=b.acc, d_acc=d.acc)
-        return replace(cmd, **kw)
-
-    out = [c(VecOp.COPY, 1, logits, mx)]
-    for k in range(1, classes):
-        src, dst = mx.offset((k - 1) % 2), mx.offset(k % 2)
-        out.append(c(VecOp.MAX, 1, src, dst, b=logits.offset(k)))
-    m = mx.offset((classes - 1) % 2)
-    out += [
-        c(VecOp.SUB, classes, logits, e, b=m, b_one=True),
-        c(VecOp.EXP, classes, e, e),
-        c(VecOp.COPY, 1, e, acc),
-    ]
-    if classes > 1:
-        out.append(c(VecOp.COPY, classes - 1, e.offset(1), acc, d_one=True, accumulate=True))
-    out += [
-        c(VecOp.COPY, 1, acc, total),
-        c(VecOp.RECIP, 1, total, rcp),
-        c(VecOp.MUL, classes, e, p, b=rcp, b_one=True),
-        c(VecOp.SUB, classes, p, dl, b=onehot),
-        c(VecOp.MULS, classes, dl, dl),
-    ]
-    return out

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig, ConfigError
+from tb.fptt import hardware
 from tb.fptt.arith import BF16, Arith
 
 CONFIGS = {
@@ -29,11 +30,15 @@ def rne(x: np.ndarray, bits: int) -> np.ndarray:
 
 def tile_order_gemm(cfg: AccelConfig, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """bf16(A·B + bias) in the tile's order, written from docs/tile.md rather than the models: the
-    bias first; per K tile of ``rows`` a mesh sum from 0, products exact, each add rounded to the
-    accumulator's precision; the tile's sum added into the accumulator; one read-out rounding."""
+    bias as a last K row of B times a column of ones (docs/fptt.md); per K tile of ``rows`` a mesh
+    sum from 0, products exact, each add rounded to the accumulator's precision; the tile's sum
+    added into the accumulator; one read-out rounding."""
     p = 24 if cfg.acc_dtype == "fp32" else 8
+    if bias is not None:
+        a = np.concatenate([a, np.ones((a.shape[0], 1), a.dtype)], axis=1)
+        b = np.concatenate([b, bias.reshape(1, -1)])
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    acc = None if bias is None else np.broadcast_to(bias.astype(np.float64), (a.shape[0], b.shape[1]))
+    acc = None
     for k0 in range(0, a.shape[1], cfg.rows):
         part = np.zeros((a.shape[0], b.shape[1]))
         for k in range(k0, min(k0 + cfg.rows, a.shape[1])):
@@ -79,8 +84,10 @@ def test_contract_gemm_order_by_hand() -> None:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_contract_sums_in_row_order_in_the_accumulator(name: str) -> None:
-    """sum_rows / sum_axis0: in row order at the accumulator's precision, one bf16 rounding;
-    sum_rows with fold: fp32 adds in order within each ``cols`` chunk, chunks in the accumulator."""
+    """sum_axis0 (and the bias_gradient program, hardware.acc_sum): in row order at the
+    accumulator's precision, one bf16 rounding; sum_rows (bias gradients): the ones row of a GEMM,
+    in the tile's order; hardware.fold_sum: fp32 adds in order within each ``cols`` chunk, chunks
+    in the accumulator."""
     cfg = CONFIGS[name]
     p = 24 if cfg.acc_dtype == "fp32" else 8
     rng = np.random.default_rng(2)
@@ -90,8 +97,10 @@ def test_contract_sums_in_row_order_in_the_accumulator(name: str) -> None:
     acc = x[0].astype(np.float64)
     for row in x[1:]:
         acc = rne(acc + row, p)
-    np.testing.assert_array_equal(ar.sum_rows(x), rne(acc, 8).astype(np.float32))
     np.testing.assert_array_equal(ar.sum_axis0(x), rne(acc, 8).astype(np.float32))
+    np.testing.assert_array_equal(hardware.acc_sum(cfg, x), rne(acc, 8).astype(np.float32))
+    ones = tile_order_gemm(cfg, np.ones((1, len(x)), np.float32), x, None)[0]
+    np.testing.assert_array_equal(ar.sum_rows(x), ones)
     total = None
     for k0 in range(0, len(x), cfg.cols):
         part = x[k0].astype(np.float64)
@@ -99,7 +108,7 @@ def test_contract_sums_in_row_order_in_the_accumulator(name: str) -> None:
             part = rne(part + row, 24)
         part = rne(part, p)
         total = part if total is None else rne(total + part, p)
-    np.testing.assert_array_equal(ar.sum_rows(x, fold=True), rne(total, 8).astype(np.float32))
+    np.testing.assert_array_equal(hardware.fold_sum(cfg, x), rne(total, 8).astype(np.float32))
 
 
 def test_contract_elementwise_and_functions_equal_plain_bf16_on_normal_values() -> None:

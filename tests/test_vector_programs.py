@@ -33,6 +33,7 @@ from rtl.vector.programs import (
     to_rows,
     with_tokens,
 )
+from tb.fptt import hardware
 from tb.fptt.arith import BF16, Arith
 from tb.fptt.model import (
     _cell_carry,
@@ -475,7 +476,7 @@ def test_head_backward_bit_exact(name: str, batch: int, classes: int, weight: fl
     tile.run(cmds)
     dlogits = ar.scale(ar.sub(probs, onehot), ar.const(weight / batch))
     assert same_bits(from_rows(blocks, tile.get(t.dlogits, n, blocks.width)).T, dlogits)
-    assert same_bits(tile.get(t.db_out, classes, 1)[:, 0], ar.sum_rows(dlogits, fold=True))
+    assert same_bits(tile.get(t.db_out, classes, 1)[:, 0], hardware.fold_sum(cfg, dlogits))
 
 
 # -- a whole partition -----------------------------------------------------------------------

@@ -135,15 +135,24 @@ static void head(unsigned p, unsigned b) {
   const uint16_t *h_aug = XC(b) + FPTT_I; /* [h, 1], rows XW apart */
   uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
   gemm(FPTT_C, FPTT_H + 1, FPTT_B, W_OUT, FPTT_C, true, h_aug, XW, true, lg, FPTT_B, 0);
-  const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)lg, FPTT_B * 2, FPTT_C | FPTT_B << 16, FPTT_SP_L};
-  const uint32_t ow[5] = {PYARD_OP_LOAD | FPTT_LOAD_SIGNAL_VEC, (uint32_t)(uintptr_t)onehot, FPTT_B * 2,
-                          FPTT_C | FPTT_B << 16, FPTT_SP_OH};
-  push(lw, 5);
-  push(ow, 5);
+  /* (classes, batch) tensors, transposed: one LOAD / STORE per block of FPTT_W sequences */
+  for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
+    const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
+    const uint32_t shape = FPTT_C | elems << 16, last = k + 1 == FPTT_HEAD_BLOCKS ? FPTT_LOAD_SIGNAL_VEC : 0;
+    const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)(lg + k * FPTT_W), FPTT_B * 2, shape,
+                            FPTT_SP_L + k * FPTT_C};
+    const uint32_t ow[5] = {PYARD_OP_LOAD | last, (uint32_t)(uintptr_t)(onehot + k * FPTT_W), FPTT_B * 2, shape,
+                            FPTT_SP_OH + k * FPTT_C};
+    push(lw, 5);
+    push(ow, 5);
+  }
   program(fptt_head, FPTT_HEAD_LEN, 0, part_scale[p]);
-  const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | PYARD_WAIT_VEC, (uint32_t)(uintptr_t)dlogits, FPTT_B * 2,
-                          FPTT_C | FPTT_B << 16, FPTT_SP_DL, 0};
-  push(sw, 6);
+  for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
+    const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
+    const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | (k ? 0 : PYARD_WAIT_VEC), (uint32_t)(uintptr_t)(dlogits + k * FPTT_W),
+                            FPTT_B * 2, FPTT_C | elems << 16, FPTT_SP_DL + k * FPTT_C, 0};
+    push(sw, 6);
+  }
   if (!err) err = pyard_fence();
   /* dW_out and db_out = [h, 1]ᵀ · dlogits; dh = dlogits · W_outᵀ */
   gemm(FPTT_H + 1, FPTT_B, FPTT_C, h_aug, XW, true, dlogits, FPTT_B, true, grad + FPTT_GATE_PARAMS, FPTT_C, 0);

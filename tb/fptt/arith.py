@@ -12,9 +12,9 @@ by kind, so the analytic counts in :mod:`tb.fptt.accounting` can be checked agai
   output element.
 * ``bf16`` with ``tile=cfg`` (an ``rtl.config.AccelConfig``): the **hardware contract**. Storage as
   plain bf16, but every operation is the one the tile computes, bit for bit (docs/fptt.md,
-  "Hardware contract"; ``tb.fptt.hardware``): GEMMs in the tile's order, element-wise steps as VEC
-  lane ops, functions from the engine's tables, sums in the accumulator in row order, the softmax
-  as a fixed sequence of VEC operations.
+  "Hardware contract"; ``tb.fptt.hardware``): GEMMs in the tile's order (a bias as the last row of
+  B), element-wise steps as VEC lane ops, functions from the engine's tables, bias gradients as
+  the ones row of the gradient GEMM, the softmax as a fixed sequence of VEC operations.
 """
 
 from __future__ import annotations
@@ -172,16 +172,13 @@ class Arith:
         self._tally("softmax", out.size)
         return out
 
-    def sum_rows(self, a: Array, fold: bool = False) -> Array:
+    def sum_rows(self, a: Array) -> Array:
         """Sum over the leading axes (a bias gradient): accumulated, then rounded once per output.
 
-        Hardware contract: in row order in the accumulator (``hardware.acc_sum``), or with ``fold``
-        (a tensor the engine holds transposed) as row reductions (``hardware.fold_sum``)."""
+        Hardware contract: the ones row of the gradient GEMM (``hardware.ones_sum``), where the
+        firmware gets every bias gradient (docs/fptt.md)."""
         flat = a.reshape(-1, a.shape[-1])
-        if self.tile is not None:
-            out = (_hw().fold_sum if fold else _hw().acc_sum)(self.tile, flat)
-        else:
-            out = self.rnd(flat.sum(axis=0))
+        out = _hw().ones_sum(self.tile, flat) if self.tile is not None else self.rnd(flat.sum(axis=0))
         self._tally("sum", flat.size)
         return out
 

@@ -3,14 +3,16 @@
 ``Arith("bf16", tile=cfg)`` routes its arithmetic here (docs/fptt.md, "Hardware contract"). Nothing
 is re-implemented: each function applies the tile's own bit-exact models to bf16 bit patterns.
 
-* GEMM: ``rtl.gemm_loop_model.loop_result``, the GEMM command's loop: the bias first, then each
-  ``rows``-wide K tile's mesh sum (from +0, top PE first) added into the accumulator (fp32 or bf16),
-  then the read-out rounding to bf16.
+* GEMM: ``rtl.gemm_loop_model.loop_result``, the GEMM command's loop: each ``rows``-wide K tile's
+  mesh sum (from +0, top PE first) added into the accumulator (fp32 or bf16), then the read-out
+  rounding to bf16. A bias is one more row of B, multiplied by a column of ones appended to A, as
+  the FPTT firmware keeps it (θ's b_gate follows w_gate in memory): it enters in the last K tile.
 * Element-wise steps: one lane op (``rtl.vector.lane_model.lane``) on widened bf16 operands, its fp32
   result narrowed to bf16 by a scratchpad write (``rtl.vector.engine_model.narrow``).
 * Functions (sigmoid, tanh, exp, 1/x): the function unit's correctly rounded tables.
-* Sums: in row order in the accumulator's type (the first row copied, every further row added by
-  the accumulator's adder), then one rounding to bf16: ``programs.bias_gradient``'s order.
+* Bias gradients (``ones_sum``): the ones row of the gradient GEMM, i.e. a GEMM of a row of ones
+  by the rows; other sums in row order in the accumulator's type (the first row copied, every
+  further row added by the accumulator's adder), then one rounding: ``programs.bias_gradient``.
 * Softmax over the last axis: max, subtract, EXP, sum, RECIP, multiply, each a VEC step
   (``programs.softmax``).
 """
@@ -37,6 +39,7 @@ __all__ = [
     "fold_sum",
     "function",
     "gemm",
+    "ones_sum",
     "softmax",
     "to_bits",
     "to_values",
@@ -75,10 +78,19 @@ def _acc_init(cfg: AccelConfig, bits: Bits16) -> npt.NDArray[np.uint32]:
 
 
 def gemm(cfg: AccelConfig, a: npt.ArrayLike, b: npt.ArrayLike, bias: npt.ArrayLike | None) -> F32:
-    """``bf16(A·B + bias)`` as the GEMM command computes it (bias: a row, or None)."""
-    init = None if bias is None else _acc_init(cfg, to_bits(bias))
-    out = loop_result(cfg, to_bits(a), to_bits(b), init, ONE_F32, 0, OUT_NARROW)
-    return to_values(out)
+    """``bf16(A·B + bias)`` as the GEMM command computes ``[A, 1] · [B; bias]`` (bias: a row, or None)."""
+    a_bits, b_bits = to_bits(a), to_bits(b)
+    if bias is not None:
+        one = to_bits(np.float32(1.0))
+        a_bits = np.concatenate([a_bits, np.full((a_bits.shape[0], 1), one, np.uint16)], axis=1)
+        b_bits = np.concatenate([b_bits, to_bits(bias).reshape(1, -1)])
+    return to_values(loop_result(cfg, a_bits, b_bits, None, ONE_F32, 0, OUT_NARROW))
+
+
+def ones_sum(cfg: AccelConfig, rows: npt.ArrayLike) -> F32:
+    """Σ over the leading axis as the ones row of a gradient GEMM: ``1ᵀ · rows`` in the tile's order."""
+    flat = np.asarray(rows, dtype=np.float32)
+    return gemm(cfg, np.ones((1, flat.shape[0]), np.float32), flat, None)[0]
 
 
 def elementwise(cfg: AccelConfig, op: VecOp, a: npt.ArrayLike, b: npt.ArrayLike = 0.0, s: float = 0.0) -> F32:

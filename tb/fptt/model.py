@@ -175,7 +175,7 @@ def _head_backward(
     dlogits = ar.scale(ar.sub(ar.load(out.probs), onehot), ar.const(weight / bsz))
     h = ar.load(st.h_last)
     dw_out = ar.gemm(np.ascontiguousarray(h.T), dlogits, "bwd_out_w")
-    db_out = ar.sum_rows(dlogits, fold=True)  # the engine holds dlogits transposed (docs/fptt.md)
+    db_out = ar.sum_rows(dlogits)
     dh = ar.gemm(dlogits, np.ascontiguousarray(ar.load(theta.w_out).T), "bwd_out_h")
     return dlogits, (dw_out, db_out), dh
 
