@@ -1,6 +1,6 @@
 """Build the FPTT firmware for a problem, fill main memory, run it on the SoC and read it back.
 
-The host's part is data only: it writes θ (θ̄ = θ, λ = 0), the input sequences (into the x
+The host's part is data only: it writes θ, θ̄ and λ, the input sequences (into the x
 columns of each step's GEMM input, with the constant 1 that multiplies the bias row), the labels as
 one-hot columns and each part's bounds and loss scale; the firmware does the rest. Results: each
 part's logits (so the loss), θ, θ̄, λ at the end (and after every part with ``snapshots``), the
@@ -31,7 +31,7 @@ __all__ = ["PHASES", "FpttResult", "build", "run"]
 
 FIRMWARE = Path(__file__).resolve().parent.parent / "firmware" / "fptt" / "fptt.c"
 # The firmware's phase_cycles entries, in order (fptt.c, T_FWD_GEMM ...).
-PHASES = ("fwd_gemm", "fwd_cell", "head", "bwd_cell", "bwd_dh", "bwd_dw", "update")
+PHASES = ("fwd_gemm", "fwd_cell", "softmax", "bwd_cell", "bwd_dh", "bwd_dw", "update", "snapshot")
 ONE_BF16 = 0x3F80
 
 
@@ -49,7 +49,14 @@ class FpttResult:
 
     @property
     def cycles(self) -> int:
-        return self.run.cycles
+        """The pass's cycles: the run's, less the snapshot copies made for ``--check``."""
+        return self.run.cycles - self.phase_cycles["snapshot"]
+
+    @property
+    def phases(self) -> dict[str, int]:
+        """Cycles per phase of the pass, and ``other``: start-up and whatever lies between phases."""
+        out = {k: v for k, v in self.phase_cycles.items() if k != "snapshot"}
+        return {**out, "other": self.cycles - sum(out.values())}
 
 
 def build(cfg: SocConfig, problem: FpttProblem, snapshots: bool, cores: int | None = None) -> Path:
@@ -78,7 +85,7 @@ def unflatten(bits: npt.NDArray[np.uint16], like: Params) -> Params:
     return Params(**out)
 
 
-def _inputs(problem: FpttProblem, theta: Params, x: npt.ArrayLike, labels: npt.ArrayLike) -> dict[str, bytes]:
+def _inputs(problem: FpttProblem, state: FpttState, x: npt.ArrayLike, labels: npt.ArrayLike) -> dict[str, bytes]:
     d, t = problem.dims, problem.steps
     x = np.asarray(x, dtype=np.float32)
     if x.shape != (d.batch, t, d.inputs):
@@ -91,10 +98,10 @@ def _inputs(problem: FpttProblem, theta: Params, x: npt.ArrayLike, labels: npt.A
     onehot[labels, np.arange(d.batch)] = ONE_BF16
     parts = problem.parts
     weight = [(b / t if problem.hyper.ramp else 1.0) / d.batch for _, b in parts]
-    flat = flatten(theta).tobytes()
     return {
-        "theta": flat,
-        "theta_bar": flat,
+        "theta": flatten(state.theta).tobytes(),
+        "theta_bar": flatten(state.theta_bar).tobytes(),
+        "lam": flatten(state.lam).tobytes(),
         "xc": xc.tobytes(),
         "onehot": onehot.tobytes(),
         "part_a": np.array([a for a, _ in parts], np.uint32).tobytes(),
@@ -106,7 +113,7 @@ def _inputs(problem: FpttProblem, theta: Params, x: npt.ArrayLike, labels: npt.A
 def run(
     cfg: SocConfig,
     problem: FpttProblem,
-    theta: Params,
+    state: FpttState,
     x: npt.ArrayLike,
     labels: npt.ArrayLike,
     *,
@@ -114,10 +121,10 @@ def run(
     cores: int | None = None,
     max_cycles: int = 2_000_000_000,
 ) -> FpttResult:
-    """One pass of ``problem`` from θ (θ̄ = θ, λ = 0) on the SoC ``cfg``."""
+    """One pass of ``problem`` from ``state`` (θ, θ̄, λ) on the SoC ``cfg``."""
     elf = build(cfg, problem, snapshots, cores)
     symbols = load_elf(elf).symbols
-    loads = {symbols[name]: data for name, data in _inputs(problem, theta, x, labels).items()}
+    loads = {symbols[name]: data for name, data in _inputs(problem, state, x, labels).items()}
     d, parts, n = problem.dims, len(problem.parts), problem.params
     dumps = {
         "theta": (symbols["theta"], 2 * n),
@@ -130,7 +137,7 @@ def run(
     if snapshots:
         dumps["snapshots"] = (symbols["snapshots"], 2 * parts * 3 * n)
     res = run_elf(cfg, elf, max_cycles=max_cycles, dumps=dumps, loads=loads)
-    return _result(problem, theta, np.asarray(labels), res, snapshots)
+    return _result(problem, state.theta, np.asarray(labels), res, snapshots)
 
 
 def _result(problem: FpttProblem, like: Params, labels: npt.NDArray, res: RunResult, snapshots: bool) -> FpttResult:

@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_sweep(fsub)
     _add_memory(fsub)
     _add_bench(fsub)
+    from fptt_soc.cli import add_run
+
+    add_run(fsub)
 
 
 # -- options ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from .arith import Arith
 from .model import backward, cross_entropy, forward, fptt_update, head, partition_bounds
-from .tensors import FpttState, Hyper, Params
+from .tensors import FpttState, HeadOut, Hyper, Params
 
 Labels = npt.NDArray[np.integer]
 
@@ -24,9 +24,17 @@ class SequenceResult:
     partition_losses: list[float] = field(default_factory=list)
 
 
-def train_sequence(state: FpttState, x: npt.NDArray[np.floating], y: Labels, hp: Hyper, ar: Arith) -> SequenceResult:
+def train_sequence(
+    state: FpttState,
+    x: npt.NDArray[np.floating],
+    y: Labels,
+    hp: Hyper,
+    ar: Arith,
+    on_part: Callable[[int, FpttState, HeadOut], None] | None = None,
+) -> SequenceResult:
     """One FPTT-K pass over a batch x (B, T, I) with class labels y (B,): K forward / backward /
-    update rounds, the states carried from one partition to the next (Algorithm 4)."""
+    update rounds, the states carried from one partition to the next (Algorithm 4). ``on_part``
+    sees each part's index, the state after its update and its output layer."""
     bsz, steps, _ = x.shape
     hid = state.theta.w_out.shape[0]
     h = np.zeros((bsz, hid), dtype=ar.storage)
@@ -40,6 +48,8 @@ def train_sequence(state: FpttState, x: npt.NDArray[np.floating], y: Labels, hp:
         state, _ = fptt_update(state, bw.grads, hp.eta, hp.alpha, ar)
         h, s = st.h_last, st.s[-1]
         losses.append(out.loss)
+        if on_part is not None:
+            on_part(len(losses) - 1, state, out)
     return SequenceResult(state=state, loss=losses[-1], partition_losses=losses)
 
 
