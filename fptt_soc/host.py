@@ -149,7 +149,7 @@ def _result(problem: FpttProblem, like: Params, labels: npt.NDArray, res: RunRes
             + res.console[-2000:]
         )
     lg = np.frombuffer(res.dumps["logits"], np.uint16).view(BF16).reshape(parts, d.classes, d.batch)
-    logits = lg.astype(np.float32).transpose(0, 2, 1)
+    logits = np.ascontiguousarray(lg.astype(np.float32).transpose(0, 2, 1))
 
     def state(bits: npt.NDArray[np.uint16]) -> FpttState:
         n = problem.params
