@@ -45,6 +45,7 @@ from tb.fptt.model import (
     forward,
     head,
     init_params,
+    window_start,
 )
 from tb.fptt.model import fptt_update as ref_fptt_update
 from tb.fptt.tensors import Dims, FpttState, Params
@@ -633,21 +634,27 @@ class Chain:
         self.grads["b_out"] = tile.get(hb.db_out, classes, 1)[:, 0]
         return tile_gemm(self.cfg, dlogits, np.ascontiguousarray(w_out.T))
 
-    def backward(self, dh: np.ndarray) -> None:
-        """The window (the whole partition) with the carry handed on, dW and the bias sums."""
+    def backward(self, dh: np.ndarray, trunc_h: int | None) -> None:
+        """The backward pass with the carry handed on (trunc_s = None, so the cell-state gradient
+        runs past a window of trunc_h + 1 steps to the partition's start), dW and the bias sums."""
         tile, blocks, n, steps = self.tile, self.blocks, self.blocks.rows, len(self.fwd)
+        lo = window_start(steps, trunc_h)
         w_h_t = np.ascontiguousarray(self.w[-blocks.features :].T)
         dz = [tile.alloc(GATES * n) for _ in range(steps)]
         dh_loc, ds, carry, tmp = tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(3 * n)
         dzs = []
         for j in range(steps - 1, -1, -1):
-            tile.put(dh_loc, to_rows(blocks, dh))
-            t = CellBackward(dh_loc, self.fwd[j].gates, self.fwd[j].ts, self.s[j], dz[j], ds, tmp,
-                             carry if j < steps - 1 else None, carry if j else None)  # fmt: skip
+            if j >= lo:
+                tile.put(dh_loc, to_rows(blocks, dh))
+            else:  # past the window: dz[o] zero-filled, as a LOAD with zero fill would
+                tile.put(dz[j].offset(2 * n), np.zeros((n, blocks.width), np.float32))
+            t = CellBackward(dh_loc if j >= lo else None, self.fwd[j].gates, self.fwd[j].ts, self.s[j], dz[j], ds,
+                             tmp, carry if j < steps - 1 else None, carry if j else None)  # fmt: skip
             tile.run(lstm_backward(blocks, t))
             dzs.insert(0, get_gates(tile, blocks, dz[j]))
             assert same_bits(dzs[0], f32(self.bw.dz[j]))
-            dh = tile_gemm(self.cfg, dzs[0], w_h_t)
+            if j > lo:
+                dh = tile_gemm(self.cfg, dzs[0], w_h_t)
         xc_t = np.ascontiguousarray(np.concatenate(self.xcs).T)
         self.grads["w_gate"] = bf16(tile_gemm(self.cfg, xc_t, np.concatenate(dzs)))
         count = GATES * blocks.count
@@ -675,13 +682,16 @@ class Chain:
                 assert same_bits(got, f32(getattr(p, key)).ravel()), key
 
 
+@pytest.mark.parametrize("trunc_h", [None, 1])
 @pytest.mark.parametrize("hidden", HIDDENS)
 @pytest.mark.parametrize("name", ["4x4", "4x4-acc-bf16"])
-def test_partition_on_the_contract(name: str, hidden: int) -> None:
+def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None) -> None:
     """A whole partition (forward, head, backward, bias gradients, update) of the contract
     reference (``Arith("bf16", tile=cfg)``) equals the engine-model programs chained with the tile's
     GEMM model, every GEMM result left unrounded in the accumulator for the next program to read:
-    gates, states, probabilities, dlogits, every dz, all four gradients and θ, θ̄, λ after the update."""
+    gates, states, probabilities, dlogits, every dz, all four gradients and θ, θ̄, λ after the update.
+    With trunc_h = 1 the window is the last two of three steps and the first step is reached by the
+    cell-state carry only (Algorithm 3 line 15)."""
     cfg, steps, inputs, classes, eta, alpha = CONFIGS[name], 3, 3, 5, 0.05, 0.1
     rng = np.random.default_rng(hidden + 100)
     dims = Dims(inputs=inputs, hidden=hidden, classes=classes, batch=BATCH)
@@ -692,7 +702,8 @@ def test_partition_on_the_contract(name: str, hidden: int) -> None:
     ar = Arith("bf16", tile=cfg)
     st = forward(theta, x, h0, s0, ar)
     out = head(theta, st.h_last, labels, ar)
-    bw = backward(theta, st, out, labels, ar)
+    bw = backward(theta, st, out, labels, ar, trunc_h)
+    assert bw.window_start == 0 and len(bw.dz) == steps
     state = FpttState(
         theta=theta,
         theta_bar=theta.map(lambda p: bf16(f32(p) * 0.9).astype(BF16)),
@@ -702,5 +713,5 @@ def test_partition_on_the_contract(name: str, hidden: int) -> None:
 
     chain = Chain(cfg, theta, hidden, st, out, bw)
     chain.forward(x, h0, s0)
-    chain.backward(chain.head(labels))
+    chain.backward(chain.head(labels), trunc_h)
     chain.update(state, new_state, eta, alpha)

@@ -174,9 +174,13 @@ class CellBackward:
     scratchpad), ``gates``, ``ts``, ``s_prev`` (kept from the forward step), ``carry_in`` (ds·f handed
     back from step j+1; None at the loss step or without a carry). Outputs: ``dz`` (gate layout),
     ``ds`` (total ds_j), ``carry_out`` (ds_j·f_j for step j-1; None at the window's oldest step).
-    ``tmp``: 3 gates' worth of scratch rows."""
+    ``tmp``: 3 gates' worth of scratch rows.
 
-    dh: Loc
+    ``dh = None``: a step past the window that only the cell-state carry reaches (Algorithm 3 line
+    15, ``s_window_start``): ds = carry_in, and the caller zero-fills dz[o] beforehand (LOAD with
+    zero fill), which the sigmoid' multiply then keeps at +0, as the reference's dz[o] = 0."""
+
+    dh: Loc | None
     gates: Loc
     ts: Loc
     s_prev: Loc
@@ -189,25 +193,19 @@ class CellBackward:
 
 def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
     """``_ds_from_h``, ``_cell_carry`` (modes "none" and "carry") and ``_gate_grads`` of one step:
-    14 commands, +1 to round an accumulator ``dh`` to bf16, +1 with ``carry_in``, +1 with ``carry_out``."""
+    14 commands, +1 to round an accumulator ``dh`` to bf16, +1 with ``carry_in``, +1 with ``carry_out``;
+    past the window (``dh`` None) 10, +1 with ``carry_out``."""
     n, w = blocks.rows, blocks.width
     i, f, o, g = (t.gates.offset(k * n) for k in range(GATES))
     dz_i, dz_f, dz_o, dz_g = (t.dz.offset(k * n) for k in range(GATES))
-    tmp0, tmp1, tmp2 = (t.tmp.offset(k * n) for k in range(3))
-    out: list[VecCommand] = []
-    dh = t.dh
-    if dh.acc:  # the reference rounds the GEMM's dh to bf16 before using it
-        out.append(_cmd(VecOp.COPY, n, w, dh, tmp0))
-        dh = tmp0
-    out += [
-        _cmd(VecOp.MUL, n, w, dh, dz_o, b=t.ts),  # d o (pre-sigmoid' factor)
-        _cmd(VecOp.MUL, n, w, dh, tmp1, b=o),  # d ts
-        _cmd(VecOp.MUL, n, w, t.ts, tmp2, b=t.ts),
-        _cmd(VecOp.RSUBS, n, w, tmp2, tmp2, scalar=ONE),  # tanh'(s) = 1 - ts²
-        _cmd(VecOp.MUL, n, w, tmp1, t.ds, b=tmp2),  # ds0
-    ]
-    if t.carry_in is not None:
-        out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
+    tmp0 = t.tmp
+    if t.dh is None:
+        assert t.carry_in is not None, "a step past the window is reached by the carry only"
+        out = [_cmd(VecOp.COPY, n, w, t.carry_in, t.ds)]  # ds = the carry (exact)
+    else:
+        out = _ds_from_h_cmds(blocks, t, dz_o, o)
+        if t.carry_in is not None:
+            out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
     if t.carry_out is not None:
         out.append(_cmd(VecOp.MUL, n, w, t.ds, t.carry_out, b=f))
     return [
@@ -222,6 +220,26 @@ def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
         _cmd(VecOp.MUL, n, w, g, tmp0, b=g),
         _cmd(VecOp.RSUBS, n, w, tmp0, tmp0, scalar=ONE),  # tanh' = 1 - g²
         _cmd(VecOp.MUL, n, w, dz_g, dz_g, b=tmp0),
+    ]
+
+
+def _ds_from_h_cmds(blocks: Blocks, t: CellBackward, dz_o: Loc, o: Loc) -> list[VecCommand]:
+    """ds₀ and d o from dh (commands 0-5 of docs/vector.md's backward table)."""
+    n, w = blocks.rows, blocks.width
+    tmp0, tmp1, tmp2 = (t.tmp.offset(k * n) for k in range(3))
+    out: list[VecCommand] = []
+    dh = t.dh
+    assert dh is not None
+    if dh.acc:  # the reference rounds the GEMM's dh to bf16 before using it
+        out.append(_cmd(VecOp.COPY, n, w, dh, tmp0))
+        dh = tmp0
+    return [
+        *out,
+        _cmd(VecOp.MUL, n, w, dh, dz_o, b=t.ts),  # d o (pre-sigmoid' factor)
+        _cmd(VecOp.MUL, n, w, dh, tmp1, b=o),  # d ts
+        _cmd(VecOp.MUL, n, w, t.ts, tmp2, b=t.ts),
+        _cmd(VecOp.RSUBS, n, w, tmp2, tmp2, scalar=ONE),  # tanh'(s) = 1 - ts²
+        _cmd(VecOp.MUL, n, w, tmp1, t.ds, b=tmp2),  # ds0
     ]
 
 
