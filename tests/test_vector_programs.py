@@ -4,6 +4,8 @@ the FPTT update. Every generated command must also pass the decoder's VEC rules.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from rtl.vector.functions import reference as function_reference
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 from rtl.vector.programs import (
     GATES,
+    Ages,
     Blocks,
     CellBackward,
     CellForward,
@@ -22,6 +25,7 @@ from rtl.vector.programs import (
     Loc,
     SoftmaxRows,
     UpdateChunk,
+    age_parts,
     bf16_scalar,
     bias_gradient,
     bias_gradient_finish,
@@ -42,9 +46,11 @@ from tb.fptt.model import (
     _head_backward,
     _lstm_step,
     backward,
+    carry_mode,
     forward,
     head,
     init_params,
+    s_window_start,
     window_start,
 )
 from tb.fptt.model import fptt_update as ref_fptt_update
@@ -634,33 +640,39 @@ class Chain:
         self.grads["b_out"] = tile.get(hb.db_out, classes, 1)[:, 0]
         return tile_gemm(self.cfg, dlogits, np.ascontiguousarray(w_out.T))
 
-    def backward(self, dh: np.ndarray, trunc_h: int | None) -> None:
-        """The backward pass with the carry handed on (trunc_s = None, so the cell-state gradient
-        runs past a window of trunc_h + 1 steps to the partition's start), dW and the bias sums."""
+    def backward(self, dh: np.ndarray, trunc_h: int | None, trunc_s: int | None) -> None:
+        """The backward pass (the cell-state gradient running past a window of trunc_h + 1 steps,
+        a single carry or, with trunc_s, its parts by age), dW and the bias sums."""
         tile, blocks, n, steps = self.tile, self.blocks, self.blocks.rows, len(self.fwd)
-        lo = window_start(steps, trunc_h)
+        lo, first = window_start(steps, trunc_h), s_window_start(steps, trunc_h, trunc_s)
+        ages = carry_mode(steps, trunc_h, trunc_s) == "ages"
         w_h_t = np.ascontiguousarray(self.w[-blocks.features :].T)
-        dz = [tile.alloc(GATES * n) for _ in range(steps)]
+        dz = {j: tile.alloc(GATES * n) for j in range(first, steps)}
         dh_loc, ds, carry, tmp = tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(3 * n)
+        parts, parts_acc = tile.alloc((trunc_s or 1) * n), tile.alloc(n, acc=True)
         dzs = []
-        for j in range(steps - 1, -1, -1):
+        for j in range(steps - 1, first - 1, -1):
             if j >= lo:
                 tile.put(dh_loc, to_rows(blocks, dh))
             else:  # past the window: dz[o] zero-filled, as a LOAD with zero fill would
                 tile.put(dz[j].offset(2 * n), np.zeros((n, blocks.width), np.float32))
             t = CellBackward(dh_loc if j >= lo else None, self.fwd[j].gates, self.fwd[j].ts, self.s[j], dz[j], ds,
-                             tmp, carry if j < steps - 1 else None, carry if j else None)  # fmt: skip
+                             tmp, carry if j < steps - 1 else None, carry if j > first else None)  # fmt: skip
+            if ages:
+                summed, kept = age_parts(steps - 1 - j, steps - lo, trunc_s)
+                age = Ages(parts, parts_acc, summed - (j >= lo), kept if j > first else 0)
+                t = replace(t, carry_in=None, carry_out=None, ages=age)
             tile.run(lstm_backward(blocks, t))
             dzs.insert(0, get_gates(tile, blocks, dz[j]))
-            assert same_bits(dzs[0], f32(self.bw.dz[j]))
+            assert same_bits(dzs[0], f32(self.bw.dz[j - first])), j
             if j > lo:
                 dh = tile_gemm(self.cfg, dzs[0], w_h_t)
-        xc_t = np.ascontiguousarray(np.concatenate(self.xcs).T)
+        xc_t = np.ascontiguousarray(np.concatenate(self.xcs[first:]).T)
         self.grads["w_gate"] = bf16(tile_gemm(self.cfg, xc_t, np.concatenate(dzs)))
         count = GATES * blocks.count
         db, db_out = tile.alloc(count, acc=True), tile.alloc(count)
-        for j in range(steps):
-            tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == 0))
+        for j in range(first, steps):
+            tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == first))
         tile.run(bias_gradient_finish(count, blocks.width, db, db_out))
         self.grads["b_gate"] = get_gates(tile, Blocks(1, blocks.features, self.cfg.cols), db_out)[0]
         for key, g in self.grads.items():
@@ -682,17 +694,17 @@ class Chain:
                 assert same_bits(got, f32(getattr(p, key)).ravel()), key
 
 
-@pytest.mark.parametrize("trunc_h", [None, 1])
+@pytest.mark.parametrize(("trunc_h", "trunc_s"), [(None, None), (1, None), (None, 1), (2, 1), (1, 2)])
 @pytest.mark.parametrize("hidden", HIDDENS)
 @pytest.mark.parametrize("name", ["4x4", "4x4-acc-bf16"])
-def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None) -> None:
+def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None, trunc_s: int | None) -> None:
     """A whole partition (forward, head, backward, bias gradients, update) of the contract
     reference (``Arith("bf16", tile=cfg)``) equals the engine-model programs chained with the tile's
     GEMM model, every GEMM result left unrounded in the accumulator for the next program to read:
     gates, states, probabilities, dlogits, every dz, all four gradients and θ, θ̄, λ after the update.
-    With trunc_h = 1 the window is the last two of three steps and the first step is reached by the
-    cell-state carry only (Algorithm 3 line 15)."""
-    cfg, steps, inputs, classes, eta, alpha = CONFIGS[name], 3, 3, 5, 0.05, 0.1
+    With trunc_h shorter than the part, the oldest steps are reached by the cell-state carry only
+    (Algorithm 3 line 15); with trunc_s, the carry is kept in parts by age ("ages")."""
+    cfg, steps, inputs, classes, eta, alpha = CONFIGS[name], 5, 3, 5, 0.05, 0.1
     rng = np.random.default_rng(hidden + 100)
     dims = Dims(inputs=inputs, hidden=hidden, classes=classes, batch=BATCH)
     theta = init_params(dims, rng).astype(BF16)
@@ -702,8 +714,8 @@ def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None) 
     ar = Arith("bf16", tile=cfg)
     st = forward(theta, x, h0, s0, ar)
     out = head(theta, st.h_last, labels, ar)
-    bw = backward(theta, st, out, labels, ar, trunc_h)
-    assert bw.window_start == 0 and len(bw.dz) == steps
+    bw = backward(theta, st, out, labels, ar, trunc_h, trunc_s)
+    assert bw.window_start == s_window_start(steps, trunc_h, trunc_s)
     state = FpttState(
         theta=theta,
         theta_bar=theta.map(lambda p: bf16(f32(p) * 0.9).astype(BF16)),
@@ -713,5 +725,5 @@ def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None) 
 
     chain = Chain(cfg, theta, hidden, st, out, bw)
     chain.forward(x, h0, s0)
-    chain.backward(chain.head(labels), trunc_h)
+    chain.backward(chain.head(labels), trunc_h, trunc_s)
     chain.update(state, new_state, eta, alpha)

@@ -29,6 +29,7 @@ from rtl.vector.ops import VecOp
 
 __all__ = [
     "GATES",
+    "Ages",
     "Blocks",
     "CellBackward",
     "CellForward",
@@ -36,6 +37,7 @@ __all__ = [
     "Loc",
     "SoftmaxRows",
     "UpdateChunk",
+    "age_parts",
     "bf16_scalar",
     "bias_gradient",
     "bias_gradient_finish",
@@ -189,6 +191,29 @@ class CellBackward:
     tmp: Loc
     carry_in: Loc | None = None
     carry_out: Loc | None = None
+    ages: Ages | None = None
+
+
+@dataclass(frozen=True)
+class Ages:
+    """The "ages" carry (``_cell_carry`` when trunc_s is shorter than the path): ds split by how far
+    it has followed the cell state. ``parts``: trunc_s slots of n rows, slot a holding the youngest
+    but a carried part; ``count_in`` arrive at this step, ``count_out`` go on to the next (0 at the
+    last step; ``age_parts`` gives both); ``acc``: n accumulator rows for their sum."""
+
+    parts: Loc
+    acc: Loc
+    count_in: int
+    count_out: int
+
+
+def age_parts(q: int, window: int, trunc_s: int) -> tuple[int, int]:
+    """(parts summed, parts handed on) at the step ``q`` steps before the loss step, for a window of
+    ``window`` steps: the window steps' ds₀ that have followed s at most trunc_s steps, and of them
+    those that may follow it one more (``_cell_carry``'s ``keep``). Inside the window the parts
+    summed include the step's own ds₀ (so ``count_in`` is one less)."""
+    newest = min(q, window - 1)
+    return newest - max(0, q - trunc_s) + 1, newest - max(0, q - trunc_s + 1) + 1
 
 
 def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
@@ -199,13 +224,14 @@ def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
     i, f, o, g = (t.gates.offset(k * n) for k in range(GATES))
     dz_i, dz_f, dz_o, dz_g = (t.dz.offset(k * n) for k in range(GATES))
     tmp0 = t.tmp
-    if t.dh is None:
+    out = [] if t.dh is None else _ds_from_h_cmds(blocks, t, dz_o, o)
+    if t.ages is not None:
+        out += _ages_cmds(blocks, t, t.ages, f)
+    elif t.dh is None:
         assert t.carry_in is not None, "a step past the window is reached by the carry only"
-        out = [_cmd(VecOp.COPY, n, w, t.carry_in, t.ds)]  # ds = the carry (exact)
-    else:
-        out = _ds_from_h_cmds(blocks, t, dz_o, o)
-        if t.carry_in is not None:
-            out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
+        out.append(_cmd(VecOp.COPY, n, w, t.carry_in, t.ds))  # ds = the carry (exact)
+    elif t.carry_in is not None:
+        out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
     if t.carry_out is not None:
         out.append(_cmd(VecOp.MUL, n, w, t.ds, t.carry_out, b=f))
     return [
@@ -221,6 +247,29 @@ def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
         _cmd(VecOp.RSUBS, n, w, tmp0, tmp0, scalar=ONE),  # tanh' = 1 - g²
         _cmd(VecOp.MUL, n, w, dz_g, dz_g, b=tmp0),
     ]
+
+
+def _ages_cmds(blocks: Blocks, t: CellBackward, ages: Ages, f: Loc) -> list[VecCommand]:
+    """ds = Σ parts in age order (ds₀ first inside the window) in the accumulator, one rounding;
+    then the kept parts times f, each into its next slot (oldest first, so no part is overwritten
+    before it is read; past the window the slots keep their order and are updated in place)."""
+    n, w = blocks.rows, blocks.width
+    inside = t.dh is not None
+    slot = [ages.parts.offset(a * n) for a in range(max(ages.count_in, ages.count_out))]
+    sources = ([t.ds] if inside else []) + slot[: ages.count_in]
+    assert sources, "no gradient reaches this step"
+    out = []
+    if len(sources) > 1:
+        out.append(_cmd(VecOp.COPY, n, w, sources[0], ages.acc))
+        out += [replace(_cmd(VecOp.COPY, n, w, src, ages.acc), accumulate=True) for src in sources[1:]]
+    elif not inside:
+        out.append(_cmd(VecOp.COPY, n, w, sources[0], t.ds))
+    for a in range(ages.count_out - 1, -1, -1):
+        src = slot[a] if not inside else slot[a - 1] if a else t.ds
+        out.append(_cmd(VecOp.MUL, n, w, src, slot[a], b=f))
+    if len(sources) > 1:
+        out.append(_cmd(VecOp.COPY, n, w, ages.acc, t.ds))
+    return out
 
 
 def _ds_from_h_cmds(blocks: Blocks, t: CellBackward, dz_o: Loc, o: Loc) -> list[VecCommand]:
