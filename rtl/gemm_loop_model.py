@@ -51,13 +51,12 @@ def loop_result(
     n = b.shape[1]
     acc = None if init is None else np.broadcast_to(init, (m, n)).astype(np.uint32)
     for k0, width in k_tiles if k_tiles is not None else gemm_k_tiles(cfg, k):
-        part = np.zeros((m, n), dtype=np.uint32)
-        for n0 in range(0, n, cfg.cols):
-            nw = min(cfg.cols, n - n0)
-            a_t = np.zeros((m, cfg.rows), a.dtype)
-            a_t[:, :width] = a[:, k0 : k0 + width]
-            w_t = np.zeros((cfg.rows, cfg.cols), b.dtype)
-            w_t[:width, :nw] = b[k0 : k0 + width, n0 : n0 + nw]
-            part[:, n0 : n0 + nw] = mesh_tile(cfg, a_t, w_t, np.zeros((m, cfg.cols), np.uint32))[:, :nw]
+        # Every output column is summed on its own, so the N tiles of ``cols`` columns of one K tile
+        # are modelled as one mesh tile as wide as N (the same sums, one NumPy call instead of N/cols).
+        a_t = np.zeros((m, cfg.rows), a.dtype)
+        a_t[:, :width] = a[:, k0 : k0 + width]
+        w_t = np.zeros((cfg.rows, n), b.dtype)
+        w_t[:width] = b[k0 : k0 + width]
+        part = mesh_tile(cfg, a_t, w_t, np.zeros((m, n), np.uint32))
         acc = part if acc is None else add_rows(cfg, acc, part)
     return readout(cfg, acc, scale, act, out)

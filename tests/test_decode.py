@@ -59,7 +59,7 @@ def vec(**fields) -> list[int]:
 VEC_CASES = [
     (vec(), None),
     (vec(op=VecOp.SIGMOID), "BAD_FIELD"),  # no transcendental functions on int8 tiles
-    (vec(op=15), "BAD_FIELD"),
+    (vec(op=VecOp.RECIP), "BAD_FIELD"),  # nor the reciprocal
     (vec(op=31), "BAD_FIELD"),
     (vec(shift=31, op=VecOp.MUL), None),
     (vec(accumulate=True), "BAD_FIELD"),  # accumulate into the scratchpad
@@ -236,7 +236,8 @@ def test_routing_and_fields() -> None:
     [
         (vec(op=VecOp.SIGMOID), None),
         (vec(op=VecOp.EXP, d_acc=True), None),
-        (vec(op=15), "BAD_FIELD"),
+        (vec(op=VecOp.RECIP), None),
+        (vec(op=31), "BAD_FIELD"),
         (vec(op=VecOp.MUL, shift=1), "BAD_FIELD"),  # no shift on bf16 tiles
         (store(flags=2 << 13), None),  # read-out sigmoid
         (store(flags=3 << 13), None),  # read-out tanh

@@ -19,14 +19,20 @@ DIMS = Dims(inputs=2, hidden=3, classes=4, batch=2)
 
 @pytest.mark.parametrize(
     ("T", "K", "trunc_h", "trunc_s"),
-    [(12, 1, None, None), (12, 5, None, None), (12, 2, 3, 1), (12, 1, None, 0), (12, 1, 8, 3), (7, 7, None, None)],
-)
-def test_op_counts_equal_an_instrumented_run(T: int, K: int, trunc_h: int | None, trunc_s: int | None) -> None:
+    [(12, 1, None, None), (12, 5, None, None), (12, 2, 3, 1), (12, 1, None, 0), (12, 1, 8, 3), (7, 7, None, None),
+     (12, 1, 4, None), (12, 1, 2, 5), (12, 2, 0, 2)],
+)  # fmt: skip
+@pytest.mark.parametrize("cut", [False, True])
+def test_op_counts_equal_an_instrumented_run(
+    T: int, K: int, trunc_h: int | None, trunc_s: int | None, cut: bool
+) -> None:
+    """Both readings of Algorithm 3 line 15: the cell-state gradient past the window or cut there."""
     ar = Arith("fp32", count=True)
     state = init_state(init_params(DIMS, np.random.default_rng(0)), np.float32)
     x = np.random.default_rng(1).uniform(size=(DIMS.batch, T, DIMS.inputs))
-    train_sequence(state, x, np.array([0, 1]), Hyper(0.1, 0.1, K, trunc_h, trunc_s), ar)
-    expected = op_counts(T, DIMS, K, trunc_h, trunc_s)
+    hyper = Hyper(0.1, 0.1, K, trunc_h, trunc_s, cut_s_at_window=cut)
+    train_sequence(state, x, np.array([0, 1]), hyper, ar)
+    expected = op_counts(T, DIMS, K, trunc_h, trunc_s, cut)
     assert ar.counts is not None
     assert dict(ar.counts.gemm_calls) == dict(expected.gemm_calls)
     assert dict(ar.counts.elementwise) == dict(expected.elementwise)

@@ -4,16 +4,20 @@ the FPTT update. Every generated command must also pass the decoder's VEC rules.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from rtl.config import AccelConfig
+from rtl.gemm_loop_model import loop_result
 from rtl.vector import engine_model
 from rtl.vector.engine_model import B_OPERAND_OPS, VecCommand
 from rtl.vector.functions import reference as function_reference
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 from rtl.vector.programs import (
     GATES,
+    Ages,
     Blocks,
     CellBackward,
     CellForward,
@@ -21,6 +25,7 @@ from rtl.vector.programs import (
     Loc,
     SoftmaxRows,
     UpdateChunk,
+    age_parts,
     bf16_scalar,
     bias_gradient,
     bias_gradient_finish,
@@ -42,9 +47,12 @@ from tb.fptt.model import (
     _head_backward,
     _lstm_step,
     backward,
+    carry_mode,
     forward,
     head,
     init_params,
+    s_window_start,
+    window_start,
 )
 from tb.fptt.model import fptt_update as ref_fptt_update
 from tb.fptt.tensors import Dims, FpttState, Params
@@ -553,3 +561,170 @@ def test_partition_forward_backward_bias(hidden: int) -> None:
         tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == 0))
     tile.run(bias_gradient_finish(count, blocks.width, db, db_out))
     assert same_bits(get_gates(tile, Blocks(1, hidden, cfg.cols), db_out)[0], np.asarray(ref.grads.b_gate, np.float32))
+
+
+# -- a whole partition on the hardware contract ------------------------------------------------
+
+
+def bits16(x: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns of bf16 values."""
+    return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def tile_gemm(cfg: AccelConfig, a: np.ndarray, b: np.ndarray, init: np.ndarray | None = None) -> np.ndarray:
+    """The accumulator after a GEMM command (``loop_result``, read through the identity read-out):
+    fp32 values, or bf16 values with a bf16 accumulator. ``init``: bias row or full D (bf16 values)."""
+    acc_init = None
+    if init is not None:
+        acc_init = bits16(init).astype(np.uint32) << (16 if cfg.acc_dtype == "fp32" else 0)
+    out = loop_result(cfg, bits16(a), bits16(b), acc_init, 0x3F800000, 0, 1)
+    if cfg.acc_dtype == "bf16":
+        return (out.astype(np.uint32) << 16).view(np.float32)
+    return out.astype(np.uint32).view(np.float32)
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+class Chain:
+    """One partition on a NumPy tile: the engine programs, and between them the tile's GEMM model
+    whose results stay unrounded in the accumulator; each stage checks its tensors against ``ref``
+    (the contract reference's forward ``st``, head ``out`` and backward ``bw``)."""
+
+    def __init__(self, cfg: AccelConfig, theta: Params, hidden: int, st, out, bw) -> None:
+        self.cfg, self.theta, self.st, self.out, self.bw = cfg, theta, st, out, bw
+        self.tile, self.blocks = Tile(cfg), Blocks(BATCH, hidden, cfg.cols)
+        self.w = f32(theta.w_gate)
+        self.grads: dict[str, np.ndarray] = {}
+
+    def forward(self, x: np.ndarray, h0: np.ndarray, s0: np.ndarray) -> None:
+        tile, blocks, n = self.tile, self.blocks, self.blocks.rows
+        self.s = [tile.alloc(n) for _ in range(x.shape[1] + 1)]
+        tile.put(self.s[0], to_rows(blocks, s0))
+        self.fwd, self.xcs, self.h = [], [], h0
+        for j in range(x.shape[1]):
+            t = CellForward(tile.alloc(GATES * n, acc=True), self.s[j], tile.alloc(GATES * n), self.s[j + 1],
+                            tile.alloc(n), tile.alloc(n))  # fmt: skip
+            self.xcs.append(np.concatenate([bf16(x[:, j]), self.h], axis=1))
+            put_gates(tile, blocks, t.z, tile_gemm(self.cfg, self.xcs[j], self.w, f32(self.theta.b_gate)))
+            tile.run(lstm_forward(blocks, t))
+            self.fwd.append(t)
+            self.h = get(tile, blocks, t.h)
+            assert same_bits(get_gates(tile, blocks, t.gates), f32(self.st.gates[j]))
+        assert same_bits(self.h, f32(self.st.h_last))
+
+    def head(self, labels: np.ndarray) -> np.ndarray:
+        """logitsᵀ = W_outᵀ · hᵀ + D (b_out along each row), softmax, head backward; returns dh."""
+        tile, classes, h = self.tile, len(self.theta.b_out), self.h
+        w_out = f32(self.theta.w_out)
+        heads = Blocks(classes, BATCH, self.cfg.cols)
+        n = classes * heads.count
+        sm = SoftmaxRows(tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(2 * ((classes + 1) // 2)),
+                         tile.alloc(heads.count, acc=True), tile.alloc(heads.count))  # fmt: skip
+        b_out = np.repeat(f32(self.theta.b_out)[:, None], BATCH, axis=1)
+        tile.put(
+            sm.z, to_rows(heads, tile_gemm(self.cfg, np.ascontiguousarray(w_out.T), np.ascontiguousarray(h.T), b_out))
+        )
+        tile.run(softmax(heads, sm))
+        assert same_bits(from_rows(heads, tile.get(sm.probs, n, heads.width)).T, f32(self.out.probs))
+        onehot = np.zeros((classes, BATCH), np.float32)
+        onehot[labels, np.arange(BATCH)] = 1.0
+        hb = HeadBackwardRows(
+            sm.probs, tile.alloc(n), tile.alloc(n), tile.alloc(classes, acc=True), tile.alloc(classes)
+        )
+        tile.put(hb.onehot, to_rows(heads, onehot))
+        tile.run(head_backward(heads, hb, bf16_scalar(1.0 / BATCH)))
+        dlogits = from_rows(heads, tile.get(hb.dlogits, n, heads.width)).T
+        assert same_bits(dlogits, f32(self.bw.dlogits))
+        self.grads["w_out"] = bf16(tile_gemm(self.cfg, np.ascontiguousarray(h.T), dlogits))
+        self.grads["b_out"] = tile.get(hb.db_out, classes, 1)[:, 0]
+        return tile_gemm(self.cfg, dlogits, np.ascontiguousarray(w_out.T))
+
+    def backward(self, dh: np.ndarray, trunc_h: int | None, trunc_s: int | None) -> None:
+        """The backward pass (the cell-state gradient running past a window of trunc_h + 1 steps,
+        a single carry or, with trunc_s, its parts by age), dW and the bias sums."""
+        tile, blocks, n, steps = self.tile, self.blocks, self.blocks.rows, len(self.fwd)
+        lo, first = window_start(steps, trunc_h), s_window_start(steps, trunc_h, trunc_s)
+        ages = carry_mode(steps, trunc_h, trunc_s) == "ages"
+        w_h_t = np.ascontiguousarray(self.w[-blocks.features :].T)
+        dz = {j: tile.alloc(GATES * n) for j in range(first, steps)}
+        dh_loc, ds, carry, tmp = tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(3 * n)
+        parts, parts_acc = tile.alloc((trunc_s or 1) * n), tile.alloc(n, acc=True)
+        dzs = []
+        for j in range(steps - 1, first - 1, -1):
+            if j >= lo:
+                tile.put(dh_loc, to_rows(blocks, dh))
+            else:  # past the window: dz[o] zero-filled, as a LOAD with zero fill would
+                tile.put(dz[j].offset(2 * n), np.zeros((n, blocks.width), np.float32))
+            t = CellBackward(dh_loc if j >= lo else None, self.fwd[j].gates, self.fwd[j].ts, self.s[j], dz[j], ds,
+                             tmp, carry if j < steps - 1 else None, carry if j > first else None)  # fmt: skip
+            if ages:
+                summed, kept = age_parts(steps - 1 - j, steps - lo, trunc_s)
+                age = Ages(parts, parts_acc, summed - (j >= lo), kept if j > first else 0)
+                t = replace(t, carry_in=None, carry_out=None, ages=age)
+            tile.run(lstm_backward(blocks, t))
+            dzs.insert(0, get_gates(tile, blocks, dz[j]))
+            assert same_bits(dzs[0], f32(self.bw.dz[j - first])), j
+            if j > lo:
+                dh = tile_gemm(self.cfg, dzs[0], w_h_t)
+        xc_t = np.ascontiguousarray(np.concatenate(self.xcs[first:]).T)
+        self.grads["w_gate"] = bf16(tile_gemm(self.cfg, xc_t, np.concatenate(dzs)))
+        count = GATES * blocks.count
+        db, db_out = tile.alloc(count, acc=True), tile.alloc(count)
+        for j in range(first, steps):
+            tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == first))
+        tile.run(bias_gradient_finish(count, blocks.width, db, db_out))
+        self.grads["b_gate"] = get_gates(tile, Blocks(1, blocks.features, self.cfg.cols), db_out)[0]
+        for key, g in self.grads.items():
+            want = f32(getattr(self.bw.grads, key))
+            assert same_bits(g.reshape(want.shape), want), key
+
+    def update(self, state: FpttState, new_state: FpttState, eta: float, alpha: float) -> None:
+        """``fptt_update`` with each parameter one chunk, from this chain's gradients."""
+        for key, g in self.grads.items():
+            size, width = g.size, self.cfg.cols
+            rows = -(-size // width)
+            u = UpdateChunk(*(self.tile.alloc(rows) for _ in range(6)))
+            for loc, p in ((u.theta, state.theta), (u.theta_bar, state.theta_bar), (u.lam, state.lam)):
+                self.tile.put(loc, chunk(f32(getattr(p, key)), rows, width))
+            self.tile.put(u.grad, chunk(g, rows, width))
+            self.tile.run(fptt_update(rows, width, u, bf16_scalar(eta), bf16_scalar(alpha)))
+            for loc, p in ((u.theta, new_state.theta), (u.theta_bar, new_state.theta_bar), (u.lam, new_state.lam)):
+                got = self.tile.get(loc, rows, width).ravel()[:size]
+                assert same_bits(got, f32(getattr(p, key)).ravel()), key
+
+
+@pytest.mark.parametrize(("trunc_h", "trunc_s"), [(None, None), (1, None), (None, 1), (2, 1), (1, 2)])
+@pytest.mark.parametrize("hidden", HIDDENS)
+@pytest.mark.parametrize("name", ["4x4", "4x4-acc-bf16"])
+def test_partition_on_the_contract(name: str, hidden: int, trunc_h: int | None, trunc_s: int | None) -> None:
+    """A whole partition (forward, head, backward, bias gradients, update) of the contract
+    reference (``Arith("bf16", tile=cfg)``) equals the engine-model programs chained with the tile's
+    GEMM model, every GEMM result left unrounded in the accumulator for the next program to read:
+    gates, states, probabilities, dlogits, every dz, all four gradients and θ, θ̄, λ after the update.
+    With trunc_h shorter than the part, the oldest steps are reached by the cell-state carry only
+    (Algorithm 3 line 15); with trunc_s, the carry is kept in parts by age ("ages")."""
+    cfg, steps, inputs, classes, eta, alpha = CONFIGS[name], 5, 3, 5, 0.05, 0.1
+    rng = np.random.default_rng(hidden + 100)
+    dims = Dims(inputs=inputs, hidden=hidden, classes=classes, batch=BATCH)
+    theta = init_params(dims, rng).astype(BF16)
+    x = rng.standard_normal((BATCH, steps, inputs)).astype(np.float32)
+    labels = rng.integers(0, classes, BATCH)
+    h0, s0 = (bf16(rng.standard_normal((BATCH, hidden)) * 0.5) for _ in range(2))
+    ar = Arith("bf16", tile=cfg)
+    st = forward(theta, x, h0, s0, ar)
+    out = head(theta, st.h_last, labels, ar)
+    bw = backward(theta, st, out, labels, ar, trunc_h, trunc_s)
+    assert bw.window_start == s_window_start(steps, trunc_h, trunc_s)
+    state = FpttState(
+        theta=theta,
+        theta_bar=theta.map(lambda p: bf16(f32(p) * 0.9).astype(BF16)),
+        lam=theta.map(lambda p: bf16(f32(p) * 0.01).astype(BF16)),
+    )
+    new_state, _ = ref_fptt_update(state, bw.grads, eta, alpha, ar)
+
+    chain = Chain(cfg, theta, hidden, st, out, bw)
+    chain.forward(x, h0, s0)
+    chain.backward(chain.head(labels), trunc_h, trunc_s)
+    chain.update(state, new_state, eta, alpha)

@@ -29,6 +29,7 @@ from rtl.vector.ops import VecOp
 
 __all__ = [
     "GATES",
+    "Ages",
     "Blocks",
     "CellBackward",
     "CellForward",
@@ -36,6 +37,7 @@ __all__ = [
     "Loc",
     "SoftmaxRows",
     "UpdateChunk",
+    "age_parts",
     "bf16_scalar",
     "bias_gradient",
     "bias_gradient_finish",
@@ -174,9 +176,13 @@ class CellBackward:
     scratchpad), ``gates``, ``ts``, ``s_prev`` (kept from the forward step), ``carry_in`` (ds·f handed
     back from step j+1; None at the loss step or without a carry). Outputs: ``dz`` (gate layout),
     ``ds`` (total ds_j), ``carry_out`` (ds_j·f_j for step j-1; None at the window's oldest step).
-    ``tmp``: 3 gates' worth of scratch rows."""
+    ``tmp``: 3 gates' worth of scratch rows.
 
-    dh: Loc
+    ``dh = None``: a step past the window that only the cell-state carry reaches (Algorithm 3 line
+    15, ``s_window_start``): ds = carry_in, and the caller zero-fills dz[o] beforehand (LOAD with
+    zero fill), which the sigmoid' multiply then keeps at +0, as the reference's dz[o] = 0."""
+
+    dh: Loc | None
     gates: Loc
     ts: Loc
     s_prev: Loc
@@ -185,28 +191,46 @@ class CellBackward:
     tmp: Loc
     carry_in: Loc | None = None
     carry_out: Loc | None = None
+    ages: Ages | None = None
+
+
+@dataclass(frozen=True)
+class Ages:
+    """The "ages" carry (``_cell_carry`` when trunc_s is shorter than the path): ds split by how far
+    it has followed the cell state. ``parts``: trunc_s slots of n rows, slot a holding the youngest
+    but a carried part; ``count_in`` arrive at this step, ``count_out`` go on to the next (0 at the
+    last step; ``age_parts`` gives both); ``acc``: n accumulator rows for their sum."""
+
+    parts: Loc
+    acc: Loc
+    count_in: int
+    count_out: int
+
+
+def age_parts(q: int, window: int, trunc_s: int) -> tuple[int, int]:
+    """(parts summed, parts handed on) at the step ``q`` steps before the loss step, for a window of
+    ``window`` steps: the window steps' ds₀ that have followed s at most trunc_s steps, and of them
+    those that may follow it one more (``_cell_carry``'s ``keep``). Inside the window the parts
+    summed include the step's own ds₀ (so ``count_in`` is one less)."""
+    newest = min(q, window - 1)
+    return newest - max(0, q - trunc_s) + 1, newest - max(0, q - trunc_s + 1) + 1
 
 
 def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
     """``_ds_from_h``, ``_cell_carry`` (modes "none" and "carry") and ``_gate_grads`` of one step:
-    14 commands, +1 to round an accumulator ``dh`` to bf16, +1 with ``carry_in``, +1 with ``carry_out``."""
+    14 commands, +1 to round an accumulator ``dh`` to bf16, +1 with ``carry_in``, +1 with ``carry_out``;
+    past the window (``dh`` None) 10, +1 with ``carry_out``."""
     n, w = blocks.rows, blocks.width
     i, f, o, g = (t.gates.offset(k * n) for k in range(GATES))
     dz_i, dz_f, dz_o, dz_g = (t.dz.offset(k * n) for k in range(GATES))
-    tmp0, tmp1, tmp2 = (t.tmp.offset(k * n) for k in range(3))
-    out: list[VecCommand] = []
-    dh = t.dh
-    if dh.acc:  # the reference rounds the GEMM's dh to bf16 before using it
-        out.append(_cmd(VecOp.COPY, n, w, dh, tmp0))
-        dh = tmp0
-    out += [
-        _cmd(VecOp.MUL, n, w, dh, dz_o, b=t.ts),  # d o (pre-sigmoid' factor)
-        _cmd(VecOp.MUL, n, w, dh, tmp1, b=o),  # d ts
-        _cmd(VecOp.MUL, n, w, t.ts, tmp2, b=t.ts),
-        _cmd(VecOp.RSUBS, n, w, tmp2, tmp2, scalar=ONE),  # tanh'(s) = 1 - ts²
-        _cmd(VecOp.MUL, n, w, tmp1, t.ds, b=tmp2),  # ds0
-    ]
-    if t.carry_in is not None:
+    tmp0 = t.tmp
+    out = [] if t.dh is None else _ds_from_h_cmds(blocks, t, dz_o, o)
+    if t.ages is not None:
+        out += _ages_cmds(blocks, t, t.ages, f)
+    elif t.dh is None:
+        assert t.carry_in is not None, "a step past the window is reached by the carry only"
+        out.append(_cmd(VecOp.COPY, n, w, t.carry_in, t.ds))  # ds = the carry (exact)
+    elif t.carry_in is not None:
         out.append(_cmd(VecOp.ADD, n, w, t.ds, t.ds, b=t.carry_in))
     if t.carry_out is not None:
         out.append(_cmd(VecOp.MUL, n, w, t.ds, t.carry_out, b=f))
@@ -222,6 +246,49 @@ def lstm_backward(blocks: Blocks, t: CellBackward) -> list[VecCommand]:
         _cmd(VecOp.MUL, n, w, g, tmp0, b=g),
         _cmd(VecOp.RSUBS, n, w, tmp0, tmp0, scalar=ONE),  # tanh' = 1 - g²
         _cmd(VecOp.MUL, n, w, dz_g, dz_g, b=tmp0),
+    ]
+
+
+def _ages_cmds(blocks: Blocks, t: CellBackward, ages: Ages, f: Loc) -> list[VecCommand]:
+    """ds = Σ parts in age order (ds₀ first inside the window) in the accumulator, one rounding;
+    then the kept parts times f, each into its next slot (oldest first, so no part is overwritten
+    before it is read; past the window the slots keep their order and are updated in place)."""
+    n, w = blocks.rows, blocks.width
+    inside = t.dh is not None
+    slot = [ages.parts.offset(a * n) for a in range(max(ages.count_in, ages.count_out))]
+    sources = ([t.ds] if inside else []) + slot[: ages.count_in]
+    assert sources, "no gradient reaches this step"
+    out = []
+    if len(sources) > 1:
+        out.append(_cmd(VecOp.COPY, n, w, sources[0], ages.acc))
+        out += [replace(_cmd(VecOp.COPY, n, w, src, ages.acc), accumulate=True) for src in sources[1:]]
+    elif not inside:
+        out.append(_cmd(VecOp.COPY, n, w, sources[0], t.ds))
+    for a in range(ages.count_out - 1, -1, -1):
+        src = slot[a] if not inside else slot[a - 1] if a else t.ds
+        out.append(_cmd(VecOp.MUL, n, w, src, slot[a], b=f))
+    if len(sources) > 1:
+        out.append(_cmd(VecOp.COPY, n, w, ages.acc, t.ds))
+    return out
+
+
+def _ds_from_h_cmds(blocks: Blocks, t: CellBackward, dz_o: Loc, o: Loc) -> list[VecCommand]:
+    """ds₀ and d o from dh (commands 0-5 of docs/vector.md's backward table)."""
+    n, w = blocks.rows, blocks.width
+    tmp0, tmp1, tmp2 = (t.tmp.offset(k * n) for k in range(3))
+    out: list[VecCommand] = []
+    dh = t.dh
+    assert dh is not None
+    if dh.acc:  # the reference rounds the GEMM's dh to bf16 before using it
+        out.append(_cmd(VecOp.COPY, n, w, dh, tmp0))
+        dh = tmp0
+    return [
+        *out,
+        _cmd(VecOp.MUL, n, w, dh, dz_o, b=t.ts),  # d o (pre-sigmoid' factor)
+        _cmd(VecOp.MUL, n, w, dh, tmp1, b=o),  # d ts
+        _cmd(VecOp.MUL, n, w, t.ts, tmp2, b=t.ts),
+        _cmd(VecOp.RSUBS, n, w, tmp2, tmp2, scalar=ONE),  # tanh'(s) = 1 - ts²
+        _cmd(VecOp.MUL, n, w, tmp1, t.ds, b=tmp2),  # ds0
     ]
 
 

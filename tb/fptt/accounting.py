@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arith import OpCounts
-from .model import carry_mode, partition_bounds, window_start
+from .model import carry_mode, partition_bounds, s_window_start, window_start
 from .tensors import Dims
 
 THESIS_KS = (1, 2, 7, 14, 28, 56, 112, 392, 784)
@@ -46,6 +46,7 @@ def memory(
     trunc_h: int | None = None,
     trunc_s: int | None = None,
     layout: str = "pyard",
+    cut_s_at_window: bool = False,
 ) -> Memory:
     """Static memory of one FPTT-K pass, with the states of the longest partition.
 
@@ -64,19 +65,26 @@ def memory(
         block = dims.xc_width + 4 * h + 4 * h + 3 * h + 2 * c
         return Memory(params=3 * p * bpe, grads=p * bpe, states=(n + 1) * b * block * bpe, work=0)
     states = n * b * (dims.xc_width + 4 * h + h) + (n + 1) * b * h + b * h  # xc, gates, ts; s; h_last
-    carried = _carry_parts(n, trunc_h, trunc_s)
+    carried = _carry_parts(n, trunc_h, trunc_s, cut_s_at_window)
     work = 3 * b * c + b * h * (2 + carried)  # logits, probs, dlogits; dh, ds, carry parts
     return Memory(params=3 * p * bpe, grads=p * bpe, states=states * bpe, work=work * bpe)
 
 
-def _carry_parts(n: int, trunc_h: int | None, trunc_s: int | None) -> int:
-    mode = carry_mode(n, trunc_h, trunc_s)
+def _carry_parts(n: int, trunc_h: int | None, trunc_s: int | None, cut_s_at_window: bool) -> int:
+    mode = carry_mode(n, trunc_h, trunc_s, cut_s_at_window)
     if mode == "none":
         return 0
     return 1 if mode == "carry" else int(trunc_s or 0)
 
 
-def op_counts(T: int, dims: Dims, K: int, trunc_h: int | None = None, trunc_s: int | None = None) -> OpCounts:
+def op_counts(
+    T: int,
+    dims: Dims,
+    K: int,
+    trunc_h: int | None = None,
+    trunc_s: int | None = None,
+    cut_s_at_window: bool = False,
+) -> OpCounts:
     """GEMM calls by (tag, M, K, N) and element-wise operations by (phase, kind) for one batch."""
     oc = OpCounts()
     b, h, c = dims.batch, dims.hidden, dims.classes
@@ -91,14 +99,16 @@ def op_counts(T: int, dims: Dims, K: int, trunc_h: int | None = None, trunc_s: i
         ew[("forward", "add")] += bh * n
         oc.gemm_calls[("fwd_out", b, h, c)] += 1
         ew[("head", "softmax")] += b * c
-        _backward_counts(oc, dims, n, trunc_h, trunc_s)
+        _backward_counts(oc, dims, n, (trunc_h, trunc_s, cut_s_at_window))
         p = dims.param_count()
         ew[("update", "add")] += UPDATE_ADDS * p
         ew[("update", "mul")] += UPDATE_MULS * p
     return oc
 
 
-def _backward_counts(oc: OpCounts, dims: Dims, n: int, trunc_h: int | None, trunc_s: int | None) -> None:
+def _backward_counts(oc: OpCounts, dims: Dims, n: int, trunc: tuple[int | None, int | None, bool]) -> None:
+    """Algorithm 3 on a partition of n steps; ``trunc``: trunc_h, trunc_s, cut_s_at_window."""
+    trunc_h, trunc_s, cut = trunc
     b, h, c = dims.batch, dims.hidden, dims.classes
     bh = b * h
     ew = oc.elementwise
@@ -108,23 +118,25 @@ def _backward_counts(oc: OpCounts, dims: Dims, n: int, trunc_h: int | None, trun
     oc.gemm_calls[("bwd_out_w", h, b, c)] += 1
     oc.gemm_calls[("bwd_out_h", b, c, h)] += 1
     nw = n - window_start(n, trunc_h)
-    mode = carry_mode(n, trunc_h, trunc_s)
-    for q in range(nw):  # q: steps back from the loss step
-        last = q == nw - 1
-        ew[("backward", "mul")] += 15 * bh  # 4 for ds via h, 11 for the gate gradients
-        ew[("backward", "add")] += 5 * bh  # the five (1 - x)
+    ns = n - s_window_start(n, trunc_h, trunc_s, cut)  # steps visited, past the window included
+    mode = carry_mode(n, trunc_h, trunc_s, cut)
+    for q in range(ns):  # q: steps back from the loss step
+        last, inside = q == ns - 1, q < nw
+        ew[("backward", "mul")] += (15 if inside else 11) * bh  # 4 for ds via h, 11 for the gate gradients
+        ew[("backward", "add")] += (5 if inside else 4) * bh  # the (1 - x)
         if mode == "carry":
-            ew[("backward", "add")] += bh if q > 0 else 0
+            ew[("backward", "add")] += bh if 0 < q < nw else 0
             ew[("backward", "mul")] += 0 if last else bh
         elif mode == "ages":
             assert trunc_s is not None
-            parts = min(q, trunc_s) + 1
+            parts = min(q, nw - 1) - max(0, q - trunc_s) + 1  # the window steps' parts still ≤ trunc_s old
+            kept = min(q, nw - 1) - max(0, q - trunc_s + 1) + 1
             ew[("backward", "sum")] += parts * bh if parts > 1 else 0
-            ew[("backward", "mul")] += 0 if last else min(parts, trunc_s) * bh
-        if not last:
+            ew[("backward", "mul")] += 0 if last else kept * bh
+        if q < nw - 1:
             oc.gemm_calls[("bwd_rec", b, 4 * h, h)] += 1
-    oc.gemm_calls[("bwd_gate_w", dims.xc_width, nw * b, 4 * h)] += 1
-    ew[("backward", "sum")] += nw * b * 4 * h
+    oc.gemm_calls[("bwd_gate_w", dims.xc_width, ns * b, 4 * h)] += 1
+    ew[("backward", "sum")] += ns * b * 4 * h
 
 
 def ops_summary(oc: OpCounts) -> dict[str, object]:

@@ -33,9 +33,10 @@ class TrainConfig:
     trunc_h: int | None = None
     trunc_s: int | None = None
     ramp: bool = False
+    cut_s_at_window: bool = False
 
     def hyper(self) -> Hyper:
-        return Hyper(self.lr, self.alpha, self.K, self.trunc_h, self.trunc_s, self.ramp)
+        return Hyper(self.lr, self.alpha, self.K, self.trunc_h, self.trunc_s, self.ramp, self.cut_s_at_window)
 
 
 def load_data(cfg: TrainConfig) -> SequenceData:

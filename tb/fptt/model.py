@@ -14,6 +14,8 @@ import numpy.typing as npt
 from .arith import Arith, Array
 from .tensors import BackwardOut, Dims, FpttState, HeadOut, Params, PartitionStates
 
+Carry = Array | tuple[Array, int]  # "carry" mode: ds·f; "ages": (the parts by age, the first's age)
+
 
 def init_params(dims: Dims, rng: np.random.Generator, forget_bias: float = 1.0) -> Params:
     """Uniform(-1/sqrt(H), 1/sqrt(H)) weights as PyTorch's LSTM; forget-gate bias raised so early
@@ -108,14 +110,24 @@ def window_start(n: int, trunc_h: int | None) -> int:
     return 0 if trunc_h is None else max(0, n - 1 - trunc_h)
 
 
-def carry_mode(n: int, trunc_h: int | None, trunc_s: int | None) -> str:
-    """How the cell-state gradient is carried between steps of the window.
+def s_window_start(n: int, trunc_h: int | None, trunc_s: int | None, cut_s_at_window: bool = False) -> int:
+    """Oldest step the cell-state gradient reaches. Algorithm 3 line 15 runs ss from each window
+    step hs down to max(0, hs − trunc_s), so past the window's oldest step by up to trunc_s steps
+    (to the partition's first with trunc_s = None); ``cut_s_at_window`` stops it at the window."""
+    lo = window_start(n, trunc_h)
+    if cut_s_at_window or trunc_s == 0:
+        return lo
+    return 0 if trunc_s is None else max(0, lo - trunc_s)
 
-    "none": trunc_s = 0, no carry. "carry": trunc_s never cuts inside the window, one running
-    carry (exact BPTT). "ages": the carry is kept split by how many steps it has travelled along
-    the cell state, and parts older than trunc_s steps are dropped.
+
+def carry_mode(n: int, trunc_h: int | None, trunc_s: int | None, cut_s_at_window: bool = False) -> str:
+    """How the cell-state gradient is carried between the steps it visits.
+
+    "none": trunc_s = 0, no carry. "carry": trunc_s never cuts a path, one running carry (exact
+    BPTT inside the window). "ages": the carry is kept split by how many steps it has travelled
+    along the cell state, and parts older than trunc_s steps are dropped.
     """
-    span = n - window_start(n, trunc_h) - 1
+    span = n - s_window_start(n, trunc_h, trunc_s, cut_s_at_window) - 1
     if trunc_s == 0 and span > 0:
         return "none"
     if trunc_s is None or trunc_s >= span:
@@ -132,13 +144,17 @@ def backward(
     trunc_h: int | None = None,
     trunc_s: int | None = None,
     weight: float = 1.0,
+    cut_s_at_window: bool = False,
 ) -> BackwardOut:
     """NormalGrad of the mean cross-entropy at the partition's last step (Algorithm 3).
 
-    The result is the exact gradient of the loss over all paths that stay inside the window (the
-    last trunc_h + 1 steps) and never follow the cell state s for more than trunc_s consecutive
-    steps; with no truncation it is the exact BPTT gradient of the partition. ``weight`` scales
-    the loss (the β = t/T ramp); it is folded into the 1/B constant, so it costs no operation.
+    The result is the exact gradient of the loss over all paths whose h steps stay inside the
+    window (the last trunc_h + 1 steps) and that never follow the cell state s for more than
+    trunc_s consecutive steps; with no truncation it is the exact BPTT gradient of the partition.
+    As Algorithm 3 line 15, a path may leave the window along s (down to trunc_s steps past its
+    oldest step, ``s_window_start``) and end in a gate of a step there; ``cut_s_at_window`` keeps
+    whole paths inside the window instead. ``weight`` scales the loss (the β = t/T ramp); it is
+    folded into the 1/B constant, so it costs no operation.
     """
     ar.phase = "backward"
     n, bsz, _ = st.xc.shape
@@ -146,16 +162,20 @@ def backward(
     w_gate = ar.load(theta.w_gate)
     w_h_t = np.ascontiguousarray(w_gate[-hid:].T)  # (4H, H): only the h rows feed back in time
     dlogits, g_out, dh = _head_backward(theta, st, out, labels, weight, ar)
-    lo = window_start(n, trunc_h)
-    mode = carry_mode(n, trunc_h, trunc_s)
+    lo = s_window_start(n, trunc_h, trunc_s, cut_s_at_window)
+    h_lo = window_start(n, trunc_h) - lo  # the window's oldest step, counted from lo
+    mode = carry_mode(n, trunc_h, trunc_s, cut_s_at_window)
     gates, s, ts = ar.load(st.gates[lo:]), ar.load(st.s[lo:]), ar.load(st.ts[lo:])
     dz = np.empty((n - lo, bsz, 4 * hid), dtype=ar.compute)
-    carry: Array | None = None
+    carry: Carry | None = None
     for r in range(n - lo - 1, -1, -1):
-        ds0 = _ds_from_h(dh, gates[r], ts[r], dz[r], ar)
+        if r >= h_lo:
+            ds0: Array | None = _ds_from_h(dh, gates[r], ts[r], dz[r], ar)
+        else:  # past the window, reached along s only: no h gradient, so none for o
+            ds0, dz[r, :, 2 * hid : 3 * hid] = None, 0.0
         ds, carry = _cell_carry(ds0, carry, gates[r, :, hid : 2 * hid], mode, trunc_s, r == 0, ar)
         _gate_grads(ds, gates[r], s[r], dz[r], ar)
-        if r > 0:
+        if r > h_lo:
             dh = ar.gemm(dz[r], w_h_t, "bwd_rec")
     xc = ar.load(st.xc[lo:]).reshape(-1, st.xc.shape[-1])
     dzf = dz.reshape(-1, 4 * hid)
@@ -190,20 +210,27 @@ def _ds_from_h(dh: Array, gates: Array, ts: Array, dz: Array, ar: Arith) -> Arra
 
 
 def _cell_carry(
-    ds0: Array, carry: Array | None, f: Array, mode: str, trunc_s: int | None, last: bool, ar: Arith
-) -> tuple[Array, Array | None]:
-    """Total ds_j and the carry handed to step j-1 (ds_j * f_j)."""
+    ds0: Array | None, carry: Carry | None, f: Array, mode: str, trunc_s: int | None, last: bool, ar: Arith
+) -> tuple[Array, Carry | None]:
+    """Total ds_j and the carry handed to step j-1 (ds_j * f_j). ``ds0`` is None at a step past
+    the window, which only the carry reaches."""
     if mode == "none":
+        assert ds0 is not None
         return ds0, None
     if mode == "carry":
-        ds = ds0 if carry is None else ar.add(ds0, carry)
+        assert ds0 is not None or carry is not None
+        ds = carry if ds0 is None else ds0 if carry is None else ar.add(ds0, carry)
         return ds, None if last else ar.mul(ds, f)
-    # "ages": carry[a] is the part of ds that has followed s for a+1 steps, a < trunc_s
+    # "ages": the carry (parts, age): parts[a] has followed s for age + a steps, all ≤ trunc_s
     assert trunc_s is not None
-    parts = ds0[None] if carry is None else np.concatenate([ds0[None], carry])
+    if carry is None:
+        assert ds0 is not None
+        parts, age = ds0[None], 0
+    else:
+        parts, age = carry if ds0 is None else (np.concatenate([ds0[None], carry[0]]), 0)
     ds = parts[0] if len(parts) == 1 else ar.sum_axis0(parts)
-    keep = parts[:trunc_s]
-    return ds, None if last else ar.mul(keep, f[None])
+    keep = parts[: trunc_s - age]  # the parts that may follow s one more step
+    return ds, None if last or len(keep) == 0 else (ar.mul(keep, f[None]), age + 1)
 
 
 def _gate_grads(ds: Array, gates: Array, s_prev: Array, dz: Array, ar: Arith) -> None:

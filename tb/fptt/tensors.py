@@ -120,9 +120,10 @@ class HeadOut:
 class BackwardOut:
     """NormalGrad plus the intermediate gradients a firmware run can be compared with.
 
-    ``dz`` (w, B, 4H): gradients of the gate pre-activations for the w window steps, oldest first
+    ``dz`` (w, B, 4H): gradients of the gate pre-activations for the w steps the backward pass
+    visits (the window, and the steps past it that the cell-state gradient reaches), oldest first
     (the firmware writes them over the gate activations). ``dlogits`` (B, C). ``window_start``:
-    index of the oldest step in the window.
+    index of the oldest of those steps.
     """
 
     grads: Params
@@ -146,6 +147,7 @@ class Hyper:
     trunc_h: int | None = None
     trunc_s: int | None = None
     ramp: bool = False
+    cut_s_at_window: bool = False  # stop the cell-state gradient at the window's edge (docs/fptt.md)
 
     def __post_init__(self) -> None:
         if self.eta <= 0:

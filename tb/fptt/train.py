@@ -44,7 +44,7 @@ def train_sequence(
         st = forward(state.theta, x[:, a:b], h, s, ar)
         out = head(state.theta, st.h_last, y, ar)
         weight = b / steps if hp.ramp else 1.0
-        bw = backward(state.theta, st, out, y, ar, hp.trunc_h, hp.trunc_s, weight)
+        bw = backward(state.theta, st, out, y, ar, hp.trunc_h, hp.trunc_s, weight, hp.cut_s_at_window)
         state, _ = fptt_update(state, bw.grads, hp.eta, hp.alpha, ar)
         h, s = st.h_last, st.s[-1]
         losses.append(out.loss)
