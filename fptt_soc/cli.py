@@ -50,6 +50,11 @@ def add_run(fsub: argparse._SubParsersAction) -> None:
     p.add_argument("--trunc-h", type=integer(0), default=None, help="backward window in steps (default: the part)")
     p.add_argument("--trunc-s", type=integer(0), default=None, help="0: no cell-state carry (default: carried)")
     p.add_argument("--ramp", action="store_true", help="weight partition losses by t/T")
+    p.add_argument(
+        "--cut-s-at-window",
+        action="store_true",
+        help="stop the cell-state gradient at the window's edge (default: Algorithm 3, on to the part's start)",
+    )
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="initialisation and data seed")
     p.add_argument("--check", action="store_true", help="compare θ, θ̄, λ and logits after every part, bit for bit")
     p.add_argument("--max-cycles", type=integer(1), default=2_000_000_000, help="cycle budget per pass")
@@ -100,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = soc_config_from_args(args)
         x, y, classes = _data(args)
         dims = Dims(inputs=x.shape[2], hidden=args.hidden, classes=classes, batch=args.batch)
-        hyper = Hyper(args.lr, args.alpha, args.K, args.trunc_h, args.trunc_s, args.ramp)
+        hyper = Hyper(args.lr, args.alpha, args.K, args.trunc_h, args.trunc_s, args.ramp, args.cut_s_at_window)
         problem = FpttProblem(dims, args.T, hyper)
         Layout(cfg.accel, problem)  # refuses what the firmware cannot hold, before building anything
     except ValueError as err:
@@ -185,5 +190,5 @@ def _problem_json(problem: Any) -> dict[str, Any]:
     return {
         "T": problem.steps, "inputs": d.inputs, "hidden": d.hidden, "classes": d.classes, "batch": d.batch,
         "K": hp.K, "eta": hp.eta, "alpha": hp.alpha, "trunc_h": hp.trunc_h, "trunc_s": hp.trunc_s,
-        "ramp": hp.ramp, "params": problem.params,
+        "ramp": hp.ramp, "cut_s_at_window": hp.cut_s_at_window, "params": problem.params,
     }  # fmt: skip

@@ -183,9 +183,11 @@ class Layout:
         t = CellForward(Loc(0), self.loc("SP"), self.loc("G"), self.loc("S"), self.loc("TS"), self.loc("H"))
         return lstm_forward(self.blocks, t)[2:]
 
-    def backward_cell(self, carry_in: bool, carry_out: bool) -> list[VecCommand]:
+    def backward_cell(self, carry_in: bool, carry_out: bool, inside: bool = True) -> list[VecCommand]:
+        """One backward step; ``inside`` False: a step past the window, reached by the carry only
+        (Algorithm 3 line 15), whose o gradient the firmware zeroes before the program."""
         t = CellBackward(
-            dh=self.loc("DH"),
+            dh=self.loc("DH") if inside else None,
             gates=self.loc("G"),
             ts=self.loc("TS"),
             s_prev=self.loc("SP"),
@@ -236,6 +238,8 @@ class Layout:
             "FPTT_UPDATE_ROWS": self.update_rows,
             "FPTT_TRUNC_H": -1 if pr.hyper.trunc_h is None else pr.hyper.trunc_h,
             "FPTT_CARRY": int(pr.hyper.trunc_s != 0),
+            # Algorithm 3 line 15: the carry runs on past the window to the part's first step
+            "FPTT_S_PAST_WINDOW": int(pr.hyper.trunc_s != 0 and not pr.hyper.cut_s_at_window),
             "FPTT_SNAPSHOTS": int(snapshots),
             # LOAD's token to the vector unit and VEC's wait for it (docs/isa.md, bits 28-29)
             "FPTT_LOAD_SIGNAL_VEC": "(1u << 29)",
@@ -248,12 +252,14 @@ class Layout:
         lines += _c_program("fptt_forward_cell", self.forward_cell())
         lines += _c_program("fptt_head", self.head())
         lines += _c_program("fptt_update", self.update())
+        # 0-3: inside the window, carry in << 1 | carry out; 4-5: past it (carry in), carry out
         variants = [self.backward_cell(bool(v >> 1), bool(v & 1)) for v in range(4)]
+        variants += [self.backward_cell(True, bool(v), inside=False) for v in range(2)]
         longest = max(len(v) for v in variants)
         rows = ",\n".join("  {" + ", ".join(_c_words(c) for c in v) + "}" for v in variants)
         lines += [
-            f"static const uint32_t fptt_backward_cell[4][{longest}][5] = {{\n{rows}\n}};",
-            "static const unsigned fptt_backward_cell_len[4] = {" + ", ".join(str(len(v)) for v in variants) + "};",
+            f"static const uint32_t fptt_backward_cell[6][{longest}][5] = {{\n{rows}\n}};",
+            "static const unsigned fptt_backward_cell_len[6] = {" + ", ".join(str(len(v)) for v in variants) + "};",
             "",
             "#endif",
         ]

@@ -102,4 +102,8 @@ def _on_sigterm():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not this __main__ copy's: the commands raise sim.cli's
+    # UsageError, which this copy's main would not know as its own and would let through.
+    from sim import cli
+
+    sys.exit(cli.main())

@@ -63,16 +63,18 @@ def test_random_problem(cores: int, k: int) -> None:
 
 
 def test_truncation_ramp_and_a_batch_wider_than_a_row() -> None:
-    """trunc_h (a window shorter than the part), trunc_s = 0 (no cell-state carry), the t/T ramp, a
-    batch of 6 (two blocks of the head's transposed tensors on a 4-wide row), T not divisible by K
-    (a last, shorter part) and α = 0."""
+    """trunc_h (a window shorter than the part) with the cell-state gradient running on past it to
+    the part's first step (Algorithm 3 line 15, the default) and cut at the window's edge,
+    trunc_s = 0 (no cell-state carry), the t/T ramp, a batch of 6 (two blocks of the head's
+    transposed tensors on a 4-wide row), T not divisible by K (a last, shorter part) and α = 0."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((6, 11, 2)).astype(np.float32)
     y = rng.integers(0, 3, 6)
     dims = Dims(inputs=2, hidden=4, classes=3, batch=6)
     for hyper in (
         Hyper(eta=0.1, alpha=0.1, K=2, trunc_h=2, ramp=True),
-        Hyper(eta=0.1, alpha=0.0, K=3, trunc_s=0),
+        Hyper(eta=0.1, alpha=0.1, K=2, trunc_h=1, cut_s_at_window=True),
+        Hyper(eta=0.1, alpha=0.0, K=3, trunc_h=1, trunc_s=0),
     ):
         run_and_check(FpttProblem(dims, 11, hyper), x, y, cores=1)
 
@@ -90,6 +92,7 @@ def test_every_generated_command_passes_the_decoder() -> None:
         lay = Layout(cfg, FpttProblem(dims, 28, Hyper(eta=0.1, alpha=0.1, K=7)))
         progs = [lay.forward_cell(), lay.head(), lay.update()]
         progs += [lay.backward_cell(bool(v >> 1), bool(v & 1)) for v in range(4)]
+        progs += [lay.backward_cell(True, bool(v), inside=False) for v in range(2)]
         for cmd in (c for p in progs for c in p):
             assert vec_error(cfg, cmd) is None, cmd
         assert lay.sp_end <= cfg.sp_rows

@@ -167,28 +167,35 @@ static void head(unsigned p, unsigned b) {
   phase(T_BWD_DH);
 }
 
-/* Algorithm 3 over the window's steps lo..b-1 (newest first), then dW and db in one GEMM. */
-static void backward(unsigned lo, unsigned b) {
-  for (unsigned r = b; r-- > lo;) {
-    const bool carry_in = FPTT_CARRY && r + 1 < b, carry_out = FPTT_CARRY && r > lo;
-    load_all(dh_mem, FPTT_SP_DH, 0);
+/* Algorithm 3 from the part's last step b-1 down to s_lo (newest first): steps from h_lo on are
+ * in the window (dh reaches them); older ones only by the cell-state carry (line 15). Then dW and
+ * db over every step visited, in one GEMM. */
+static void backward(unsigned s_lo, unsigned h_lo, unsigned b) {
+  for (unsigned r = b; r-- > s_lo;) {
+    const bool inside = r >= h_lo, carry_in = FPTT_CARRY && r + 1 < b, carry_out = FPTT_CARRY && r > s_lo;
+    if (inside) {
+      load_all(dh_mem, FPTT_SP_DH, 0);
+      load_all(TS(r), FPTT_SP_TS, 0);
+    } else { /* no h gradient: the o gradient is zero */
+      const uint32_t zero[5] = {PYARD_OP_LOAD | 1u << 15, 0, 0, FPTT_R | FPTT_W << 16, FPTT_SP_DZ + 2 * FPTT_R};
+      push(zero, 5);
+    }
     load_gates(GATES(r), FPTT_SP_G, 0);
-    load_all(TS(r), FPTT_SP_TS, 0);
     if (carry_in) load_all(carry_mem, FPTT_SP_CARRY, 0);
     load_all(S(r), FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
-    const unsigned v = carry_in << 1 | carry_out;
+    const unsigned v = inside ? (unsigned)carry_in << 1 | carry_out : 4u + carry_out;
     program(fptt_backward_cell[v], fptt_backward_cell_len[v], 0, 0);
     store_gates(GATES(r), FPTT_SP_DZ, PYARD_WAIT_VEC);
     if (carry_out) store_all(carry_mem, FPTT_SP_CARRY, 0);
     phase(T_BWD_CELL);
-    if (r > lo) {
+    if (r > h_lo) {
       /* dh_{r-1} = dz_r · W_hᵀ: W_h, rows I..I+H-1 of the gate matrix, is stored N × K */
       gemm(FPTT_B, G4, FPTT_H, GATES(r), G4, false, theta + FPTT_I * G4, G4, true, dh_mem, FPTT_H, 0);
       phase(T_BWD_DH);
     }
   }
-  /* [dW; db] = [x, h, 1]ᵀ · dz over the window's (step, sequence) rows */
-  gemm(XW, (size_t)(b - lo) * FPTT_B, G4, XC(lo), XW, true, GATES(lo), G4, false, grad, G4, 0);
+  /* [dW; db] = [x, h, 1]ᵀ · dz over the visited steps' (step, sequence) rows */
+  gemm(XW, (size_t)(b - s_lo) * FPTT_B, G4, XC(s_lo), XW, true, GATES(s_lo), G4, false, grad, G4, 0);
   phase(T_BWD_DW);
 }
 
@@ -228,7 +235,8 @@ int main(void) {
     for (unsigned t = a; t < b && !err; t++) forward_step(t);
     head(p, b);
     /* the window: the last trunc_h + 1 steps of the part (the whole part without trunc_h) */
-    backward(FPTT_TRUNC_H < 0 || b - a <= (unsigned)FPTT_TRUNC_H + 1 ? a : b - 1 - FPTT_TRUNC_H, b);
+    const unsigned h_lo = FPTT_TRUNC_H < 0 || b - a <= (unsigned)FPTT_TRUNC_H + 1 ? a : b - 1 - FPTT_TRUNC_H;
+    backward(FPTT_S_PAST_WINDOW ? a : h_lo, h_lo, b);
     update();
     snapshot(p);
   }
