@@ -23,8 +23,9 @@ row's byte length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``). Writes: row 
 their lanes out, with byte strobes.
 
 Local side (docs/tile.md): mem→sp and mem→acc write one assembled row per cycle; a transposed
-mem→sp load writes memory row ``r`` as one element (column ``r``) of ``elems`` scratchpad rows, so
-it takes ``rows · elems`` write cycles (row ``r = 0`` writes whole rows, which zero-fills them).
+mem→sp load keeps its block's memory rows but the last as columns (a cycle each) and writes the
+``elems`` scratchpad rows whole when the last arrives, zeros past ``rows``: ``rows − 1 + elems``
+cycles.
 acc→mem and sp→mem issue row reads under a credit count so that the valid-only scratchpad
 responses always find room in a ``store_depth``-row FIFO.
 
@@ -485,17 +486,24 @@ class DmaRead(_Engine):
         elem = Signal(range(n))  # transposed: the element of the held row being written
         final = ~out.transpose | (elem + 1 == out.elems)  # this write completes the row
         may = ~out.last | ~final | self.done.ready  # the last write waits until `done` can be taken
-        # mem→sp; transposed: memory row r becomes column r, and row 0 writes whole rows (zero fill).
+        # mem→sp, transposed: the block's rows before its last are kept as columns of `cols_kept`
+        # (one cycle each, nothing written); the last row's arrival writes the block's `elems` local
+        # rows whole, each from the kept columns and the last row's element (zeros past `rows`).
         sp = self.sp_write
-        value = filled.word_select(elem, cfg.in_bits)
-        column = Cat(Mux(out.row == k, value, 0) for k in range(n))
-        one_column = C(1, n) << out.row[: max(1, (n - 1).bit_length())]
-        whole = ~out.transpose | (out.row == 0)
+        to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
+        keep_column = out.transpose & ~out.last
+        elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
+        cols_kept = Array(Signal(data.ArrayLayout(cfg.in_bits, n), name=f"kept_{e}") for e in range(n))
+        with m.If(to_sp & keep_column & keep):
+            for e in range(n):
+                m.d.sync += cols_kept[e][out.row[: max(1, (n - 1).bit_length())]].eq(elems[e])
+        kept = cols_kept[elem]
+        block_row = Cat(Mux(out.row > k, kept[k], Mux(out.row == k, Array(elems)[elem], 0)) for k in range(n))
         m.d.comb += [
-            sp.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_SP) & may),
+            sp.valid.eq(to_sp & ~keep_column & may),
             sp.payload.addr.eq(out.local + Mux(out.transpose, elem, 0)),
-            sp.payload.data.eq(Mux(out.transpose, column, filled[: self.sp_bits])),
-            sp.payload.mask.eq(Mux(keep, Mux(whole, (1 << n) - 1, one_column), 0)),
+            sp.payload.data.eq(Mux(out.transpose, block_row, filled[: self.sp_bits])),
+            sp.payload.mask.eq(Mux(keep, (1 << n) - 1, 0)),
         ]
         acc = self.acc_write
         m.d.comb += [
@@ -508,7 +516,7 @@ class DmaRead(_Engine):
         written = (sp.valid & sp.ready) | (acc.valid & acc.ready)
         with m.If(sp.valid & sp.ready):
             m.d.sync += elem.eq(Mux(final, 0, elem + 1))
-        done_row = (full & out.skip) | (written & final)
+        done_row = (full & out.skip) | (written & final) | (to_sp & keep_column)
         m.d.comb += [
             release.eq(done_row & (~out.last | self.done.ready)),
             self.done.valid.eq(full & out.last & done_row),
