@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
+from rtl.fp_model import round_bf16
 from rtl.readout_model import readout
 from rtl.vector.lane_model import lane
 from rtl.vector.ops import VecOp
@@ -94,9 +95,7 @@ def narrow(cfg: AccelConfig, work: npt.ArrayLike, to_acc: bool) -> npt.NDArray[n
         return w
     if bits == 8:
         return (np.clip(w.astype(np.uint32).view(np.int32), -128, 127).astype(np.int64) & 0xFF).astype(np.uint64)
-    nan = ((w >> 23) & 0xFF == 0xFF) & (w & 0x7FFFFF != 0)
-    rne = ((w + 0x7FFF + ((w >> 16) & 1)) >> 16) & 0xFFFF
-    return np.where(nan, 0x7FC0, rne).astype(np.uint64)
+    return round_bf16(w).astype(np.uint64)
 
 
 def _read(cfg: AccelConfig, mem: np.ndarray, row: int, elems: int, from_acc: bool) -> npt.NDArray[np.uint32]:
