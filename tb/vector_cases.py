@@ -172,9 +172,13 @@ def update_regions(cfg: AccelConfig, chunk: int) -> dict[str, int] | None:
     return {name: k * span for k, name in enumerate(UPDATE_BANKS)}
 
 
-def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.05, alpha: float = 0.5) -> LoopCase:
-    """The FPTT update (rtl/vector/programs.py, ``fptt_update``) of ``n`` bf16 parameters streamed
-    from main memory in chunks of ``chunk`` rows: LOAD θ, θ̄, λ, g → the program → STORE θ, θ̄, λ."""
+def update_case(
+    cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.05, alpha: float = 0.5, fused: bool = True
+) -> LoopCase:
+    """The FPTT update of ``n`` bf16 parameters streamed from main memory in chunks of ``chunk``
+    rows: LOAD θ, θ̄, λ, g → one VEC UPDATE per chunk (``fused``; the update unit) or the 13-command
+    program (rtl/vector/programs.py, ``fptt_update``) → STORE θ, θ̄, λ. The expected result is the
+    program's, through the engine model, either way."""
     from rtl.vector.programs import Loc, UpdateChunk, bf16_scalar, fptt_update
 
     rows, _ = vector_rows(cfg, n, "sp")
@@ -195,9 +199,9 @@ def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.
     row_bytes = cfg.dim * 2
     addr = {name: BASE + k * rows * row_bytes for k, name in enumerate(UPDATE_IN)}
     out_addr = BASE + len(UPDATE_IN) * rows * row_bytes
-    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars)
+    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars, fused)
     return LoopCase(
-        label=f"FPTT update of {rows * cfg.dim} parameters",
+        label=f"FPTT update of {rows * cfg.dim} parameters ({'UPDATE' if fused else 'program'})",
         words=stream[0],
         writes=[(addr[name], tensors[name].astype(np.uint16).tobytes()) for name in UPDATE_IN],
         out_addr=out_addr,
@@ -211,14 +215,15 @@ def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.
 
 
 def _update_commands(
-    cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: dict, scalars: dict
+    cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: dict, scalars: dict, fused: bool
 ) -> list[list[int]]:
     """Chunk k: LOADs L_k (the last gives VEC a token; from k = 3 the first waits for the token of
     program P_{k-2}, which ran after the STOREs S_{k-3} of the same rows), P_k (its first command
     waits for L_k and for S_{k-1}; its last gives STORE a token, and LOAD one for L_{k+2}), STOREs
     S_k (the first waits for P_k, the last gives P_{k+1} a token). Pushed as L0 L1 L2, then P_k S_k
-    L_{k+2}: a command that waits is never pushed before the one that gives its token."""
-    from rtl.vector.programs import Loc, UpdateChunk, fptt_update
+    L_{k+2}: a command that waits is never pushed before the one that gives its token. With
+    ``fused``, P_k is one UPDATE command, which both waits and signals."""
+    from rtl.vector.programs import Loc, UpdateChunk, fptt_update, fptt_update_fused
 
     row_bytes = cfg.dim * 2
     starts = list(range(0, rows, chunk))
@@ -236,7 +241,12 @@ def _update_commands(
     def program(k: int) -> list[list[int]]:
         n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
         locs = UpdateChunk(**{name: Loc(base + buf) for name, base in regions.items()})
-        words = [c.words() for c in fptt_update(n_rows, cfg.dim, locs, **scalars)]
+        cmds = (
+            [fptt_update_fused(n_rows, cfg.dim, locs, **scalars)]
+            if fused
+            else fptt_update(n_rows, cfg.dim, locs, **scalars)
+        )
+        words = [c.words() for c in cmds]
         words[0][0] |= WAIT_VEC | (WAIT_NEXT if k >= 1 else 0)
         words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k >= 1 and k + 2 < count else 0)
         return words

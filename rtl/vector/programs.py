@@ -38,6 +38,7 @@ __all__ = [
     "bias_gradient",
     "bias_gradient_finish",
     "fptt_update",
+    "fptt_update_fused",
     "from_rows",
     "lstm_backward",
     "lstm_forward",
@@ -302,3 +303,19 @@ def fptt_update(
         c(VecOp.MULS, lm, tb, scalar=inv_2alpha),  # θ̄ is read for the last time above
         c(VecOp.SUB, tmp, tb, b=tb),
     ]
+
+
+def fptt_update_fused(
+    rows: int, width: int, t: UpdateChunk, eta: int, alpha: int, inv_2alpha: int | None = None
+) -> VecCommand:
+    """The same update as ``fptt_update`` (bit for bit) as one VEC UPDATE command for the FPTT
+    update unit: θ at A, θ̄ at B, λ at D, g in word 5, all in the scratchpad (``reg`` and ``tmp``
+    are not used: R' is not written). Scalars as for ``fptt_update`` (fp32 bits of bf16 values)."""
+    assert not any(loc.acc for loc in (t.theta, t.theta_bar, t.lam, t.grad)), "UPDATE reads the scratchpad"
+    if inv_2alpha is None:
+        a = _f32(alpha)
+        inv_2alpha = 0 if a == 0 else bf16_scalar(1.0 / (2.0 * a))
+    return VecCommand(
+        VecOp.UPDATE, rows, width, a=t.theta.row, b=t.theta_bar.row, d=t.lam.row, g=t.grad.row,
+        scalar=eta >> 16 | (alpha >> 16) << 16, kappa=inv_2alpha >> 16,
+    )  # fmt: skip
