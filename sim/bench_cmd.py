@@ -270,10 +270,13 @@ def _bench_fptt_update(cfg, args: argparse.Namespace) -> int:
 
     if cfg.dtype != "bf16":
         raise UsageError(f"--op fptt_update runs on bf16 tiles, not {cfg.name}")
-    if update_regions(cfg, args.chunk) is None:
-        raise UsageError(f"--chunk {args.chunk}: 18 chunks must fit the {cfg.sp_rows} scratchpad rows of {cfg.name}")
-    rows, _ = vector_rows(cfg, args.n, "sp")
     fused = cfg.update_lanes > 0
+    if update_regions(cfg, args.chunk, fused) is None:
+        need = "16 (UPDATE: 4 buffers of 4 tensors)" if fused else "18 (the program: 3 buffers of 6 tensors)"
+        raise UsageError(
+            f"--chunk {args.chunk}: {need} chunks must fit the {cfg.sp_rows} scratchpad rows of {cfg.name}"
+        )
+    rows, _ = vector_rows(cfg, args.n, "sp")
     case = update_case(cfg, args.n, args.chunk, seed=5, fused=fused)
     _memory_mib({"operands": case.mem_bytes}, "FPTT update")
     sim = build_tile_sim(cfg, memory_bytes(case), args.latency)
