@@ -21,10 +21,11 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import round_bf16
+from rtl.fp import FpAdd, round_bf16
 from rtl.gate import EngineDone
 from rtl.readout import readout_controls
 from rtl.shared import add_shared
+from rtl.vector import lane as lane_rules
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
@@ -407,33 +408,45 @@ class VectorEngine(wiring.Component):
 
     def _fold(self, m: Module, cmd, have_row, row) -> tuple[Signal, Signal]:
         """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
-        order, op the lane's ADD or MAX (one more lane, so the rounding is the lanes' own), one
-        element per ``LATENCY + 1`` cycles. Returns the fold and a level that is high once it is
-        complete for the row at the head (until that row is written)."""
-        dtype = self.cfg.dtype
-        lane = add_shared(m, "fold_lane", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        order, op the lane's ADD or MAX (``_fold_step``: the lane's adder and compare, so the
+        rounding is the lanes' own), one element per ``LATENCY + 1`` cycles, the lanes' timing.
+        Returns the fold and a level that is high once it is complete for the row at the head
+        (until that row is written)."""
         folded = Signal(32, name="folded")
         k = Signal(16, name="fold_k")
         wait = Signal(range(VectorLane.LATENCY + 1), name="fold_wait")
         busy, done = Signal(name="fold_busy"), Signal(name="fold_done")
-        m.d.comb += [
-            lane.op.eq(Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)),
-            lane.a.eq(folded),
-            lane.b.eq(row[k]),
-        ]
+        step = self._fold_step(m, cmd.reduce_max, folded, row[k])
         with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
             m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
             m.d.sync += wait.eq(VectorLane.LATENCY)
         with m.If(busy):
             m.d.sync += wait.eq(wait - 1)
             with m.If(wait == 0):  # the lane's result for (folded, row[k]) is out
-                m.d.sync += [folded.eq(lane.y), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
+                m.d.sync += [folded.eq(step), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
                 with m.If(k + 1 == cmd.elems):
                     m.d.sync += [busy.eq(0), done.eq(1)]
         written = (self.sp_write.valid & self.sp_write.ready) | (self.acc_write.valid & self.acc_write.ready)
         with m.If(written):
             m.d.sync += done.eq(0)
         return folded, done
+
+    def _fold_step(self, m: Module, is_max, a, b) -> Signal:
+        """The lane's ADD or MAX of ``a`` and ``b`` (rtl/vector/lane.py's rules), without the rest
+        of a lane: an fp32 adder and a compare (bf16 tiles) or a saturating add (int8 tiles). Its
+        operands are held while the fold waits, so the result needs no register of its own."""
+        y = Signal(32, name="fold_step")
+        if self.cfg.dtype == "bf16":
+            add = m.submodules.fold_add = FpAdd(23)
+            m.d.comb += [add.acc.eq(a), add.x.eq(b)]
+            fa, fb = lane_rules.flush(a), lane_rules.flush(b)
+            larger = Mux(lane_rules.order_key(fa) > lane_rules.order_key(fb), fa, fb)
+            nan = lane_rules.is_nan(a) | lane_rules.is_nan(b)
+            m.d.comb += y.eq(Mux(is_max, Mux(nan, lane_rules.F32_NAN, larger), add.o))
+        else:
+            sa, sb = a.as_signed(), b.as_signed()
+            m.d.comb += y.eq(Mux(is_max, Mux(sa > sb, sa, sb), lane_rules.saturate(sa + sb)))
+        return y
 
     def _narrow(self, m: Module, value, bits: int, name: str):
         """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,
