@@ -267,6 +267,10 @@ def _update_commands(
     count = len(starts)
     buffers = FUSED_BUFFERS if fused else BUFFERS
     lag = buffers - 2  # P_k waits for S_{k - lag}
+    # Loads pushed without a token: all free buffers for the program; for UPDATE only two, so that
+    # every later L_{k+2} starts when P_k ends, as in the steady state (loads queued ahead of it
+    # were measured to halve the rate of the UPDATEs they overlap).
+    free = 2 if fused else buffers
 
     def size(k: int) -> int:
         return min(chunk, rows - starts[k])
@@ -274,7 +278,7 @@ def _update_commands(
     def loads(k: int) -> list[list[int]]:
         out = []
         for i, name in enumerate(UPDATE_IN):
-            flags = (WAIT_VEC if k >= buffers and i == 0 else 0) | (SIGNAL_VEC if i == len(UPDATE_IN) - 1 else 0)
+            flags = (WAIT_VEC if k >= free and i == 0 else 0) | (SIGNAL_VEC if i == len(UPDATE_IN) - 1 else 0)
             source = addr[name] + starts[k] * row_bytes
             out.append([0x01 | flags, source, row_bytes, size(k) | cfg.dim << 16, regions(k % buffers)[name]])
         return out
@@ -288,7 +292,7 @@ def _update_commands(
             cmds = fptt_update(size(k), cfg.dim, UpdateChunk(**{n: Loc(r) for n, r in where.items()}), **scalars)
         words = [c.words() for c in cmds]
         words[0][0] |= WAIT_VEC | (WAIT_NEXT if k >= lag else 0)
-        words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k + 2 >= buffers and k + 2 < count else 0)
+        words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k + 2 >= free and k + 2 < count else 0)
         return words
 
     def stores(k: int) -> list[list[int]]:
@@ -301,7 +305,7 @@ def _update_commands(
             out.append([0x02 | 1 << 12 | flags, target, row_bytes, size(k) | cfg.dim << 16, local, 0])
         return out
 
-    stream = [words for k in range(min(buffers, count)) for words in loads(k)]
+    stream = [words for k in range(min(free, count)) for words in loads(k)]
     if not fused:
         for k in range(count):
             stream += program(k) + stores(k)
@@ -315,7 +319,7 @@ def _update_commands(
     for k in range(count):
         if k + 1 < count:
             stream += program(k + 1)
-        after = loads(k + 2) if buffers <= k + 2 < count else []
+        after = loads(k + 2) if free <= k + 2 < count else []
         for i in range(max(len(after), len(UPDATE_OUT))):
             stream += after[i : i + 1] + stores(k)[i : i + 1]
     return [*stream, [0x04]]
