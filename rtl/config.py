@@ -37,6 +37,8 @@ DMA_BITS = (32, 64, 128, 256, 512)
 # 3 to 5 also split the adder into 2 to 4 pipeline stages (rtl/pe.py, rtl/fp.py).
 PE_STAGES = (1, 2, 3, 4, 5)
 MAX_DIM = 64
+# Bits the FPTT update reads from memory per parameter: θ, θ̄, λ and the gradient, bf16 each.
+UPDATE_READ_BITS = 64
 MEM_KIB = (1, 4096)  # range of sp_kib and acc_kib (powers of two)
 DEFAULT_SP_KIB = 256
 # The ISA addresses scratchpad and accumulator rows with 16-bit fields (docs/isa.md), so a memory
@@ -112,6 +114,7 @@ class AccelConfig:
     acc_banks: int = 2
     dma_bits: int = 0
     lanes: int = 0  # vector-engine elements per cycle; 0: cols
+    update_lanes: int = -1  # FPTT update unit's parameters per cycle (VEC UPDATE); 0: none; -1: derived
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -138,6 +141,17 @@ class AccelConfig:
         if not self.lanes:
             object.__setattr__(self, "lanes", self.cols)
         check_int("lanes", self.lanes, 1, self.dim)
+        self._check_update_lanes()
+
+    def _check_update_lanes(self) -> None:
+        """The update unit reads θ, θ̄, λ and g (16 bits each) per parameter, so ``dma_bits / 64``
+        parameters per cycle keep the DMA's read channel busy; bf16 tiles only."""
+        if self.update_lanes == -1:
+            derived = min(self.dim, max(1, self.dma_bits // UPDATE_READ_BITS)) if self.dtype == "bf16" else 0
+            object.__setattr__(self, "update_lanes", derived)
+        if self.dtype == "int8":
+            check_int("update_lanes", self.update_lanes, 0, 0)
+        check_int("update_lanes", self.update_lanes, 0, self.dim)
 
     def _check_memory(self, name: str, banks: int, fits: Callable[[int], bool], why: str) -> None:
         """Refuse a memory size that is not a power of two in range, or whose rows do not fit."""
@@ -229,7 +243,7 @@ class AccelConfig:
 
     def replace(self, **changes: Any) -> AccelConfig:
         """A copy with ``changes``; a field that holds the default derived from others (acc_dtype,
-        sp_kib, dma_bits, lanes) is derived again for the new config unless it is changed too; a new
+        sp_kib, dma_bits, lanes, update_lanes) is derived again for the new config unless it is changed too; a new
         dtype always brings its own default acc_dtype."""
         if "dtype" in changes and "acc_dtype" not in changes:
             changes["acc_dtype"] = ""
@@ -242,7 +256,7 @@ class AccelConfig:
 
 
 # Fields whose empty value means "derive from the others", and that value.
-_UNSET: dict[str, Any] = {"acc_dtype": "", "sp_kib": 0, "dma_bits": 0, "lanes": 0}
+_UNSET: dict[str, Any] = {"acc_dtype": "", "sp_kib": 0, "dma_bits": 0, "lanes": 0, "update_lanes": -1}
 _DERIVED = tuple(_UNSET)
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(AccelConfig) if f.name != "extra")

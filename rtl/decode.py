@@ -17,7 +17,7 @@ from rtl.im2col import KERNEL_MAX
 from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
 from rtl.vector.engine import vec_op_layout
 from rtl.vector.engine_model import B_OPERAND_OPS
-from rtl.vector.ops import FLOAT_OPS, INT_OPS
+from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 
 __all__ = ["OP", "Decoder"]
 
@@ -195,6 +195,9 @@ class Decoder(wiring.Component):
             v.b.eq(w[3][16:]),
             v.d.eq(w[4][:16]),
             v.shift.eq(w[4][16:21]),
+            v.update.eq(op == VecOp.UPDATE),
+            v.g.eq(w[5][:16]),
+            v.kappa.eq(w[5][16:]),
         ]
         self._vec_fields = v
         return v
@@ -205,18 +208,23 @@ class Decoder(wiring.Component):
         memories they use and inside them, and no destination overlapping a source except in place."""
         cfg = self.cfg
         v = self._vec_fields
-        ops = FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS
+        ops = (FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS) | ({VecOp.UPDATE} if cfg.update_lanes else set())
         undefined = ~Cat(v.op == code for code in ops).any()
         shift_bad = (v.shift != 0) if cfg.dtype == "bf16" else Const(0)
+        # UPDATE works on four tensors of the scratchpad, whole rows: no other flag.
+        flags = Cat(v.a_acc, v.b_acc, v.d_acc, v.b_one, v.d_one, v.accumulate, v.reduce, v.reduce_max)
         bad_field = (
             undefined | shift_bad | (v.accumulate & ~v.d_acc) | (v.d_one & ~v.accumulate) | (v.reduce_max & ~v.reduce)
-        )
+            | (v.update & flags.any())
+        )  # fmt: skip
         b_rows = Mux(v.b_one, 1, v.rows)
         d_rows = Mux(v.d_one, 1, v.rows)
         operands = [
             (v.a, v.rows, v.a_acc, Const(1)),
             (v.b, b_rows, v.b_acc, v.uses_b),
             (v.d, d_rows, v.d_acc, Const(1)),
+            (v.b, v.rows, Const(0), v.update),  # UPDATE: θ̄ and g, rows spans in the scratchpad
+            (v.g, v.rows, Const(0), v.update),
         ]
         too_wide = Cat(used & (v.elems > Mux(acc, cfg.cols, cfg.dim)) for _, _, acc, used in operands).any()
         sp_out = Cat(used & ~acc & (base + span > cfg.sp_rows) for base, span, acc, used in operands).any()
@@ -225,7 +233,13 @@ class Decoder(wiring.Component):
             used & (acc == v.d_acc) & (base < v.d + d_rows) & (v.d < base + span)
             & ~((base == v.d) & (span == v.rows) & (d_rows == v.rows))
             for base, span, acc, used in operands[:2]
-        ).any()  # fmt: skip
+        ).any() & ~v.update  # fmt: skip
+        # UPDATE: θ (A), θ̄ (B), λ (D) and g pairwise apart (each is read and three are written).
+        tensors = (v.a, v.b, v.d, v.g)
+        overlap |= (
+            v.update
+            & Cat((x < y + v.rows) & (y < x + v.rows) for i, x in enumerate(tensors) for y in tensors[i + 1 :]).any()
+        )
         return [
             (vec & bad_field, "BAD_FIELD"),
             (vec & ((v.rows == 0) | (v.elems == 0)), "ZERO_DIM"),

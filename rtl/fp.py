@@ -9,7 +9,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ADD_CUTS", "Bf16Mul", "Fp32Mul", "FpAdd"]
+__all__ = ["ADD_CUTS", "Bf16Add", "Bf16Mul", "Fp32Mul", "FpAdd", "round_bf16"]
 
 EXP_MAX = 255
 BIAS = 127
@@ -73,6 +73,75 @@ class Bf16Mul(wiring.Component):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
             m.d.comb += self.p.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
+        return m
+
+
+def round_bf16(m: Module, value, name: str) -> Value:
+    """An fp32 value (32 bits) rounded to bf16 at bit 16, nearest even; a carry into the exponent
+    gives the next binade or ±Inf, and any NaN becomes the canonical 0x7FC0. The one narrowing of
+    the vector engine's writer, the read-out and the FPTT update unit."""
+    nan = (value[23:31] == 0xFF) & (value[:23] != 0)
+    rne = Signal(33, name=f"{name}_rne")
+    m.d.comb += rne.eq(value + 0x7FFF + value[16])
+    return Mux(nan, 0x7FC0, rne[16:32])
+
+
+class Bf16Add(wiring.Component):
+    """bf16 + bf16 → bf16, rounded once to nearest even: ``FpAdd(7)`` with a bf16 ``x``, so the
+    datapath is 8 significand bits plus guard, round and sticky (11 bits) instead of 27. Same rules:
+    subnormal inputs read as zero, a result below 2^-126 is ±0, ≥ 2^128 is ±Inf, NaN canonical,
+    an exact zero is +0 unless both addends are negative.
+
+    Rounding once to bf16 gives the same bits as rounding to fp32 first (the lanes' ADD then the
+    bf16 narrowing): with an exponent gap of at most 15 the exact sum has at most 24 bits, and with a
+    larger gap the smaller addend lies below half a bf16 ulp of the larger either way."""
+
+    a: In(16)
+    b: In(16)
+    o: Out(16)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
+        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
+        mag_a, mag_b = Mux(za, 0, self.a[:15]), Mux(zb, 0, self.b[:15])
+        swap = mag_b > mag_a
+        sig_a, sig_b = Mux(za, 0, Cat(fa, 1)), Mux(zb, 0, Cat(fb, 1))
+        sig_big, sig_small = Mux(swap, sig_b, sig_a), Mux(swap, sig_a, sig_b)
+        diff = Signal(8)
+        m.d.comb += diff.eq(Mux(swap, eb - ea, ea - eb))
+        dist = Mux(diff > 11, 11, diff)[:4]
+        ext = Cat(Const(0, 3), sig_small)  # 11 bits: guard, round and sticky below the significand
+        lost = Cat(*(dist > i for i in range(11)))
+        aligned = (ext >> dist)[:11] | (ext & lost).any()
+        big = Cat(Const(0, 3), sig_big)
+        total = Signal(12)
+        m.d.comb += total.eq(Mux(sa ^ sb, big - aligned, big + aligned))
+        e_big = Mux(swap, eb, ea)
+        norm, exp = Signal(11), Signal(signed(10))
+        _, lz = _leading_zeros(Cat(Const(0, 5), total[:11]))
+        with m.If(total[11]):
+            m.d.comb += [norm.eq(total[1:] | total[0]), exp.eq(e_big + 1)]
+        with m.Else():
+            m.d.comb += [norm.eq(total[:11] << lz), exp.eq(e_big - lz)]
+        keep = norm[3:]
+        rounded = Signal(9)
+        m.d.comb += rounded.eq(keep + (norm[2] & ((norm[:2] != 0) | keep[0])))
+        exp_r = Signal(signed(10))
+        m.d.comb += exp_r.eq(exp + rounded[8])
+        s_big = Mux(swap, sb, sa)
+        with m.If(na | nb | (ia & ib & (sa ^ sb))):
+            m.d.comb += self.o.eq(0x7FC0)
+        with m.Elif(ia | ib):
+            m.d.comb += self.o.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), Mux(ia, sa, sb)))
+        with m.Elif(total == 0):
+            m.d.comb += self.o.eq(Cat(Const(0, 15), sa & sb))
+        with m.Elif(exp_r >= EXP_MAX):
+            m.d.comb += self.o.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), s_big))
+        with m.Elif(exp_r <= 0):
+            m.d.comb += self.o.eq(Cat(Const(0, 15), s_big))
+        with m.Else():
+            m.d.comb += self.o.eq(Cat(rounded[:7], exp_r[:8], s_big))
         return m
 
 

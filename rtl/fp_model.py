@@ -30,6 +30,7 @@ __all__ = [
     "fp32_mul",
     "fp_add",
     "ftz32",
+    "round_bf16",
 ]
 
 F32_NAN = 0x7FC00000
@@ -71,6 +72,15 @@ def _finish(value: npt.NDArray[np.float64], nan: npt.NDArray[np.bool_], mant_bit
     if mant_bits == 23:
         return np.where(nan, np.uint32(F32_NAN), bits32).astype(np.uint32)
     return np.where(nan, np.uint16(BF16_NAN), (bits32 >> 16).astype(np.uint16)).astype(np.uint16)
+
+
+def round_bf16(bits: npt.ArrayLike) -> npt.NDArray[np.uint16]:
+    """fp32 bit patterns rounded to bf16 at bit 16, nearest even (``rtl.fp.round_bf16``): a carry
+    gives the next binade or ±Inf, any NaN the canonical 0x7FC0; nothing is flushed."""
+    w = np.asarray(bits, dtype=np.uint64)
+    nan = ((w >> 23) & 0xFF == 0xFF) & (w & 0x7FFFFF != 0)
+    rne = ((w + 0x7FFF + ((w >> 16) & 1)) >> 16) & 0xFFFF
+    return np.where(nan, BF16_NAN, rne).astype(np.uint16)
 
 
 def bf16_mul(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint32]:

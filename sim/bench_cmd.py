@@ -260,8 +260,9 @@ def _bench_vector_stream(cfg, op, args: argparse.Namespace) -> int:
 
 
 def _bench_fptt_update(cfg, args: argparse.Namespace) -> int:
-    """The FPTT update program streamed from main memory: parameters per cycle and the AXI read
-    channel's use (four tensors in, three out), checked exactly against the engine model."""
+    """The FPTT update streamed from main memory: parameters per cycle and the AXI read channel's
+    use (four tensors in, three out), checked exactly against the 13-command program through the
+    engine model. One VEC UPDATE per chunk on tiles with the update unit, else the program."""
     from sim.cli import UsageError
     from tb.vector_cases import update_case, update_regions, vector_rows
     from tilesim.build import build_tile_sim
@@ -269,10 +270,14 @@ def _bench_fptt_update(cfg, args: argparse.Namespace) -> int:
 
     if cfg.dtype != "bf16":
         raise UsageError(f"--op fptt_update runs on bf16 tiles, not {cfg.name}")
-    if update_regions(cfg, args.chunk) is None:
-        raise UsageError(f"--chunk {args.chunk}: 18 chunks must fit the {cfg.sp_rows} scratchpad rows of {cfg.name}")
+    fused = cfg.update_lanes > 0
+    if update_regions(cfg, args.chunk, fused) is None:
+        need = "16 (UPDATE: 4 buffers of 4 tensors)" if fused else "18 (the program: 3 buffers of 6 tensors)"
+        raise UsageError(
+            f"--chunk {args.chunk}: {need} chunks must fit the {cfg.sp_rows} scratchpad rows of {cfg.name}"
+        )
     rows, _ = vector_rows(cfg, args.n, "sp")
-    case = update_case(cfg, args.n, args.chunk, seed=5)
+    case = update_case(cfg, args.n, args.chunk, seed=5, fused=fused)
     _memory_mib({"operands": case.mem_bytes}, "FPTT update")
     sim = build_tile_sim(cfg, memory_bytes(case), args.latency)
     run = run_case(cfg, case, latency=args.latency, max_cycles=200 * rows * cfg.dim + 100_000)
@@ -281,7 +286,9 @@ def _bench_fptt_update(cfg, args: argparse.Namespace) -> int:
     result = {
         "bench": "vector-fptt-update",
         "config": cfg.name,
+        "command": "UPDATE" if fused else "program (13 VEC per chunk)",
         "lanes": cfg.lanes,
+        "update_lanes": cfg.update_lanes,
         "dma_bits": cfg.dma_bits,
         "read_latency": args.latency,
         "chunk_rows": args.chunk,

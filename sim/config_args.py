@@ -19,6 +19,7 @@ OVERRIDES = {
     "acc_banks": int,
     "dma_bits": int,
     "lanes": int,
+    "update_lanes": int,
 }
 
 

@@ -3,6 +3,8 @@ loaded, the command, the result stored back and its model result, so the run is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from rtl.config import AccelConfig
@@ -150,14 +152,24 @@ def stream_case(cfg: AccelConfig, op: VecOp, n: int, chunk: int, seed: int) -> L
 
 # θ, θ̄, λ and the gradient stream in; θ, θ̄, λ stream out. R' and a scratch tensor stay local.
 UPDATE_IN, UPDATE_OUT = ("theta", "theta_bar", "lam", "grad"), ("theta", "theta_bar", "lam")
-# Banks of the update's tensors: every command of the program reads two tensors of different
+# Banks of the program's tensors: every command of the program reads two tensors of different
 # banks (a bank has one read port), e.g. θ − θ̄, tmp − λ, grad + R'.
 UPDATE_BANKS = {"theta": 0, "theta_bar": 1, "lam": 2, "grad": 3, "reg": 2, "tmp": 3}
-BUFFERS = 3  # chunk k + 3 reuses chunk k's rows: one chunk loads while the next two are in use
+BUFFERS = 3  # program: chunk k + 3 reuses chunk k's rows: one chunk loads while the next two are in use
+# UPDATE: 4 buffers, so that an UPDATE does not wait for the STOREs of the chunk before it (only
+# for those of two chunks before: the buffer the LOAD after it reuses).
+FUSED_BUFFERS = 4
+
+Regions = Callable[[int], dict[str, int]]
 
 
-def update_regions(cfg: AccelConfig, chunk: int) -> dict[str, int] | None:
-    """First rows of each tensor's BUFFERS buffers of ``chunk`` rows, or None if they do not fit."""
+def update_regions(cfg: AccelConfig, chunk: int, fused: bool = True) -> Regions | None:
+    """The first rows of each tensor of buffer b (a function of b), or None if they do not fit."""
+    return _fused_regions(cfg, chunk) if fused else _program_regions(cfg, chunk)
+
+
+def _program_regions(cfg: AccelConfig, chunk: int) -> Regions | None:
+    """BUFFERS buffers of each of the program's tensors, each tensor in its bank (UPDATE_BANKS)."""
     banks, bank_rows = cfg.sp_banks, cfg.sp_bank_rows
     span = BUFFERS * chunk
     if banks >= 4 and 2 * span <= bank_rows:
@@ -166,19 +178,46 @@ def update_regions(cfg: AccelConfig, chunk: int) -> dict[str, int] | None:
         for name, bank in UPDATE_BANKS.items():
             regions[name] = bank * bank_rows + used.get(bank, 0)
             used[bank] = used.get(bank, 0) + span
-        return regions
-    if len(UPDATE_BANKS) * span > cfg.sp_rows:
+    elif len(UPDATE_BANKS) * span <= cfg.sp_rows:
+        regions = {name: k * span for k, name in enumerate(UPDATE_BANKS)}
+    else:
         return None
-    return {name: k * span for k, name in enumerate(UPDATE_BANKS)}
+    return lambda b: {name: row + b * chunk for name, row in regions.items()}
 
 
-def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.05, alpha: float = 0.5) -> LoopCase:
-    """The FPTT update (rtl/vector/programs.py, ``fptt_update``) of ``n`` bf16 parameters streamed
-    from main memory in chunks of ``chunk`` rows: LOAD θ, θ̄, λ, g → the program → STORE θ, θ̄, λ."""
+def _fused_regions(cfg: AccelConfig, chunk: int) -> Regions | None:
+    """FUSED_BUFFERS buffers of θ, θ̄, λ, g. UPDATE reads θ then λ on one read port and θ̄ then g
+    on the other, so θ and λ share a bank and θ̄ and g another; and buffer b uses the bank pair
+    b mod 2, so the LOAD of the next chunk (the scratchpad's first write port) never writes a bank
+    the UPDATE writes (its second port, refused when the first writes the same bank)."""
+    banks, bank_rows = cfg.sp_banks, cfg.sp_bank_rows
+    if banks >= 4 and FUSED_BUFFERS * chunk <= bank_rows:
+
+        def region(b: int) -> dict[str, int]:
+            first, second = (2 * (b % 2) + k for k in range(2))
+            slot = (b // 2) * 2 * chunk
+            return {
+                "theta": first * bank_rows + slot, "lam": first * bank_rows + slot + chunk,
+                "theta_bar": second * bank_rows + slot, "grad": second * bank_rows + slot + chunk,
+            }  # fmt: skip
+
+        return region
+    if 4 * FUSED_BUFFERS * chunk > cfg.sp_rows:
+        return None
+    return lambda b: {name: (4 * b + k) * chunk for k, name in enumerate(UPDATE_IN)}
+
+
+def update_case(
+    cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.05, alpha: float = 0.5, fused: bool = True
+) -> LoopCase:
+    """The FPTT update of ``n`` bf16 parameters streamed from main memory in chunks of ``chunk``
+    rows: LOAD θ, θ̄, λ, g → one VEC UPDATE per chunk (``fused``; the update unit) or the 13-command
+    program (rtl/vector/programs.py, ``fptt_update``) → STORE θ, θ̄, λ. The expected result is the
+    program's, through the engine model, either way."""
     from rtl.vector.programs import Loc, UpdateChunk, bf16_scalar, fptt_update
 
     rows, _ = vector_rows(cfg, n, "sp")
-    regions = update_regions(cfg, chunk)
+    regions = update_regions(cfg, chunk, fused)
     assert cfg.dtype == "bf16" and regions is not None
     rng = np.random.default_rng(seed)
     tensors = {name: stimulus.inputs(cfg, rng, (rows, cfg.dim), special=0.0).astype(np.uint64) for name in UPDATE_IN}
@@ -195,9 +234,9 @@ def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.
     row_bytes = cfg.dim * 2
     addr = {name: BASE + k * rows * row_bytes for k, name in enumerate(UPDATE_IN)}
     out_addr = BASE + len(UPDATE_IN) * rows * row_bytes
-    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars)
+    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars, fused)
     return LoopCase(
-        label=f"FPTT update of {rows * cfg.dim} parameters",
+        label=f"FPTT update of {rows * cfg.dim} parameters ({'UPDATE' if fused else 'program'})",
         words=stream[0],
         writes=[(addr[name], tensors[name].astype(np.uint16).tobytes()) for name in UPDATE_IN],
         out_addr=out_addr,
@@ -211,49 +250,76 @@ def update_case(cfg: AccelConfig, n: int, chunk: int, seed: int, eta: float = 0.
 
 
 def _update_commands(
-    cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: dict, scalars: dict
+    cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: Regions, scalars: dict, fused: bool
 ) -> list[list[int]]:
-    """Chunk k: LOADs L_k (the last gives VEC a token; from k = 3 the first waits for the token of
-    program P_{k-2}, which ran after the STOREs S_{k-3} of the same rows), P_k (its first command
-    waits for L_k and for S_{k-1}; its last gives STORE a token, and LOAD one for L_{k+2}), STOREs
-    S_k (the first waits for P_k, the last gives P_{k+1} a token). Pushed as L0 L1 L2, then P_k S_k
-    L_{k+2}: a command that waits is never pushed before the one that gives its token."""
-    from rtl.vector.programs import Loc, UpdateChunk, fptt_update
+    """With B buffers (BUFFERS for the program, FUSED_BUFFERS for UPDATE), chunk k: LOADs L_k (the
+    last gives VEC a token; from k = B the first waits for the token of P_{k-2}), P_k (one UPDATE,
+    or the program: its first command waits for L_k and, from k = B - 2, for the STOREs
+    S_{k-B+2} of the buffer L_{k+2} reuses; its last gives STORE a token, and LOAD one for L_{k+2}),
+    STOREs S_k (the first waits for P_k, the last gives P_{k+B-2} a token). Pushed as L_0 … L_{B-1},
+    then P_k S_k L_{k+2}: a command that waits is never pushed before the one that gives its
+    token. With B = 4 an UPDATE does not wait for the STOREs just before it, so VEC and STORE
+    overlap; its commands are pushed in the order the units start them (below)."""
+    from rtl.vector.programs import Loc, UpdateChunk, fptt_update, fptt_update_fused
 
     row_bytes = cfg.dim * 2
     starts = list(range(0, rows, chunk))
     count = len(starts)
+    buffers = FUSED_BUFFERS if fused else BUFFERS
+    lag = buffers - 2  # P_k waits for S_{k - lag}
+    # Loads pushed without a token: all free buffers for the program; for UPDATE only two, so that
+    # every later L_{k+2} starts when P_k ends, as in the steady state (loads queued ahead of it
+    # were measured to halve the rate of the UPDATEs they overlap).
+    free = 2 if fused else buffers
+
+    def size(k: int) -> int:
+        return min(chunk, rows - starts[k])
 
     def loads(k: int) -> list[list[int]]:
-        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
         out = []
         for i, name in enumerate(UPDATE_IN):
-            flags = (WAIT_VEC if k >= BUFFERS and i == 0 else 0) | (SIGNAL_VEC if i == len(UPDATE_IN) - 1 else 0)
+            flags = (WAIT_VEC if k >= free and i == 0 else 0) | (SIGNAL_VEC if i == len(UPDATE_IN) - 1 else 0)
             source = addr[name] + starts[k] * row_bytes
-            out.append([0x01 | flags, source, row_bytes, n_rows | cfg.dim << 16, regions[name] + buf])
+            out.append([0x01 | flags, source, row_bytes, size(k) | cfg.dim << 16, regions(k % buffers)[name]])
         return out
 
     def program(k: int) -> list[list[int]]:
-        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
-        locs = UpdateChunk(**{name: Loc(base + buf) for name, base in regions.items()})
-        words = [c.words() for c in fptt_update(n_rows, cfg.dim, locs, **scalars)]
-        words[0][0] |= WAIT_VEC | (WAIT_NEXT if k >= 1 else 0)
-        words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k >= 1 and k + 2 < count else 0)
+        where = regions(k % buffers)
+        if fused:
+            locs = UpdateChunk(**{name: Loc(where[name]) for name in UPDATE_IN}, reg=Loc(0), tmp=Loc(0))
+            cmds = [fptt_update_fused(size(k), cfg.dim, locs, **scalars)]
+        else:
+            cmds = fptt_update(size(k), cfg.dim, UpdateChunk(**{n: Loc(r) for n, r in where.items()}), **scalars)
+        words = [c.words() for c in cmds]
+        words[0][0] |= WAIT_VEC | (WAIT_NEXT if k >= lag else 0)
+        words[-1][0] |= SIGNAL_NEXT | (SIGNAL_VEC if k + 2 >= free and k + 2 < count else 0)
         return words
 
     def stores(k: int) -> list[list[int]]:
-        n_rows, buf = min(chunk, rows - starts[k]), (k % BUFFERS) * chunk
         out = []
         for i, name in enumerate(UPDATE_OUT):
             last = i == len(UPDATE_OUT) - 1
-            flags = (WAIT_VEC if i == 0 else 0) | (SIGNAL_VEC if last and k + 1 < count else 0)
+            flags = (WAIT_VEC if i == 0 else 0) | (SIGNAL_VEC if last and k + lag < count else 0)
             target = out_addr + (i * rows + starts[k]) * row_bytes
-            out.append([0x02 | 1 << 12 | flags, target, row_bytes, n_rows | cfg.dim << 16, regions[name] + buf, 0])
+            local = regions(k % buffers)[name]
+            out.append([0x02 | 1 << 12 | flags, target, row_bytes, size(k) | cfg.dim << 16, local, 0])
         return out
 
-    stream = [words for k in range(min(BUFFERS, count)) for words in loads(k)]
+    stream = [words for k in range(min(free, count)) for words in loads(k)]
+    if not fused:
+        for k in range(count):
+            stream += program(k) + stores(k)
+            if buffers <= k + 2 < count:
+                stream += loads(k + 2)
+        return [*stream, [0x04]]
+    # In the order the units start them, so that no command waiting in its unit's gate holds up
+    # the queue in front of another unit's: P_{k+1} (it starts when P_k ends), then the loads of
+    # L_{k+2} and the stores of S_k alternately (both start when P_k ends, one DMA each).
+    stream += program(0)
     for k in range(count):
-        stream += program(k) + stores(k)
-        if k >= 1 and k + 2 < count:
-            stream += loads(k + 2)
+        if k + 1 < count:
+            stream += program(k + 1)
+        after = loads(k + 2) if free <= k + 2 < count else []
+        for i in range(max(len(after), len(UPDATE_OUT))):
+            stream += after[i : i + 1] + stores(k)[i : i + 1]
     return [*stream, [0x04]]

@@ -47,8 +47,30 @@ def _acc_values(cfg: AccelConfig, rng: np.random.Generator, shape: tuple[int, in
     return np.where(mask, rng.choice(edges.astype(np.uint64), shape), values)
 
 
+BF16_SCALARS = [0x3F80, 0x3F00, 0x3D4D, 0x0000, 0x8000, 0x7F80, 0x7FC0, 0x0080, 0x0001, 0x7F7F, 0xC2F7]
+
+
+def random_update(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
+    """A valid UPDATE: θ from rows 0-15, θ̄ 16-31, λ 40-55, g 56-71 (apart, 1-8 rows each), edge
+    or random bf16 scalars (α = 0 with κ = 0 included)."""
+
+    def scalar() -> int:
+        return (
+            int(rng.choice(BF16_SCALARS)) if rng.random() < 0.4 else int(np.float32(rng.normal()).view(np.uint32) >> 16)
+        )
+
+    return VecCommand(
+        op=VecOp.UPDATE, rows=int(rng.integers(1, 9)), elems=int(rng.integers(1, cfg.dim + 1)),
+        a=int(rng.integers(0, 8)), b=int(rng.integers(16, 24)), d=int(rng.integers(40, 48)),
+        g=int(rng.integers(56, 64)), scalar=scalar() | scalar() << 16, kappa=scalar(),
+    )  # fmt: skip
+
+
 def random_command(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
-    """A valid VEC command over rows 0-63: A from rows 0-15, B from 16-31, D in 40-55, or in place."""
+    """A valid VEC command over rows 0-71: A from rows 0-15, B from 16-31, D in 40-55, or in place;
+    on tiles with the update unit, one in eight an UPDATE."""
+    if cfg.update_lanes and rng.random() < 0.125:
+        return random_update(cfg, rng)
     op = VecOp(int(rng.choice(sorted(FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS))))
     a_acc, b_acc, d_acc = (bool(x) for x in rng.integers(0, 2, 3))
     rows = int(rng.integers(1, 9))
@@ -222,6 +244,22 @@ def bad_commands(cfg: AccelConfig) -> list[tuple[list[int], int]]:
         (VecCommand(op=VecOp.COPY, rows=4, elems=1, a=0, d=2).words(), ERR["BAD_SHAPE"]),
         (VecCommand(op=VecOp.ADD, rows=4, elems=1, a=0, b=9, d=8).words(), ERR["BAD_SHAPE"]),
         (VecCommand(op=VecOp.ADD, rows=4, elems=1, a=20, b=8, d=8, b_one=True).words(), ERR["BAD_SHAPE"]),
+        *_bad_updates(cfg),
+    ]
+
+
+def _bad_updates(cfg: AccelConfig) -> list[tuple[list[int], int]]:
+    """UPDATE's rules: undefined without the unit; scratchpad only, four disjoint spans in range."""
+    ok = {"op": VecOp.UPDATE, "rows": 4, "elems": 1, "a": 0, "b": 8, "d": 16, "g": 24}
+    if not cfg.update_lanes:
+        return [(VecCommand(**ok).words(), ERR["BAD_FIELD"])]
+    return [
+        (VecCommand(**ok | {"d_acc": True}).words(), ERR["BAD_FIELD"]),
+        (VecCommand(**ok | {"reduce": True}).words(), ERR["BAD_FIELD"]),
+        (VecCommand(**ok | {"g": 18}).words(), ERR["BAD_SHAPE"]),
+        (VecCommand(**ok | {"d": 0}).words(), ERR["BAD_SHAPE"]),
+        (VecCommand(**ok | {"g": cfg.sp_rows - 3}).words(), ERR["SP_RANGE"]),
+        (VecCommand(**ok | {"elems": cfg.dim + 1}).words(), ERR["TOO_LARGE"]),
     ]
 
 
@@ -254,6 +292,23 @@ async def tile_vector_stream(dut) -> None:
     ops = [VecOp.ADD, VecOp.MULS] if t.cfg.dtype == "int8" else [VecOp.MADDS, VecOp.TANH]
     for seed, op in enumerate(ops):
         case = stream_case(t.cfg, op, n=37 * t.cfg.dim + 3, chunk=5, seed=seed)
+        for addr, raw in case.writes:
+            t.mem.data[addr : addr + len(raw)] = raw
+        await run_commands(t, case.commands)
+        got = get(t, case.out_addr, case.out_shape, case.out_dtype)
+        bad = np.argwhere(got != case.want)
+        assert bad.size == 0, f"{case.label}: {len(bad)} wrong elements, first at {tuple(bad[0])}"
+
+
+@cocotb.test(skip=not json.loads(os.environ.get("PYARD_CONFIG", "{}")).get("update_lanes"))
+async def tile_fptt_update(dut) -> None:
+    """The FPTT update streamed from memory, one UPDATE per chunk in four buffers, LOAD → UPDATE →
+    STORE ordered by tokens only, against the 13-command program through the engine model."""
+    from tb.vector_cases import update_case
+
+    t = await start(dut)
+    for seed, (alpha, chunk) in enumerate(((0.5, 5), (0.0, 3), (0.1, 8))):
+        case = update_case(t.cfg, n=29 * t.cfg.dim + 3, chunk=chunk, seed=seed, alpha=alpha)
         for addr, raw in case.writes:
             t.mem.data[addr : addr + len(raw)] = raw
         await run_commands(t, case.commands)

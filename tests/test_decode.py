@@ -60,6 +60,7 @@ VEC_CASES = [
     (vec(), None),
     (vec(op=VecOp.SIGMOID), "BAD_FIELD"),  # no transcendental functions on int8 tiles
     (vec(op=VecOp.RECIP), "BAD_FIELD"),  # nor the reciprocal
+    (vec(op=VecOp.UPDATE), "BAD_FIELD"),  # the FPTT update unit is on bf16 tiles only
     (vec(op=31), "BAD_FIELD"),
     (vec(shift=31, op=VecOp.MUL), None),
     (vec(accumulate=True), "BAD_FIELD"),  # accumulate into the scratchpad
@@ -201,6 +202,7 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "k_rows", "a_addr", "m", "c_addr")}
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
         out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
+        out["vec_update"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("update", "g", "kappa", "scalar")}
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
@@ -249,6 +251,59 @@ def test_routing_and_fields() -> None:
 def test_rules_bf16(words: list[int], error: str | None) -> None:
     out = decode(words, cfg=BF16)
     assert out["error"] == (None if error is None else ERR[error])
+
+
+def update(**fields) -> list[int]:
+    """UPDATE with θ, θ̄, λ, g at rows 0, 100, 200, 300 (4 rows each) unless changed."""
+    return vec(**({"op": VecOp.UPDATE, "a": 0, "b": 100, "d": 200, "g": 300} | fields))
+
+
+BF16_ROWS = BF16.sp_rows
+
+
+@pytest.mark.parametrize(
+    ("words", "error"),
+    [
+        (update(), None),
+        (update(rows=65535, a=0, b=0, d=0, g=0), "SP_RANGE"),
+        (update(g=BF16_ROWS - 4), None),  # every tensor may end at the last row
+        (update(g=BF16_ROWS - 3), "SP_RANGE"),
+        (update(a=BF16_ROWS - 3), "SP_RANGE"),
+        (update(b=BF16_ROWS - 3), "SP_RANGE"),  # B is read although UPDATE is not a B op of the lanes
+        (update(d=BF16_ROWS - 3), "SP_RANGE"),
+        (update(elems=9), "TOO_LARGE"),
+        (update(elems=8, rows=1), None),
+        (update(rows=0), "ZERO_DIM"),
+        (update(d=0), "BAD_SHAPE"),  # λ in θ's rows: no in-place exception
+        (update(b=3), "BAD_SHAPE"),  # θ̄ overlaps θ by one row
+        (update(b=4), None),  # adjacent, not overlapping
+        (update(g=203), "BAD_SHAPE"),  # g overlaps λ
+        (update(g=100), "BAD_SHAPE"),  # g is θ̄
+        (update(a_acc=True), "BAD_FIELD"),  # scratchpad tensors only
+        (update(d_acc=True), "BAD_FIELD"),
+        (update(b_one=True), "BAD_FIELD"),
+        (update(reduce=True), "BAD_FIELD"),
+        (update(d_acc=True, d_one=True, accumulate=True), "BAD_FIELD"),
+        (update(deps=WAIT_PREV | SIGNAL_NEXT), None),
+    ],
+)
+def test_rules_update(words: list[int], error: str | None) -> None:
+    out = decode(words, cfg=BF16)
+    assert out["error"] == (None if error is None else ERR[error])
+    if error is None:
+        assert out["routes"] == ["vec"]
+
+
+def test_update_needs_the_unit() -> None:
+    """A bf16 tile built without the update unit (update_lanes = 0) refuses UPDATE."""
+    assert decode(update(), cfg=BF16.replace(update_lanes=0))["error"] == ERR["BAD_FIELD"]
+
+
+def test_update_fields() -> None:
+    out = decode(update(a=1, b=2000, d=3000, g=4000, scalar=0x3F003D4D, kappa=0x3F80), cfg=BF16)
+    assert out["vec"] == {"op": 16, "rows": 4, "elems": 8, "a": 1, "b": 2000, "d": 3000, "uses_b": 0}
+    assert out["vec_update"] == {"update": 1, "g": 4000, "kappa": 0x3F80, "scalar": 0x3F003D4D}
+    assert decode(vec(op=VecOp.ADD), cfg=BF16)["vec_update"]["update"] == 0
 
 
 def test_vec_fields() -> None:

@@ -98,10 +98,10 @@ def test_tile_lint(tmp_path) -> None:
     assert lint(paths["verilog"], "tile") == []
 
 
-def _command():
+def _command(dtype: str = "int8"):
     from hypothesis import strategies as st
 
-    cfg = AccelConfig(rows=4, cols=4, dtype="int8")
+    cfg = AccelConfig(rows=4, cols=4, dtype=dtype)
     small, addr = st.integers(0, 20), st.integers(0, 0x20000)
     deps = st.integers(0, 15).map(lambda d: d << 8)
     local = st.one_of(st.integers(0, 64), st.integers(cfg.sp_rows - 20, cfg.sp_rows + 2), st.integers(0, 0xFFFF))
@@ -138,9 +138,12 @@ def _command():
     vec = vec.map(
         lambda t: [0x05 | t[0] | t[1] | t[2] << 12, t[3], t[4] | t[5] << 16, t[6] | t[7] << 16, t[8] | t[9] << 16]
     )
+    # UPDATE (op 16): any other flags, rows near the memories' ends, any scalars, g | κ in word 5.
+    update = st.tuples(vec, local, st.integers(0, 0xFFFF), st.integers(0, 0x7F))
+    update = update.map(lambda t: [t[0][0] & ~(0x1F << 18) | 16 << 18 | t[3] << 12, *t[0][1:], t[1] | t[2] << 16])
     with_side = st.tuples(st.one_of(dma, ex), side).map(lambda t: [t[0][0] | t[1], *t[0][1:]])
     junk = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=16)
-    return st.one_of(dma, dma, ex, ex, vec, vec, with_side, gemm, conv, st.just([0x04]), junk)
+    return st.one_of(dma, dma, ex, ex, vec, vec, update, with_side, gemm, conv, st.just([0x04]), junk)
 
 
 def test_tile_random_command_streams() -> None:
@@ -152,6 +155,22 @@ def test_tile_random_command_streams() -> None:
 
     @settings(max_examples=6, deadline=None, derandomize=True)
     @given(st.lists(_command(), min_size=1, max_size=25))
+    def check(commands) -> None:
+        env = {"PYARD_TB_ARGS": json.dumps({"commands": commands})}
+        run_cocotb(b, "tb.tile_tb", testcase="tile_random_commands", env=env, name="random")
+
+    check()
+
+
+def test_tile_random_command_streams_bf16() -> None:
+    """The same on a bf16 tile with the FPTT update unit, so UPDATE commands (valid or not) run."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    b = build("tile", AccelConfig(rows=4, cols=4, dtype="bf16"))
+
+    @settings(max_examples=3, deadline=None, derandomize=True)
+    @given(st.lists(_command("bf16"), min_size=1, max_size=25))
     def check(commands) -> None:
         env = {"PYARD_TB_ARGS": json.dumps({"commands": commands})}
         run_cocotb(b, "tb.tile_tb", testcase="tile_random_commands", env=env, name="random")

@@ -23,8 +23,9 @@ def test_tile_vector(dtype: str) -> None:
 
 def test_tile_vector_beats() -> None:
     """Rows wider than the lanes (several beats per row, the last one partial) and accumulator rows
-    narrower than scratchpad rows (8x4: scratchpad rows of 8, accumulator rows of 4)."""
-    b = build("tile", AccelConfig(rows=8, cols=4, dtype="bf16", lanes=3, sp_kib=16, acc_kib=4))
+    narrower than scratchpad rows (8x4: scratchpad rows of 8, accumulator rows of 4); three update
+    units (UPDATE rows of 8 parameters in beats of 3, 3 and 2)."""
+    b = build("tile", AccelConfig(rows=8, cols=4, dtype="bf16", lanes=3, update_lanes=3, sp_kib=16, acc_kib=4))
     run_cocotb(b, "tb.vector_tb", env={"PYARD_TB_ARGS": json.dumps({"seed": 11, "batches": 2})})
 
 
@@ -34,6 +35,25 @@ def test_lanes_config_limits() -> None:
     for bad in (0.5, 9, -1, True):
         with pytest.raises(ConfigError, match="lanes"):
             AccelConfig(rows=8, cols=4, lanes=bad)
+
+
+def test_update_lanes_config_limits() -> None:
+    """Derived from the DMA bus (θ, θ̄, λ, g: 64 bits per parameter), at most a row; none on int8."""
+    assert AccelConfig(rows=4, cols=4, dtype="bf16").update_lanes == 1
+    assert AccelConfig(rows=16, cols=16, dtype="bf16").update_lanes == 2  # 128-bit bus
+    assert AccelConfig(rows=4, cols=4, dtype="bf16", dma_bits=512).update_lanes == 4  # at most dim
+    assert AccelConfig(rows=4, cols=4, dtype="int8").update_lanes == 0
+    assert AccelConfig(rows=4, cols=4, dtype="bf16", update_lanes=0).update_lanes == 0
+    assert AccelConfig(rows=4, cols=4, dtype="bf16").replace(dma_bits=128).update_lanes == 2
+    for dtype, bad in (("bf16", 5), ("bf16", -2), ("bf16", True), ("int8", 1)):
+        with pytest.raises(ConfigError, match="update_lanes"):
+            AccelConfig(rows=4, cols=4, dtype=dtype, update_lanes=bad)
+
+
+def test_update_command_words() -> None:
+    """UPDATE's encoding (docs/isa.md): op 16, η | α << 16 in word 1, g | κ << 16 in word 5."""
+    c = VecCommand(op=VecOp.UPDATE, rows=9, elems=4, a=1, b=2, d=3, g=4, scalar=0x3F003D4D, kappa=0x3F80)
+    assert c.words() == [0x05 | 16 << 18, 0x3F003D4D, 9 | 4 << 16, 1 | 2 << 16, 3, 4 | 0x3F80 << 16]
 
 
 def test_model_rows_in_order() -> None:

@@ -571,13 +571,10 @@ def bits16(x: np.ndarray) -> np.ndarray:
     return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
-def tile_gemm(cfg: AccelConfig, a: np.ndarray, b: np.ndarray, init: np.ndarray | None = None) -> np.ndarray:
+def tile_gemm(cfg: AccelConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The accumulator after a GEMM command (``loop_result``, read through the identity read-out):
-    fp32 values, or bf16 values with a bf16 accumulator. ``init``: bias row or full D (bf16 values)."""
-    acc_init = None
-    if init is not None:
-        acc_init = bits16(init).astype(np.uint32) << (16 if cfg.acc_dtype == "fp32" else 0)
-    out = loop_result(cfg, bits16(a), bits16(b), acc_init, 0x3F800000, 0, 1)
+    fp32 values, or bf16 values with a bf16 accumulator."""
+    out = loop_result(cfg, bits16(a), bits16(b), None, 0x3F800000, 0, 1)
     if cfg.acc_dtype == "bf16":
         return (out.astype(np.uint32) << 16).view(np.float32)
     return out.astype(np.uint32).view(np.float32)
@@ -585,6 +582,13 @@ def tile_gemm(cfg: AccelConfig, a: np.ndarray, b: np.ndarray, init: np.ndarray |
 
 def f32(x) -> np.ndarray:
     return np.asarray(x, np.float32)
+
+
+def with_ones(a: np.ndarray, axis: int) -> np.ndarray:
+    """``a`` with a column (axis 1) or a row (axis 0) of ones appended: the bias's partner in a
+    GEMM whose other operand carries the bias as its last K row (the contract, docs/fptt.md)."""
+    shape = (a.shape[0], 1) if axis == 1 else (1, a.shape[1])
+    return np.concatenate([a, np.ones(shape, np.float32)], axis=axis)
 
 
 class Chain:
@@ -607,7 +611,8 @@ class Chain:
             t = CellForward(tile.alloc(GATES * n, acc=True), self.s[j], tile.alloc(GATES * n), self.s[j + 1],
                             tile.alloc(n), tile.alloc(n))  # fmt: skip
             self.xcs.append(np.concatenate([bf16(x[:, j]), self.h], axis=1))
-            put_gates(tile, blocks, t.z, tile_gemm(self.cfg, self.xcs[j], self.w, f32(self.theta.b_gate)))
+            w_aug = np.concatenate([self.w, f32(self.theta.b_gate)[None]])
+            put_gates(tile, blocks, t.z, tile_gemm(self.cfg, with_ones(self.xcs[j], 1), w_aug))
             tile.run(lstm_forward(blocks, t))
             self.fwd.append(t)
             self.h = get(tile, blocks, t.h)
@@ -622,10 +627,8 @@ class Chain:
         n = classes * heads.count
         sm = SoftmaxRows(tile.alloc(n, acc=True), tile.alloc(n), tile.alloc(n), tile.alloc(2 * ((classes + 1) // 2)),
                          tile.alloc(heads.count, acc=True), tile.alloc(heads.count))  # fmt: skip
-        b_out = np.repeat(f32(self.theta.b_out)[:, None], BATCH, axis=1)
-        tile.put(
-            sm.z, to_rows(heads, tile_gemm(self.cfg, np.ascontiguousarray(w_out.T), np.ascontiguousarray(h.T), b_out))
-        )
+        w_out_t = np.concatenate([w_out.T, f32(self.theta.b_out)[:, None]], axis=1)  # [W_out; b_out]ᵀ
+        tile.put(sm.z, to_rows(heads, tile_gemm(self.cfg, w_out_t, with_ones(np.ascontiguousarray(h.T), 0))))
         tile.run(softmax(heads, sm))
         assert same_bits(from_rows(heads, tile.get(sm.probs, n, heads.width)).T, f32(self.out.probs))
         onehot = np.zeros((classes, BATCH), np.float32)
@@ -637,8 +640,9 @@ class Chain:
         tile.run(head_backward(heads, hb, bf16_scalar(1.0 / BATCH)))
         dlogits = from_rows(heads, tile.get(hb.dlogits, n, heads.width)).T
         assert same_bits(dlogits, f32(self.bw.dlogits))
-        self.grads["w_out"] = bf16(tile_gemm(self.cfg, np.ascontiguousarray(h.T), dlogits))
-        self.grads["b_out"] = tile.get(hb.db_out, classes, 1)[:, 0]
+        # [dW_out; db_out] = [h, 1]ᵀ · dlogits: the bias gradient is the GEMM's ones row
+        dw_out = bf16(tile_gemm(self.cfg, np.ascontiguousarray(with_ones(h, 1).T), dlogits))
+        self.grads["w_out"], self.grads["b_out"] = dw_out[:-1], dw_out[-1]
         return tile_gemm(self.cfg, dlogits, np.ascontiguousarray(w_out.T))
 
     def backward(self, dh: np.ndarray, trunc_h: int | None, trunc_s: int | None) -> None:
@@ -668,14 +672,10 @@ class Chain:
             assert same_bits(dzs[0], f32(self.bw.dz[j - first])), j
             if j > lo:
                 dh = tile_gemm(self.cfg, dzs[0], w_h_t)
-        xc_t = np.ascontiguousarray(np.concatenate(self.xcs[first:]).T)
-        self.grads["w_gate"] = bf16(tile_gemm(self.cfg, xc_t, np.concatenate(dzs)))
-        count = GATES * blocks.count
-        db, db_out = tile.alloc(count, acc=True), tile.alloc(count)
-        for j in range(first, steps):
-            tile.run(bias_gradient(BATCH, count, blocks.width, dz[j], db, first=j == first))
-        tile.run(bias_gradient_finish(count, blocks.width, db, db_out))
-        self.grads["b_gate"] = get_gates(tile, Blocks(1, blocks.features, self.cfg.cols), db_out)[0]
+        # [dW; db] = [xc, 1]ᵀ · dz: db is the gradient GEMM's ones row
+        xc_t = np.ascontiguousarray(with_ones(np.concatenate(self.xcs[first:]), 1).T)
+        dw = bf16(tile_gemm(self.cfg, xc_t, np.concatenate(dzs)))
+        self.grads["w_gate"], self.grads["b_gate"] = dw[:-1], dw[-1]
         for key, g in self.grads.items():
             want = f32(getattr(self.bw.grads, key))
             assert same_bits(g.reshape(want.shape), want), key

@@ -21,12 +21,15 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
+from rtl.fp import FpAdd, round_bf16
 from rtl.gate import EngineDone
 from rtl.readout import readout_controls
 from rtl.shared import add_shared
+from rtl.vector import lane as lane_rules
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
+from rtl.vector.update_unit import UpdateUnit
 
 __all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
 
@@ -57,6 +60,9 @@ def vec_op_layout() -> data.StructLayout:
             "reduce": 1,  # each result row is folded into its element 0 (a row reduction)
             "reduce_max": 1,  # the fold: 0 sum, 1 max
             "uses_b": 1,
+            "update": 1,  # op UPDATE: A θ, B θ̄, D λ, g below; scalar η | α << 16 (bf16)
+            "g": 16,  # UPDATE: first row of the gradient
+            "kappa": 16,  # UPDATE: 1/(2α), bf16
         }
     )
 
@@ -96,7 +102,7 @@ class VectorEngine(wiring.Component):
                         data.StructLayout({"addr": acc_addr, "data": acc_row, "mask": cfg.cols, "accumulate": 1})
                     )
                 ),
-                "elements": Out(range(cfg.lanes + 1)),  # elements computed this cycle
+                "elements": Out(range(max(cfg.lanes, cfg.update_lanes) + 1)),  # elements computed this cycle
                 "busy": Out(1),
             }
         )
@@ -110,14 +116,22 @@ class VectorEngine(wiring.Component):
         with m.If(start):
             m.d.sync += [cmd.eq(self.op.payload), running.eq(1)]
 
+        # UPDATE reads two rows of each port per row: θ then λ on A's, θ̄ then g on B's.
         a_rows = self._reader(
-            m, "a", cmd, running, start, cmd.a, self.sp_a, self.sp_a_data, self.acc_a, self.acc_a_data
+            m, "a", cmd, running, start, (cmd.a, cmd.d), self.sp_a, self.sp_a_data, self.acc_a, self.acc_a_data
         )
         b_rows = self._reader(
-            m, "b", cmd, running & cmd.uses_b, start, cmd.b, self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data
-        )
-        results = self._compute(m, cmd, running, start, a_rows, b_rows)
-        finished = self._writer(m, cmd, running, start, results)
+            m, "b", cmd, running & (cmd.uses_b | cmd.update), start, (cmd.b, cmd.g),
+            self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data,
+        )  # fmt: skip
+        results, lane_pop, lane_elems = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows)
+        updates, update_pop, update_elems = self._update(m, cmd, running & cmd.update, start, a_rows, b_rows)
+        m.d.comb += [
+            a_rows.r_en.eq(lane_pop | update_pop),
+            b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop),
+            self.elements.eq(lane_elems | update_elems),
+        ]
+        finished = self._writer(m, cmd, running, start, results, updates)
         with m.If(finished):
             m.d.sync += running.eq(0)
         m.d.comb += [
@@ -129,17 +143,21 @@ class VectorEngine(wiring.Component):
 
     # -- readers --------------------------------------------------------------------------------
 
-    def _reader(self, m: Module, name: str, cmd, enable, start, base, sp_req, sp_rsp, acc_req, acc_rsp):
-        """Issue the operand's row reads while its buffer has room; the buffer holds widened rows."""
+    def _reader(self, m: Module, name: str, cmd, enable, start, bases, sp_req, sp_rsp, acc_req, acc_rsp):
+        """Issue the operand's row reads while its buffer has room; the buffer holds widened rows.
+        ``bases``: the operand's first row, and UPDATE's second tensor read through this port (its
+        rows alternate with the first's: row r of the first, then row r of the second)."""
         cfg = self.cfg
         buf = fifo.SyncFIFOBuffered(width=32 * self.width, depth=ROW_BUFFER)
         m.submodules[f"{name}_rows"] = buf
-        issued = Signal(16, name=f"{name}_issued")
+        issued = Signal(17, name=f"{name}_issued")
         in_flight = Signal(range(ROW_BUFFER + 1), name=f"{name}_in_flight")
         from_acc = cmd.a_acc if name == "a" else cmd.b_acc
         one_row = Const(0) if name == "a" else cmd.b_one
-        want = enable & (issued != cmd.rows) & (buf.level + in_flight < ROW_BUFFER)
-        addr = base + Mux(one_row, 0, issued)
+        total = Mux(cmd.update, Cat(Const(0, 1), cmd.rows), cmd.rows)
+        want = enable & (issued != total) & (buf.level + in_flight < ROW_BUFFER)
+        pair = Mux(issued[0], bases[1], bases[0]) + issued[1:]
+        addr = Mux(cmd.update, pair, bases[0] + Mux(one_row, 0, issued))
         identity = 0 if cfg.acc_dtype == "int32" else ONE_F32
         m.d.comb += [
             sp_req.valid.eq(want & ~from_acc),
@@ -184,7 +202,8 @@ class VectorEngine(wiring.Component):
     # -- lanes ----------------------------------------------------------------------------------
 
     def _compute(self, m: Module, cmd, running, start, a_rows, b_rows):
-        """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows."""
+        """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows.
+        Returns the result rows, the pulse that takes the head rows and the elements computed."""
         _cfg, lanes = self.cfg, self.cfg.lanes
         beats = -(-self.width // lanes)
         beat_range = range(max(beats, 2))  # one beat per row still gets a 1-bit counter (no zero-width wires)
@@ -204,8 +223,7 @@ class VectorEngine(wiring.Component):
             m.d.sync += computed.eq(computed + 1)
         with m.If(start):
             m.d.sync += computed.eq(0)
-        m.d.comb += [a_rows.r_en.eq(issue & last), b_rows.r_en.eq(issue & last & cmd.uses_b)]
-        m.d.comb += self.elements.eq(Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0))
+        elements = Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
         a_row = data.View(data.ArrayLayout(32, self.width), a_rows.r_data)
         b_row = data.View(data.ArrayLayout(32, self.width), b_rows.r_data)
@@ -234,7 +252,7 @@ class VectorEngine(wiring.Component):
         push = done_beat.valid & done_beat.last
         m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
         m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
-        return out
+        return out, issue & last, elements
 
     def _pick(self, m: Module, row, beat, k: int, beats: int) -> Signal:
         """Element ``beat · lanes + k`` of a work row (0 past its end)."""
@@ -264,19 +282,101 @@ class VectorEngine(wiring.Component):
             m.d.comb += [fn.x.eq(lane.fn_x), fn.fn.eq(cmd.op - VecOp.SIGMOID), lane.fn_y.eq(fn.y)]
         return lane.y
 
+    # -- FPTT update ----------------------------------------------------------------------------
+
+    def _update(self, m: Module, cmd, running, start, a_rows, b_rows):
+        """UPDATE: a row's θ, θ̄ (at the heads of A's and B's buffers) and then its λ, g are taken
+        into a row register in two cycles, while ``update_lanes`` update units work through the row
+        before, that many parameters per cycle; the three result rows (θ', θ̄', λ') collect into one
+        entry of the returned buffer. Returns it, the pulse that takes the heads and the
+        parameters computed this cycle."""
+        lanes, width = self.cfg.update_lanes, self.width
+        out = fifo.SyncFIFOBuffered(width=3 * 16 * width, depth=ROW_BUFFER)
+        m.submodules.updates = out
+        if not lanes:  # no unit: the decoder refuses UPDATE
+            return out, Const(0), Const(0)
+        bf16_row = data.ArrayLayout(16, width)
+        tensors = data.StructLayout({"th": bf16_row, "tb": bf16_row, "lm": bf16_row, "g": bf16_row})
+        nxt, cur = Signal(tensors, name="update_next"), Signal(tensors, name="update_row")
+        half, full, cur_valid = Signal(name="update_half"), Signal(name="update_full"), Signal(name="update_busy")
+        take = running & a_rows.r_rdy & b_rows.r_rdy & ~full
+        a_row = data.View(data.ArrayLayout(32, width), a_rows.r_data)
+        b_row = data.View(data.ArrayLayout(32, width), b_rows.r_data)
+        a_bf16, b_bf16 = (Cat(*(r[k][16:] for k in range(width))) for r in (a_row, b_row))
+        with m.If(take & ~half):
+            m.d.sync += [nxt.th.eq(a_bf16), nxt.tb.eq(b_bf16), half.eq(1)]
+        with m.If(take & half):
+            m.d.sync += [nxt.lm.eq(a_bf16), nxt.g.eq(b_bf16), half.eq(0), full.eq(1)]
+
+        beats = -(-width // lanes)
+        beat = Signal(range(max(beats, 2)), name="update_beat")
+        in_pipe = Signal(range(ROW_BUFFER + 1), name="update_rows_in_pipe")
+        room = out.level + in_pipe < ROW_BUFFER
+        issue = cur_valid & ((beat != 0) | room)
+        last = (beat + 1) * lanes >= cmd.elems
+        with m.If(issue):
+            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+        with m.If(full & (~cur_valid | (issue & last))):
+            m.d.sync += [cur.eq(nxt), cur_valid.eq(1), full.eq(0)]
+        with m.Elif(issue & last):
+            m.d.sync += cur_valid.eq(0)
+
+        results = [self._update_unit(m, k, cmd, cur, beat, beats) for k in range(lanes)]
+        latency = UpdateUnit.LATENCY
+        meta = [Signal(data.StructLayout({"valid": 1, "beat": range(max(beats, 2)), "last": 1}),
+                       name=f"update_beat_{i}") for i in range(latency + 1)]  # fmt: skip
+        m.d.comb += [meta[0].valid.eq(issue), meta[0].beat.eq(beat), meta[0].last.eq(last)]
+        for i in range(latency):
+            m.d.sync += meta[i + 1].eq(meta[i])
+        done = meta[latency]
+        rows3 = data.ArrayLayout(bf16_row, 3)
+        collect, merged = Signal(rows3, name="update_collect"), Signal(rows3, name="update_merged")
+        m.d.comb += merged.eq(collect)
+        for j in range(beats):
+            with m.If(done.beat == j):
+                for k in range(lanes):
+                    if j * lanes + k < width:
+                        for t in range(3):
+                            m.d.comb += merged[t][j * lanes + k].eq(results[k][t])
+        with m.If(done.valid):
+            m.d.sync += collect.eq(merged)
+        push = done.valid & done.last
+        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+        m.d.sync += in_pipe.eq(in_pipe + (issue & (beat == 0)) - push)
+        with m.If(start):
+            m.d.sync += [half.eq(0), full.eq(0), cur_valid.eq(0), beat.eq(0)]
+        return out, take, Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
+
+    def _update_unit(self, m: Module, k: int, cmd, cur, beat, beats: int) -> tuple:
+        """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results."""
+        lanes = self.cfg.update_lanes
+        unit = m.submodules[f"update{k}"] = UpdateUnit()
+        m.d.comb += [unit.eta.eq(cmd.scalar[:16]), unit.alpha.eq(cmd.scalar[16:]), unit.kappa.eq(cmd.kappa)]
+        with m.Switch(beat):
+            for j in range(beats):
+                if j * lanes + k < self.width:
+                    with m.Case(j):
+                        i = j * lanes + k
+                        m.d.comb += [unit.theta.eq(cur.th[i]), unit.theta_bar.eq(cur.tb[i]),
+                                     unit.lam.eq(cur.lm[i]), unit.grad.eq(cur.g[i])]  # fmt: skip
+        return unit.theta_o, unit.theta_bar_o, unit.lam_o
+
     # -- writer ---------------------------------------------------------------------------------
 
-    def _writer(self, m: Module, cmd, running, start, results) -> Signal:
-        """Narrow and write each result row (or, reducing, its fold); returns the pulse of the last
-        row's write."""
+    def _writer(self, m: Module, cmd, running, start, results, updates) -> Signal:
+        """Narrow and write each result row (or, reducing, its fold), or UPDATE's three rows (θ to
+        A, θ̄ to B, λ to D) of each entry of ``updates``; returns the pulse of the last write."""
         cfg = self.cfg
         written = Signal(16, name="rows_written")
+        part = Signal(2, name="update_part")  # UPDATE: which of the three rows is written next
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
+        new = data.View(data.ArrayLayout(data.ArrayLayout(16, self.width), 3), updates.r_data)
         folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row)
-        ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
+        ready = Mux(cmd.update, updates.r_rdy, results.r_rdy & Mux(cmd.reduce, fold_done, 1))
         value = [Mux(cmd.reduce, folded if k == 0 else 0, row[k]) for k in range(self.width)]
-        mask = [Mux(cmd.reduce, k == 0, Const(k, 16) < cmd.elems) for k in range(self.width)]
-        addr = cmd.d + Mux(cmd.d_one, 0, written)
+        mask = [Mux(cmd.reduce & ~cmd.update, k == 0, Const(k, 16) < cmd.elems) for k in range(self.width)]
+        base = Mux(cmd.update, Mux(part == 0, cmd.a, Mux(part == 1, cmd.b, cmd.d)), cmd.d)
+        addr = base + Mux(cmd.d_one, 0, written)
         sp, acc = self.sp_write, self.acc_write
         m.d.comb += [
             sp.valid.eq(running & ready & ~cmd.d_acc),
@@ -288,46 +388,65 @@ class VectorEngine(wiring.Component):
             acc.payload.accumulate.eq(cmd.accumulate),
         ]
         for k in range(cfg.dim):
-            m.d.comb += sp.payload.data[k].eq(self._narrow(m, value[k], cfg.in_bits, f"sp{k}"))
+            narrowed = self._narrow(m, value[k], cfg.in_bits, f"sp{k}")
+            if cfg.update_lanes:
+                updated = Mux(part == 0, new[0][k], Mux(part == 1, new[1][k], new[2][k]))
+                narrowed = Mux(cmd.update, updated, narrowed)
+            m.d.comb += sp.payload.data[k].eq(narrowed)
         for k in range(cfg.cols):
             m.d.comb += acc.payload.data[k].eq(self._narrow(m, value[k], cfg.acc_bits, f"acc{k}"))
         fired = (sp.valid & sp.ready) | (acc.valid & acc.ready)
-        m.d.comb += results.r_en.eq(fired)
-        with m.If(fired):
+        row_done = fired & (~cmd.update | (part == 2))
+        m.d.comb += [results.r_en.eq(fired & ~cmd.update), updates.r_en.eq(row_done & cmd.update)]
+        with m.If(fired & cmd.update):
+            m.d.sync += part.eq(Mux(part == 2, 0, part + 1))
+        with m.If(row_done):
             m.d.sync += written.eq(written + 1)
         with m.If(start):
-            m.d.sync += written.eq(0)
-        return fired & (written == cmd.rows - 1)
+            m.d.sync += [written.eq(0), part.eq(0)]
+        return row_done & (written == cmd.rows - 1)
 
     def _fold(self, m: Module, cmd, have_row, row) -> tuple[Signal, Signal]:
         """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
-        order, op the lane's ADD or MAX (one more lane, so the rounding is the lanes' own), one
-        element per ``LATENCY + 1`` cycles. Returns the fold and a level that is high once it is
-        complete for the row at the head (until that row is written)."""
-        dtype = self.cfg.dtype
-        lane = add_shared(m, "fold_lane", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        order, op the lane's ADD or MAX (``_fold_step``: the lane's adder and compare, so the
+        rounding is the lanes' own), one element per ``LATENCY + 1`` cycles, the lanes' timing.
+        Returns the fold and a level that is high once it is complete for the row at the head
+        (until that row is written)."""
         folded = Signal(32, name="folded")
         k = Signal(16, name="fold_k")
         wait = Signal(range(VectorLane.LATENCY + 1), name="fold_wait")
         busy, done = Signal(name="fold_busy"), Signal(name="fold_done")
-        m.d.comb += [
-            lane.op.eq(Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)),
-            lane.a.eq(folded),
-            lane.b.eq(row[k]),
-        ]
+        step = self._fold_step(m, cmd.reduce_max, folded, row[k])
         with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
             m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
             m.d.sync += wait.eq(VectorLane.LATENCY)
         with m.If(busy):
             m.d.sync += wait.eq(wait - 1)
             with m.If(wait == 0):  # the lane's result for (folded, row[k]) is out
-                m.d.sync += [folded.eq(lane.y), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
+                m.d.sync += [folded.eq(step), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
                 with m.If(k + 1 == cmd.elems):
                     m.d.sync += [busy.eq(0), done.eq(1)]
         written = (self.sp_write.valid & self.sp_write.ready) | (self.acc_write.valid & self.acc_write.ready)
         with m.If(written):
             m.d.sync += done.eq(0)
         return folded, done
+
+    def _fold_step(self, m: Module, is_max, a, b) -> Signal:
+        """The lane's ADD or MAX of ``a`` and ``b`` (rtl/vector/lane.py's rules), without the rest
+        of a lane: an fp32 adder and a compare (bf16 tiles) or a saturating add (int8 tiles). Its
+        operands are held while the fold waits, so the result needs no register of its own."""
+        y = Signal(32, name="fold_step")
+        if self.cfg.dtype == "bf16":
+            add = m.submodules.fold_add = FpAdd(23)
+            m.d.comb += [add.acc.eq(a), add.x.eq(b)]
+            fa, fb = lane_rules.flush(a), lane_rules.flush(b)
+            larger = Mux(lane_rules.order_key(fa) > lane_rules.order_key(fb), fa, fb)
+            nan = lane_rules.is_nan(a) | lane_rules.is_nan(b)
+            m.d.comb += y.eq(Mux(is_max, Mux(nan, lane_rules.F32_NAN, larger), add.o))
+        else:
+            sa, sb = a.as_signed(), b.as_signed()
+            m.d.comb += y.eq(Mux(is_max, Mux(sa > sb, sa, sb), lane_rules.saturate(sa + sb)))
+        return y
 
     def _narrow(self, m: Module, value, bits: int, name: str):
         """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,
@@ -337,7 +456,4 @@ class VectorEngine(wiring.Component):
         if bits == 8:
             v = value.as_signed()
             return Mux(v > 127, 127, Mux(v < -128, -128, v))[:8]
-        nan = (value[23:31] == 0xFF) & (value[:23] != 0)
-        rne = Signal(33, name=f"{name}_rne")
-        m.d.comb += rne.eq(value + 0x7FFF + value[16])
-        return Mux(nan, 0x7FC0, rne[16:32])
+        return round_bf16(m, value, name)

@@ -6,6 +6,8 @@ A VEC command (docs/isa.md, "VEC") computes, for each row ``r < rows`` in order:
     y = [fold(y)] with reduce: y[0], then ADD (or MAX) of it and y[1], y[2], … in order (the lane's)
     D[d + r or d] = narrow(y)                   # or, accumulating, D[...] = D[...] + narrow(y)
 
+UPDATE (op 16) is the FPTT update unit's (``update_model.update``) over four scratchpad tensors.
+
 Accumulator rows are read through the read-out set to the identity (scale 1.0 or shift 0, no
 activation, full width), which flushes subnormals and makes NaNs canonical, as the lanes do.
 """
@@ -19,7 +21,9 @@ import numpy.typing as npt
 
 from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
+from rtl.fp_model import round_bf16
 from rtl.readout_model import readout
+from rtl.vector import update_model
 from rtl.vector.lane_model import lane
 from rtl.vector.ops import VecOp
 
@@ -52,6 +56,8 @@ class VecCommand:
     scalar: int = 0
     shift: int = 0
     deps: int = 0  # bits 8-11 of word 0: WAIT_PREV, WAIT_NEXT, SIGNAL_PREV, SIGNAL_NEXT
+    g: int = 0  # UPDATE: first row of the gradient (word 5)
+    kappa: int = 0  # UPDATE: 1/(2α) as bf16 bits (word 5); its scalar is η | α << 16 (bf16 bits)
 
     def words(self) -> list[int]:
         flags = (
@@ -65,13 +71,14 @@ class VecCommand:
             | self.reduce << 23
             | self.reduce_max << 24
         )
-        return [
+        words = [
             OPCODE | self.deps | flags,
             self.scalar & 0xFFFFFFFF,
             self.rows | self.elems << 16,
             self.a | self.b << 16,
             self.d | self.shift << 16,
         ]
+        return [*words, self.g | self.kappa << 16] if self.op == VecOp.UPDATE else words
 
 
 def widen(cfg: AccelConfig, values: npt.ArrayLike, from_acc: bool) -> npt.NDArray[np.uint32]:
@@ -94,9 +101,7 @@ def narrow(cfg: AccelConfig, work: npt.ArrayLike, to_acc: bool) -> npt.NDArray[n
         return w
     if bits == 8:
         return (np.clip(w.astype(np.uint32).view(np.int32), -128, 127).astype(np.int64) & 0xFF).astype(np.uint64)
-    nan = ((w >> 23) & 0xFF == 0xFF) & (w & 0x7FFFFF != 0)
-    rne = ((w + 0x7FFF + ((w >> 16) & 1)) >> 16) & 0xFFFF
-    return np.where(nan, 0x7FC0, rne).astype(np.uint64)
+    return round_bf16(w).astype(np.uint64)
 
 
 def _read(cfg: AccelConfig, mem: np.ndarray, row: int, elems: int, from_acc: bool) -> npt.NDArray[np.uint32]:
@@ -110,6 +115,9 @@ def run(cfg: AccelConfig, c: VecCommand, sp: np.ndarray, acc: np.ndarray) -> Non
     """Apply command ``c`` to the memories in place (``sp``: rows × dim, ``acc``: rows × cols, as
     unsigned element bit patterns)."""
     mems = {False: sp, True: acc}
+    if c.op == VecOp.UPDATE:
+        _update(c, sp)
+        return
     for r in range(c.rows):
         a = _read(cfg, mems[c.a_acc], c.a + r, c.elems, c.a_acc)
         if VecOp(c.op) in B_OPERAND_OPS:
@@ -134,3 +142,13 @@ def _fold(cfg: AccelConfig, y: npt.NDArray[np.uint32], op: VecOp) -> npt.NDArray
     for value in y[1:]:
         acc = lane(cfg.dtype, op, acc, np.array([value], dtype=np.uint32), 0, 0)
     return acc
+
+
+def _update(c: VecCommand, sp: np.ndarray) -> None:
+    """UPDATE: θ (A), θ̄ (B), λ (D) updated in place from g, the first ``elems`` of each row."""
+    rows = {name: slice(base, base + c.rows) for name, base in (("th", c.a), ("tb", c.b), ("lm", c.d), ("g", c.g))}
+    tensors = [sp[rows[name], : c.elems] for name in ("th", "tb", "lm", "g")]
+    eta, alpha = c.scalar & 0xFFFF, (c.scalar >> 16) & 0xFFFF
+    new = update_model.update(*tensors, eta, alpha, c.kappa)
+    for name, value in zip(("th", "tb", "lm"), new, strict=True):
+        sp[rows[name], : c.elems] = value

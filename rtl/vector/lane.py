@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.fp import Fp32Mul, FpAdd
 from rtl.vector.ops import FUNCTION_OPS, VecOp
 
-__all__ = ["VectorLane"]
+__all__ = ["F32_NAN", "VectorLane", "flush", "is_nan", "order_key", "saturate"]
 
 F32_NAN = 0x7FC00000
 BF16_NAN = 0x7FC0
@@ -102,9 +102,9 @@ class VectorLane(wiring.Component):
         """The ops done in one step: copy, negation, max, min and ReLU (the functions' results come
         from the unit a cycle later, in stage 2)."""
         a, b = self.a, self.b
-        fa, fb = _flush(a), _flush(b)
-        nan_a, nan_b = _is_nan(a), _is_nan(b)
-        a_wins = _order_key(fa) > _order_key(fb)
+        fa, fb = flush(a), flush(b)
+        nan_a, nan_b = is_nan(a), is_nan(b)
+        a_wins = order_key(fa) > order_key(fb)
         r = Signal(32)
         with m.Switch(self.op):
             with m.Case(VecOp.COPY):
@@ -142,11 +142,11 @@ class VectorLane(wiring.Component):
 
         # Stage 2: the product's rounding shift, saturated, then the saturating add.
         scaled = Signal(32)
-        m.d.comb += scaled.eq(_saturate(_round_shift(m, p1, shift1)))
+        m.d.comb += scaled.eq(saturate(_round_shift(m, p1, shift1)))
         left = Mux(op1 == VecOp.MADDS, scaled, left1).as_signed()
         right = right1.as_signed()
         total = Signal(32)
-        m.d.comb += total.eq(_saturate(Mux(neg1, left - right, left + right)))
+        m.d.comb += total.eq(saturate(Mux(neg1, left - right, left + right)))
         self._result(m, op1, total, scaled, r1)
 
     def _int_single(self, m: Module) -> Signal:
@@ -183,16 +183,16 @@ def _pick(op, choices: dict, default):
     return value
 
 
-def _flush(x):
+def flush(x):
     """An fp32 value with a subnormal read as the zero of its sign."""
     return Mux(x[23:31] == 0, Cat(Const(0, 31), x[31]), x)
 
 
-def _is_nan(x):
+def is_nan(x):
     return (x[23:31] == 0xFF) & (x[:23] != 0)
 
 
-def _order_key(x):
+def order_key(x):
     """An unsigned key ordered like the (non-NaN, flushed) fp32 values, with −0 just below +0."""
     return Mux(x[31], ~x, x | SIGN)
 
@@ -200,11 +200,11 @@ def _order_key(x):
 def _to_bf16(m: Module, x) -> Signal:
     """``x`` rounded to bf16 as the function unit takes it: flushed, RNE at bit 16 (a carry into the
     exponent gives the next binade or ±Inf), NaN → 0x7FC0."""
-    flushed = _flush(x)
+    flushed = flush(x)
     rne = Signal(33)
     m.d.comb += rne.eq(flushed + 0x7FFF + flushed[16])
     out = Signal(16)
-    m.d.comb += out.eq(Mux(_is_nan(x), BF16_NAN, rne[16:32]))
+    m.d.comb += out.eq(Mux(is_nan(x), BF16_NAN, rne[16:32]))
     return out
 
 
@@ -223,6 +223,6 @@ def _round_shift(m: Module, x, s) -> Signal:
     return y
 
 
-def _saturate(v):
+def saturate(v):
     """A signed value clamped to int32, as its 32-bit pattern."""
     return Mux(v > INT32_MAX, INT32_MAX, Mux(v < INT32_MIN, INT32_MIN, v))[:32]

@@ -1,4 +1,4 @@
-"""The vector engine's lane operations: the 4-bit codes of the command ISA and which tile dtype defines which.
+"""The vector engine's operations: the 5-bit codes of the command ISA and which tile dtype defines which.
 
 The codes are fixed (the command ISA carries them); ``rtl/vector/lane_model.py`` and
 docs/arithmetic.md ("Vector engine lanes") give each op's rule for both dtypes.
@@ -28,12 +28,16 @@ class VecOp(enum.IntEnum):
     TANH = 13
     EXP = 14
     RECIP = 15  # 1/a
+    # 16 is not a lane op: the FPTT update unit's whole update of θ, θ̄, λ from g
+    # (rtl/vector/update_unit.py), defined on bf16 tiles with an update unit.
+    UPDATE = 16
 
 
 # The functions evaluated in bf16 by the function unit outside the lane; its ``fn`` select is
 # ``op - VecOp.SIGMOID`` (0 sigmoid, 1 tanh, 2 exp, 3 reciprocal).
 FUNCTION_OPS = frozenset({VecOp.SIGMOID, VecOp.TANH, VecOp.EXP, VecOp.RECIP})
-FLOAT_OPS = frozenset(VecOp)
+# The ops of the lanes (UPDATE is the update unit's).
+FLOAT_OPS = frozenset(VecOp) - {VecOp.UPDATE}
 # int8 tiles work on int32 values and have no function unit.
 INT_OPS = FLOAT_OPS - FUNCTION_OPS
 # The ops that read the scalar ``s``.

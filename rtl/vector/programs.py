@@ -42,6 +42,7 @@ __all__ = [
     "bias_gradient",
     "bias_gradient_finish",
     "fptt_update",
+    "fptt_update_fused",
     "from_rows",
     "head_backward",
     "lstm_backward",
@@ -479,3 +480,17 @@ def head_backward(blocks: Blocks, t: HeadBackwardRows, scale: int) -> list[VecCo
         out.append(replace(fold, reduce=True, accumulate=k > 0))
     out.append(_cmd(VecOp.COPY, classes, 1, t.db, t.db_out))
     return out
+def fptt_update_fused(
+    rows: int, width: int, t: UpdateChunk, eta: int, alpha: int, inv_2alpha: int | None = None
+) -> VecCommand:
+    """The same update as ``fptt_update`` (bit for bit) as one VEC UPDATE command for the FPTT
+    update unit: θ at A, θ̄ at B, λ at D, g in word 5, all in the scratchpad (``reg`` and ``tmp``
+    are not used: R' is not written). Scalars as for ``fptt_update`` (fp32 bits of bf16 values)."""
+    assert not any(loc.acc for loc in (t.theta, t.theta_bar, t.lam, t.grad)), "UPDATE reads the scratchpad"
+    if inv_2alpha is None:
+        a = _f32(alpha)
+        inv_2alpha = 0 if a == 0 else bf16_scalar(1.0 / (2.0 * a))
+    return VecCommand(
+        VecOp.UPDATE, rows, width, a=t.theta.row, b=t.theta_bar.row, d=t.lam.row, g=t.grad.row,
+        scalar=eta >> 16 | (alpha >> 16) << 16, kappa=inv_2alpha >> 16,
+    )  # fmt: skip

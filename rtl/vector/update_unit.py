@@ -1,0 +1,111 @@
+"""The FPTT update unit: eqs. 4.17, 4.19-4.21 for one bf16 parameter per cycle, in one pass.
+
+It applies the 13 operations of ``rtl/vector/programs.fptt_update`` in the same order with the same
+roundings, so it is bit-exact to that program and to tb/fptt's bf16 ``fptt_update`` (its NumPy
+model: ``rtl/vector/update_model.py``). Each operation rounds to bf16 once, as the program's
+scratchpad write after each command does:
+
+* a sum or difference of two bf16 values by ``Bf16Add`` (rounded once to bf16; the same bits as
+  the lanes' fp32 add followed by the bf16 narrowing, see ``rtl/fp.py``);
+* a product with a scalar by ``Bf16Mul`` (exact in fp32, range rules) and ``round_bf16``: the
+  lanes' MULS followed by the narrowing.
+
+Pipeline (one register after each operation, ``LATENCY`` = 11 cycles, one parameter per cycle)::
+
+    1  d1 = θ − θ̄              7  d2 = θ' − θ̄,  s2 = θ̄ + θ'
+    2  p1 = d1 · α             8  p3 = d2 · α,   h = s2 · ½
+    3  R' = p1 − λ             9  λ' = λ − p3
+    4  s  = g + R'            10  k  = λ' · κ
+    5  p2 = s · η             11  θ̄' = h − k
+    6  θ' = θ − p2
+
+The scalars (η, α, κ = 1/(2α), bf16) are held by the engine for a whole command.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.fp import Bf16Add, Bf16Mul, round_bf16
+
+__all__ = ["HALF_BF16", "UpdateUnit"]
+
+HALF_BF16 = 0x3F00  # ½, fixed by eq. 4.21
+SIGN = 0x8000
+
+
+class UpdateUnit(wiring.Component):
+    """One parameter per cycle: ``theta``, ``theta_bar``, ``lam``, ``grad`` in; the updated ``theta_o``,
+    ``theta_bar_o``, ``lam_o`` ``LATENCY`` cycles later (all bf16 bit patterns)."""
+
+    LATENCY = 11
+
+    theta: In(16)
+    theta_bar: In(16)
+    lam: In(16)
+    grad: In(16)
+    eta: In(16)
+    alpha: In(16)
+    kappa: In(16)
+    theta_o: Out(16)
+    theta_bar_o: Out(16)
+    lam_o: Out(16)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        self._m, self._n = m, 0
+        th, tb, lm, g = self.theta, self.theta_bar, self.lam, self.grad
+        d1 = self._add(th, tb, subtract=True)
+        th, tb, lm, g = self._delay(th, tb, lm, g)
+        p1 = self._mul(d1, self.alpha)
+        th, tb, lm, g = self._delay(th, tb, lm, g)
+        reg = self._add(p1, lm, subtract=True)  # 4.17
+        th, tb, lm, g = self._delay(th, tb, lm, g)
+        s = self._add(g, reg)
+        th, tb, lm = self._delay(th, tb, lm)
+        p2 = self._mul(s, self.eta)
+        th, tb, lm = self._delay(th, tb, lm)
+        th_new = self._add(th, p2, subtract=True)  # 4.19
+        tb, lm = self._delay(tb, lm)
+        d2 = self._add(th_new, tb, subtract=True)
+        s2 = self._add(tb, th_new)
+        th_new, lm = self._delay(th_new, lm)
+        p3 = self._mul(d2, self.alpha)
+        half = self._mul(s2, HALF_BF16)
+        th_new, lm = self._delay(th_new, lm)
+        lm_new = self._add(lm, p3, subtract=True)  # 4.20
+        th_new, half = self._delay(th_new, half)
+        k = self._mul(lm_new, self.kappa)
+        th_new, half, lm_new = self._delay(th_new, half, lm_new)
+        tb_new = self._add(half, k, subtract=True)  # 4.21
+        th_new, lm_new = self._delay(th_new, lm_new)
+        m.d.comb += [self.theta_o.eq(th_new), self.theta_bar_o.eq(tb_new), self.lam_o.eq(lm_new)]
+        return m
+
+    def _name(self, kind: str) -> str:
+        self._n += 1
+        return f"{kind}{self._n}"
+
+    def _add(self, a, b, subtract: bool = False) -> Signal:
+        """``a ± b`` rounded to bf16, registered (one pipeline stage); subtraction flips b's sign."""
+        name = self._name("add")
+        unit = self._m.submodules[name] = Bf16Add()
+        out = Signal(16, name=f"{name}_q")
+        self._m.d.comb += [unit.a.eq(a), unit.b.eq(b ^ SIGN if subtract else b)]
+        self._m.d.sync += out.eq(unit.o)
+        return out
+
+    def _mul(self, a, s) -> Signal:
+        """``a · s`` (exact in fp32) rounded to bf16, registered."""
+        name = self._name("mul")
+        unit = self._m.submodules[name] = Bf16Mul()
+        out = Signal(16, name=f"{name}_q")
+        self._m.d.comb += [unit.a.eq(a), unit.b.eq(s)]
+        self._m.d.sync += out.eq(round_bf16(self._m, unit.p, name))
+        return out
+
+    def _delay(self, *values) -> tuple[Signal, ...]:
+        """The values carried one stage further beside the arithmetic."""
+        out = tuple(Signal(16, name=self._name("carry")) for _ in values)
+        self._m.d.sync += [o.eq(v) for o, v in zip(out, values, strict=True)]
+        return out
