@@ -181,7 +181,8 @@ def _print_pass(record: dict[str, Any], accel: str, cores: int, args: argparse.N
         t = thesis["total cycles"]
         print(f"  {'total':<58} {total:>13,} {'':>6}  {t:>24,.0f}  ({t / total:.1f}x)", file=out)
     if "check" in record:
-        verdict = "bit-exact" if record["check"]["bit_exact"] else "MISMATCH: " + "; ".join(record["check"]["mismatches"])
+        bad = record["check"]["mismatches"]
+        verdict = "bit-exact" if record["check"]["bit_exact"] else "MISMATCH: " + "; ".join(bad)
         print(f"  check against the reference: {verdict}", file=out)
 
 

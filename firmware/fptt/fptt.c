@@ -200,6 +200,64 @@ static void backward(unsigned s_lo, unsigned h_lo, unsigned b) {
 }
 
 /* θ, θ̄, λ ← eqs. 4.17, 4.19-4.21, chunk by chunk through the scratchpad. */
+#if FPTT_FUSED_UPDATE
+/* One VEC UPDATE per chunk, streamed (docs/vector.md, "Streaming the update"): chunk k's LOADs of
+ * θ, θ̄, λ, g (the last gives VEC a token), its UPDATE, its STOREs of θ, θ̄, λ; four buffers, so an
+ * UPDATE waits for the STOREs of two chunks back, and buffer b in the bank pair b mod 2 with θ and
+ * λ in one bank, θ̄ and g in the other (the update unit reads θ with θ̄, then λ with g). The whole
+ * scratchpad is free: no other phase's data lives across it. */
+#define UPD_ROWS ((FPTT_PARAMS + FPTT_W - 1) / FPTT_W)
+#define UPD_COUNT ((UPD_ROWS + FPTT_FUSED_CHUNK - 1) / FPTT_FUSED_CHUNK)
+
+static unsigned upd_local(unsigned k, unsigned tensor) { /* tensor: 0 θ, 1 θ̄, 2 λ, 3 g */
+  const unsigned b = k % 4, bank = 2 * (b % 2) + (tensor & 1), slot = (b / 2) * 2 * FPTT_FUSED_CHUNK;
+  return bank * FPTT_SP_BANK_ROWS + slot + (tensor >> 1) * FPTT_FUSED_CHUNK;
+}
+
+static unsigned upd_size(unsigned k) {
+  const unsigned start = k * FPTT_FUSED_CHUNK;
+  return UPD_ROWS - start < FPTT_FUSED_CHUNK ? UPD_ROWS - start : FPTT_FUSED_CHUNK;
+}
+
+static uint16_t *const upd_tensor[4] = {theta, theta_bar, lam, grad};
+
+static void upd_load(unsigned k, unsigned i) {
+  const uint32_t flags = (k >= 2 && i == 0 ? FPTT_LOAD_WAIT_VEC : 0) | (i == 3 ? FPTT_LOAD_SIGNAL_VEC : 0);
+  load(upd_tensor[i] + (size_t)k * FPTT_FUSED_CHUNK * FPTT_W, upd_size(k), upd_local(k, i), flags);
+}
+
+static void upd_store(unsigned k, unsigned i) {
+  const uint32_t flags = (i == 0 ? PYARD_WAIT_VEC : 0) | (i == 2 && k + 2 < UPD_COUNT ? PYARD_SIGNAL_VEC : 0);
+  store(upd_tensor[i] + (size_t)k * FPTT_FUSED_CHUNK * FPTT_W, upd_size(k), upd_local(k, i), flags);
+}
+
+static void upd_command(unsigned k) {
+  uint32_t w[6];
+  for (unsigned i = 0; i < 6; i++) w[i] = fptt_update_fused[i];
+  w[0] |= FPTT_VEC_WAIT_LOAD | (k >= 2 ? PYARD_WAIT_NEXT : 0) | PYARD_SIGNAL_NEXT;
+  if (k + 2 < UPD_COUNT) w[0] |= FPTT_VEC_SIGNAL_LOAD;
+  w[2] = (w[2] & 0xffff0000u) | upd_size(k);
+  w[3] = upd_local(k, 0) | upd_local(k, 1) << 16;
+  w[4] = (w[4] & 0xffff0000u) | upd_local(k, 2);
+  w[5] = (w[5] & 0xffff0000u) | upd_local(k, 3);
+  push(w, 6);
+}
+
+static void update(void) {
+  for (unsigned k = 0; k < 2 && k < UPD_COUNT; k++)
+    for (unsigned i = 0; i < 4; i++) upd_load(k, i);
+  upd_command(0);
+  /* in the order the units start them: UPDATE k+1, then chunk k+2's LOADs beside chunk k's STOREs */
+  for (unsigned k = 0; k < UPD_COUNT; k++) {
+    if (k + 1 < UPD_COUNT) upd_command(k + 1);
+    for (unsigned i = 0; i < 4; i++) {
+      if (k + 2 < UPD_COUNT) upd_load(k + 2, i);
+      if (i < 3) upd_store(k, i);
+    }
+  }
+  phase(T_UPDATE);
+}
+#else
 static void update(void) {
   const unsigned rows_total = (FPTT_PARAMS + FPTT_W - 1) / FPTT_W;
   uint16_t *const tensors[4] = {theta, theta_bar, lam, grad};
@@ -211,9 +269,11 @@ static void update(void) {
     program(fptt_update, FPTT_UPDATE_LEN, rows, 0);
     for (unsigned k = 0; k < 3; k++)
       store(tensors[k] + (size_t)r0 * FPTT_W, rows, FPTT_SP_UPDATE + k * FPTT_UPDATE_ROWS, k ? 0 : PYARD_WAIT_VEC);
+    if (!err) err = pyard_fence(); /* the next chunk's LOADs reuse these rows */
   }
   phase(T_UPDATE);
 }
+#endif
 
 static void snapshot(unsigned p) {
 #if FPTT_SNAPSHOTS

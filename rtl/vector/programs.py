@@ -480,6 +480,8 @@ def head_backward(blocks: Blocks, t: HeadBackwardRows, scale: int) -> list[VecCo
         out.append(replace(fold, reduce=True, accumulate=k > 0))
     out.append(_cmd(VecOp.COPY, classes, 1, t.db, t.db_out))
     return out
+
+
 def fptt_update_fused(
     rows: int, width: int, t: UpdateChunk, eta: int, alpha: int, inv_2alpha: int | None = None
 ) -> VecCommand:
