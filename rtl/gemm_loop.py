@@ -87,21 +87,22 @@ class _Prefetch:
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
-        self.k_off = Signal(32, name="pf_k_off")  # its byte offset within A's rows (or rows of A^T)
+        self.addr = Signal(32, name="pf_addr")  # its address (rows of A, or of A^T)
+        self.base_ok = Signal(name="pf_base_ok")  # addr holds the next block's first slice's address
         self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
         self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
         self.step = Signal(name="pf_step")  # a slice went out in this step
 
-    def restart(self) -> list:
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
-        return [sig.eq(0) for sig in regs]
+    def restart(self, addr=0) -> list:
+        regs = (self.done, self.due, self.pc, self.k0, self.chunk, self.res, self.step)
+        return [*(sig.eq(0) for sig in regs), self.addr.eq(addr)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
             self.chunk.eq(0),
             self.done.eq(self.done + 1),
             self.k0.eq(self.k0 + rows),
-            self.k_off.eq(self.k_off + k_step),
+            self.addr.eq(self.addr + k_step),
             self.res.eq(self.res + mb),
             self.step.eq(1),
         ]
@@ -158,7 +159,8 @@ class GemmLoop(wiring.Component):
         kx, ky = Signal(3), Signal(3)
         first_k, odd_pair, odd_block, p_ge2 = Signal(), Signal(), Signal(), Signal()
         chunk = Signal(16)  # rows of a transposed A slice already loaded
-        # Address offsets, stepped by additions.
+        # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
+        # block (N tile) start, the others offsets within it, so each load adds at most two terms.
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
@@ -204,7 +206,7 @@ class GemmLoop(wiring.Component):
         pf_kslice = _min(c.k - pf.k0, R)
         pf_go = (
             prefetch
-            & strides_ready
+            & pf.base_ok
             & ~last_m
             & ~pf.step
             & (pf.done < pf.due)
@@ -230,7 +232,7 @@ class GemmLoop(wiring.Component):
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=Mux(c.acc_c, c.c + off["c_m"], c.d + Mux(c.bias == 2, 0, off["d_m"])) + n_acc,
+                dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
                 dram_stride=Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd)),
                 rows=mb_rows,
                 elems=nw,
@@ -240,7 +242,7 @@ class GemmLoop(wiring.Component):
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.b + off["b_k"] + off["b_n"],
+                dram_addr=off["b_n"] + off["b_k"],
                 dram_stride=c.ldb,
                 rows=Mux(c.trans_b, nw, kslice),
                 elems=Mux(c.trans_b, kslice, nw),
@@ -254,7 +256,7 @@ class GemmLoop(wiring.Component):
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.a + off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
+                dram_addr=off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, kslice, mb_rows),
                 elems=Mux(c.trans_a, a_block, kslice),
@@ -265,7 +267,7 @@ class GemmLoop(wiring.Component):
         pf_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.a + off["a_m"] + steps["a_m"] + pf.k_off + times(pf.chunk, in_e, 32),
+                dram_addr=pf.addr + times(pf.chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, pf_kslice, next_rows),
                 elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
@@ -293,7 +295,7 @@ class GemmLoop(wiring.Component):
         store_op = op(
             desc(
                 kind=KIND["acc_to_mem"],
-                dram_addr=c.c + off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
+                dram_addr=off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
                 dram_stride=c.ldc,
                 rows=mb_rows,
                 elems=nw,
@@ -326,14 +328,17 @@ class GemmLoop(wiring.Component):
             m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0)]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
+        # The next block's A address, once the block stride is known (later block changes step it).
+        with m.If(strides_ready & ~pf.base_ok):
+            m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
-                    m.d.sync += [off[n].eq(0) for n in ("b_n", "a_m", "c_m", "d_m")]
+                    m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
-                    m.d.sync += [*pf.restart(), strides_ready.eq(0)]
+                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0)]
                     restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
@@ -381,10 +386,11 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, layout.a_rows // 2, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
-                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(0)]
+                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
                         m.d.sync += [res.eq(Mux(odd_block, 0, layout.a_rows // 2))]
-                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done), *pf.restart()]
+                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
+                        m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
                         m.d.comb += im2col.next_block.eq(1)
                         go_pair(1, pf.done)
                     with m.Else():
@@ -536,7 +542,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldd), mul.b.eq(mb)]
                 m.next = "D"
             with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(mul.product[:32])
+                m.d.sync += steps["d_m"].eq(Mux(c.bias == 2, 0, mul.product[:32]))  # one row: stays
                 with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
                     m.d.sync += ready.eq(1)
                     m.next = "IDLE"
