@@ -203,7 +203,7 @@ class _Engine(wiring.Component):
         result = Signal(4)
         with m.If((d.rows == 0) | (d.elems == 0)):
             m.d.comb += result.eq(DmaError.ZERO)
-        with m.Elif((d.elems > elem_max) | (transposed & (d.rows > self.dim))):
+        with m.Elif((d.elems + d.col > elem_max) | (transposed & (d.rows > self.dim))):
             m.d.comb += result.eq(DmaError.TOO_LARGE)
         with m.Elif((((d.dram_addr | d.dram_stride) & align) != 0) & ~d.zero):
             m.d.comb += result.eq(DmaError.MISALIGNED)
@@ -409,6 +409,7 @@ class DmaRead(_Engine):
                 "local": 16,  # the row's local address (transposed: the block's first row)
                 "row": 16,  # the row's index within its descriptor
                 "elems": 16,
+                "col": 8,
                 "transpose": 1,
                 "accumulate": 1,
                 "last": 1,  # the descriptor's last row: `done` follows its write
@@ -462,6 +463,7 @@ class DmaRead(_Engine):
                 out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
                 out.row.eq(rows_in),
                 out.elems.eq(d.elems),
+                out.col.eq(d.col),
                 out.transpose.eq(d.transpose),
                 out.accumulate.eq(d.accumulate),
                 out.last.eq(refused | (rows_in + 1 == d.rows)),
@@ -491,11 +493,15 @@ class DmaRead(_Engine):
         column = Cat(Mux(out.row == k, value, 0) for k in range(n))
         one_column = C(1, n) << out.row[: max(1, (n - 1).bit_length())]
         whole = ~out.transpose | (out.row == 0)
+        # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
+        # several kernel positions into one row; the one at column 0 zero-fills the rest).
+        shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
+        placed = Cat((k >= out.col) & (k < out.col + out.elems) for k in range(n))
         m.d.comb += [
             sp.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_SP) & may),
             sp.payload.addr.eq(out.local + Mux(out.transpose, elem, 0)),
-            sp.payload.data.eq(Mux(out.transpose, column, filled[: self.sp_bits])),
-            sp.payload.mask.eq(Mux(keep, Mux(whole, (1 << n) - 1, one_column), 0)),
+            sp.payload.data.eq(Mux(out.transpose, column, shifted)),
+            sp.payload.mask.eq(Mux(keep, Mux(whole, Mux(out.col == 0, (1 << n) - 1, placed), one_column), 0)),
         ]
         acc = self.acc_write
         m.d.comb += [

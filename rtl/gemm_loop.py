@@ -116,6 +116,35 @@ class _Prefetch:
         ]
 
 
+class _Segments:
+    """CONV2D with C_in < rows packs kernel positions into K tiles: its K tiles are ``rows``-wide
+    slices of the whole (kh, kw, C_in) dimension, as for a GEMM, and a tile's A slice is walked as
+    segments, each the channels of one kernel position, side by side in the scratchpad rows. These
+    registers are the walk's cursor: the next segment's kernel position, first channel and column."""
+
+    def __init__(self) -> None:
+        self.packed = Signal(name="packed")
+        self.y, self.x = Signal(3, name="seg_y"), Signal(3, name="seg_x")
+        self.c = Signal(16, name="seg_c")
+        self.col = Signal(8, name="seg_col")
+
+    def restart(self) -> list:
+        return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
+
+    def width(self, cin, kslice) -> Value:
+        return _min(cin - self.c, kslice - self.col)
+
+    def advance(self, cin, kw, width, last) -> list:
+        """Past the segment of ``width`` channels; ``last``: it ends the K tile."""
+        position_done = self.c + width == cin
+        return [
+            self.c.eq(Mux(position_done, 0, self.c + width)),
+            self.x.eq(Mux(position_done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
+            self.y.eq(Mux(position_done & (self.x + 1 == kw), self.y + 1, self.y)),
+            self.col.eq(Mux(last, 0, self.col + width)),
+        ]
+
+
 class GemmLoop(wiring.Component):
     def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int) -> None:
         self.cfg, self.sp_bits, self.acc_bits = cfg, sp_bits, acc_bits
@@ -178,11 +207,12 @@ class GemmLoop(wiring.Component):
         cols_left = c.n - n0
         last_n = cols_left <= C
         nw = Mux(last_n, cols_left, C)
-        kdim = Mux(c.conv, c.cin, c.k)
+        seg = _Segments()
+        kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         k_left = kdim - k0
         kslice = Mux(k_left < R, k_left, R)  # K rows of this tile
         last_slice = k_left <= R
-        last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
+        last_pos = ~c.conv | seg.packed | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
         last_k = last_slice & last_pos
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (cols_left > 2 * C) | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
@@ -276,7 +306,8 @@ class GemmLoop(wiring.Component):
             )
         )
         conv_a_load = op(im2col.desc.p.as_value())
-        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice)
+        seg_w = seg.width(c.cin, kslice)
+        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg, seg_w)
         exec_op = pack(
             ex.p.shape(),
             op=pack(
@@ -325,7 +356,7 @@ class GemmLoop(wiring.Component):
 
         def restart_k() -> None:
             """The first K tile of a pair."""
-            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0)]
+            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
         # The next block's A address, once the block stride is known (later block changes step it).
@@ -338,14 +369,14 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
-                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0)]
+                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0)]
                     restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go)
+            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg)
             with m.State("READY"):
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -353,7 +384,7 @@ class GemmLoop(wiring.Component):
                 with m.If(load.valid & load.ready):
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -427,6 +458,7 @@ class GemmLoop(wiring.Component):
         n_tiles,
         steps,
         strides_go,
+        seg: _Segments,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -467,7 +499,13 @@ class GemmLoop(wiring.Component):
         with m.State("CONV_POS"), m.If(mul.done):
             m.d.sync += steps["pos"].eq(mul.product[:32])
             m.next = "K_TILES"
-        kdim = Mux(c.conv, c.cin, c.k)
+            with m.If(c.cin < R):  # packed: K = kh · kw · C_in, sliced as a GEMM's
+                multiply(c.cin, kernel_area(c.kh, c.kw))
+                m.next = "CONV_PACKED"
+        with m.State("CONV_PACKED"), m.If(mul.done):
+            m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
+            m.next = "K_TILES"
+        kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
         with m.State("K_TILES"):
             if R & (R - 1):
@@ -480,7 +518,7 @@ class GemmLoop(wiring.Component):
             m.d.sync += slices.eq(div.quotient)
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
-            with m.If(c.conv):
+            with m.If(c.conv & ~seg.packed):
                 multiply(slices, kernel_area(c.kh, c.kw))
                 m.next = "K_TILES_CONV"
             with m.Else():
@@ -575,30 +613,35 @@ class GemmLoop(wiring.Component):
         return front
 
     @staticmethod
-    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width) -> None:
+    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width, seg, seg_w) -> None:
         shape = im2col.shape
         for name in ("batch", "cin", "h", "w", "kh", "kw", "stride", "pad", "a"):
             m.d.comb += getattr(shape, name).eq(getattr(c, name))
         m.d.comb += [
             im2col.rows.eq(rows),
             im2col.local.eq(local),
-            im2col.kx.eq(kx),
-            im2col.ky.eq(ky),
-            im2col.c0.eq(k0),
-            im2col.width.eq(width),
+            im2col.kx.eq(Mux(seg.packed, seg.x, kx)),
+            im2col.ky.eq(Mux(seg.packed, seg.y, ky)),
+            im2col.c0.eq(Mux(seg.packed, seg.c, k0)),
+            im2col.width.eq(Mux(seg.packed, seg_w, width)),
+            im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free) -> None:
-        """A's K slice for this step, once its rows are free: the walker's loads (CONV2D), or up to
-        ``dim`` rows per load (a transposed A)."""
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice) -> None:
+        """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
+        or one per segment when packed), or up to ``dim`` rows per load (a transposed A)."""
         with m.If(c.conv):
             m.d.comb += [
                 im2col.active.eq(a_free),
                 load.valid.eq(im2col.desc.valid),
                 im2col.desc.ready.eq(load.ready),
             ]
-            with m.If(load.valid & load.ready & im2col.last):
-                m.next = "LOAD_B"
+            last_seg = ~seg.packed | (seg.col + seg_w == kslice)
+            with m.If(im2col.step & im2col.last):
+                with m.If(seg.packed):
+                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_seg)
+                with m.If(last_seg):
+                    m.next = "LOAD_B"
         with m.Else():
             m.d.comb += load.valid.eq(a_free)
             with m.If(load.valid & load.ready):

@@ -59,7 +59,9 @@ class Im2col(wiring.Component):
     """``setup`` (a pulse, with ``shape`` held) computes OH, OW, the column limits and the address
     steps; ``ready`` follows. While ``active``, the walker emits the loads of the K slice
     ``(ky, kx, c0, width)`` of the current M block (``rows`` output pixels from the block start, to
-    scratchpad rows from ``local``), flagging the walk's ``first`` and ``last`` load. ``next_block``
+    scratchpad rows from ``local``, columns from ``col``), flagging the walk's ``first`` and ``last``
+    piece and when the current one is done with (``step``). A slice at ``col`` > 0 lands beside one
+    at column 0 that zero-filled its rows, so its padding pieces are skipped, not loaded. ``next_block``
     moves the block start past the block just walked; ``setup`` also resets it to pixel 0."""
 
     def __init__(self, cfg: AccelConfig) -> None:
@@ -78,10 +80,12 @@ class Im2col(wiring.Component):
                 "kx": In(3),
                 "c0": In(16),
                 "width": In(16),
+                "col": In(8),  # the scratchpad column the slice's elements start at
                 "next_block": In(1),
                 "desc": Out(stream.Signature(dma_desc_layout())),
                 "first": Out(1),
                 "last": Out(1),
+                "step": Out(1),  # the current piece is done with: sent, or skipped (padding at col > 0)
             }
         )
 
@@ -212,8 +216,12 @@ class Im2col(wiring.Component):
             m.d.comb += piece_end.eq(Mux(seg_end < col_hi, seg_end, col_hi))
         length = piece_end - cur.x
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo.
+        pending = (phase == 2) & (left != 0)
+        skip = ~inside & (self.col != 0)
         m.d.comb += [
-            self.desc.valid.eq((phase == 2) & (left != 0)),
+            self.desc.valid.eq(pending & ~skip),
+            self.step.eq((self.desc.valid & self.desc.ready) | (pending & skip)),
+            self.desc.p.col.eq(self.col),
             self.desc.p.kind.eq(KIND["mem_to_sp"]),
             self.desc.p.dram_addr.eq(cur.row + Mux(emitted, q_lo, q_first)),
             self.desc.p.dram_stride.eq(prod["x_step"]),
@@ -235,7 +243,7 @@ class Im2col(wiring.Component):
             ]
         with m.If(phase == 1):
             m.d.sync += [q_first.eq(ty + tx + block_xs), q_lo.eq(ty + tx + lo_xs[self.kx]), phase.eq(2)]
-        with m.If(self.desc.valid & self.desc.ready):
+        with m.If(self.step):
             nxt = Signal(_Pos)
             image_end = cur.oh + 1 == self.oh
             next_img = (cur.img + prod["img_step"])[:32]
