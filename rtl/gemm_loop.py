@@ -533,9 +533,13 @@ class GemmLoop(wiring.Component):
             q = div.quotient
             whole = (c.m <= q) & (c.m <= c_slot_rows)
             half = q >> 1
-            quarter = (c.m + 3) >> 2
+            # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
+            # per row than a GEMM's A loads, and whose blocks are not prefetched).
+            quarter = Mux(c.conv, (c.m + 7) >> 3, (c.m + 3) >> 2)
             target = Mux(quarter > mb_min, quarter, mb_min)
-            split = ~c.conv & (c.m > target) & (half != 0)
+            # CONV2D too: it has no prefetch, but the next block's first N tile (its A walks) is
+            # issued while the current block's later N tiles still run.
+            split = (c.m > target) & (half != 0)
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
