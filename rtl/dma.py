@@ -204,7 +204,7 @@ class _Engine(wiring.Component):
         result = Signal(4)
         with m.If((d.rows == 0) | (d.elems == 0)):
             m.d.comb += result.eq(DmaError.ZERO)
-        with m.Elif((d.elems > elem_max) | (transposed & (d.rows > self.dim))):
+        with m.Elif((d.elems + d.col > elem_max) | (transposed & (d.rows > self.dim))):
             m.d.comb += result.eq(DmaError.TOO_LARGE)
         with m.Elif((((d.dram_addr | d.dram_stride) & align) != 0) & ~d.zero):
             m.d.comb += result.eq(DmaError.MISALIGNED)
@@ -410,6 +410,7 @@ class DmaRead(_Engine):
                 "local": 16,  # the row's local address (transposed: the block's first row)
                 "row": 16,  # the row's index within its descriptor
                 "elems": 16,
+                "col": 8,
                 "transpose": 1,
                 "accumulate": 1,
                 "last": 1,  # the descriptor's last row: `done` follows its write
@@ -463,6 +464,7 @@ class DmaRead(_Engine):
                 out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
                 out.row.eq(rows_in),
                 out.elems.eq(d.elems),
+                out.col.eq(d.col),
                 out.transpose.eq(d.transpose),
                 out.accumulate.eq(d.accumulate),
                 out.last.eq(refused | (rows_in + 1 == d.rows)),
@@ -499,11 +501,15 @@ class DmaRead(_Engine):
                 m.d.sync += cols_kept[e][out.row[: max(1, (n - 1).bit_length())]].eq(elems[e])
         kept = cols_kept[elem]
         block_row = Cat(Mux(out.row > k, kept[k], Mux(out.row == k, Array(elems)[elem], 0)) for k in range(n))
+        # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
+        # several kernel positions into one row; the one at column 0 zero-fills the rest).
+        shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
+        placed = Cat((k >= out.col) & (k < out.col + out.elems) for k in range(n))
         m.d.comb += [
             sp.valid.eq(to_sp & ~keep_column & may),
             sp.payload.addr.eq(out.local + Mux(out.transpose, elem, 0)),
-            sp.payload.data.eq(Mux(out.transpose, block_row, filled[: self.sp_bits])),
-            sp.payload.mask.eq(Mux(keep, (1 << n) - 1, 0)),
+            sp.payload.data.eq(Mux(out.transpose, block_row, shifted)),
+            sp.payload.mask.eq(Mux(keep, Mux(out.transpose | (out.col == 0), (1 << n) - 1, placed), 0)),
         ]
         acc = self.acc_write
         m.d.comb += [

@@ -87,21 +87,22 @@ class _Prefetch:
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
-        self.k_off = Signal(32, name="pf_k_off")  # its byte offset within A's rows (or rows of A^T)
+        self.addr = Signal(32, name="pf_addr")  # its address (rows of A, or of A^T)
+        self.base_ok = Signal(name="pf_base_ok")  # addr holds the next block's first slice's address
         self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
         self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
         self.step = Signal(name="pf_step")  # a slice went out in this step
 
-    def restart(self) -> list:
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
-        return [sig.eq(0) for sig in regs]
+    def restart(self, addr=0) -> list:
+        regs = (self.done, self.due, self.pc, self.k0, self.chunk, self.res, self.step)
+        return [*(sig.eq(0) for sig in regs), self.addr.eq(addr)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
             self.chunk.eq(0),
             self.done.eq(self.done + 1),
             self.k0.eq(self.k0 + rows),
-            self.k_off.eq(self.k_off + k_step),
+            self.addr.eq(self.addr + k_step),
             self.res.eq(self.res + mb),
             self.step.eq(1),
         ]
@@ -112,6 +113,35 @@ class _Prefetch:
             self.step.eq(0),
             self.pc.eq(Mux(wrap, 0, self.pc + 1)),
             self.due.eq(Mux(wrap & ~self.due.all(), self.due + 1, self.due)),
+        ]
+
+
+class _Segments:
+    """CONV2D with C_in < rows packs kernel positions into K tiles: its K tiles are ``rows``-wide
+    slices of the whole (kh, kw, C_in) dimension, as for a GEMM, and a tile's A slice is walked as
+    segments, each the channels of one kernel position, side by side in the scratchpad rows. These
+    registers are the walk's cursor: the next segment's kernel position, first channel and column."""
+
+    def __init__(self) -> None:
+        self.packed = Signal(name="packed")
+        self.y, self.x = Signal(3, name="seg_y"), Signal(3, name="seg_x")
+        self.c = Signal(16, name="seg_c")
+        self.col = Signal(8, name="seg_col")
+
+    def restart(self) -> list:
+        return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
+
+    def width(self, cin, kslice) -> Value:
+        return _min(cin - self.c, kslice - self.col)
+
+    def advance(self, cin, kw, width, last) -> list:
+        """Past the segment of ``width`` channels; ``last``: it ends the K tile."""
+        position_done = self.c + width == cin
+        return [
+            self.c.eq(Mux(position_done, 0, self.c + width)),
+            self.x.eq(Mux(position_done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
+            self.y.eq(Mux(position_done & (self.x + 1 == kw), self.y + 1, self.y)),
+            self.col.eq(Mux(last, 0, self.col + width)),
         ]
 
 
@@ -158,7 +188,8 @@ class GemmLoop(wiring.Component):
         kx, ky = Signal(3), Signal(3)
         first_k, odd_pair, odd_block, p_ge2 = Signal(), Signal(), Signal(), Signal()
         chunk = Signal(16)  # rows of a transposed A slice already loaded
-        # Address offsets, stepped by additions.
+        # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
+        # block (N tile) start, the others offsets within it, so each load adds at most two terms.
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
@@ -176,11 +207,12 @@ class GemmLoop(wiring.Component):
         cols_left = c.n - n0
         last_n = cols_left <= C
         nw = Mux(last_n, cols_left, C)
-        kdim = Mux(c.conv, c.cin, c.k)
+        seg = _Segments()
+        kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         k_left = kdim - k0
         kslice = Mux(k_left < R, k_left, R)  # K rows of this tile
         last_slice = k_left <= R
-        last_pos = ~c.conv | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
+        last_pos = ~c.conv | seg.packed | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
         last_k = last_slice & last_pos
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (cols_left > 2 * C) | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
@@ -204,7 +236,7 @@ class GemmLoop(wiring.Component):
         pf_kslice = _min(c.k - pf.k0, R)
         pf_go = (
             prefetch
-            & strides_ready
+            & pf.base_ok
             & ~last_m
             & ~pf.step
             & (pf.done < pf.due)
@@ -230,7 +262,7 @@ class GemmLoop(wiring.Component):
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=Mux(c.acc_c, c.c + off["c_m"], c.d + Mux(c.bias == 2, 0, off["d_m"])) + n_acc,
+                dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
                 dram_stride=Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd)),
                 rows=mb_rows,
                 elems=nw,
@@ -240,7 +272,7 @@ class GemmLoop(wiring.Component):
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.b + off["b_k"] + off["b_n"],
+                dram_addr=off["b_n"] + off["b_k"],
                 dram_stride=c.ldb,
                 rows=Mux(c.trans_b, nw, kslice),
                 elems=Mux(c.trans_b, kslice, nw),
@@ -254,7 +286,7 @@ class GemmLoop(wiring.Component):
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.a + off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
+                dram_addr=off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, kslice, mb_rows),
                 elems=Mux(c.trans_a, a_block, kslice),
@@ -265,7 +297,7 @@ class GemmLoop(wiring.Component):
         pf_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=c.a + off["a_m"] + steps["a_m"] + pf.k_off + times(pf.chunk, in_e, 32),
+                dram_addr=pf.addr + times(pf.chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, pf_kslice, next_rows),
                 elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
@@ -274,7 +306,8 @@ class GemmLoop(wiring.Component):
             )
         )
         conv_a_load = op(im2col.desc.p.as_value())
-        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice)
+        seg_w = seg.width(c.cin, kslice)
+        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg, seg_w)
         exec_op = pack(
             ex.p.shape(),
             op=pack(
@@ -293,7 +326,7 @@ class GemmLoop(wiring.Component):
         store_op = op(
             desc(
                 kind=KIND["acc_to_mem"],
-                dram_addr=c.c + off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
+                dram_addr=off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
                 dram_stride=c.ldc,
                 rows=mb_rows,
                 elems=nw,
@@ -323,24 +356,27 @@ class GemmLoop(wiring.Component):
 
         def restart_k() -> None:
             """The first K tile of a pair."""
-            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0)]
+            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
+        # The next block's A address, once the block stride is known (later block changes step it).
+        with m.If(strides_ready & ~pf.base_ok):
+            m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
-                    m.d.sync += [off[n].eq(0) for n in ("b_n", "a_m", "c_m", "d_m")]
+                    m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
-                    m.d.sync += [*pf.restart(), strides_ready.eq(0)]
+                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0)]
                     restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go)
+            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg)
             with m.State("READY"):
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -348,7 +384,7 @@ class GemmLoop(wiring.Component):
                 with m.If(load.valid & load.ready):
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -381,10 +417,11 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, layout.a_rows // 2, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
-                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(0)]
+                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
                         m.d.sync += [res.eq(Mux(odd_block, 0, layout.a_rows // 2))]
-                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done), *pf.restart()]
+                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
+                        m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
                         m.d.comb += im2col.next_block.eq(1)
                         go_pair(1, pf.done)
                     with m.Else():
@@ -421,6 +458,7 @@ class GemmLoop(wiring.Component):
         n_tiles,
         steps,
         strides_go,
+        seg: _Segments,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -461,7 +499,13 @@ class GemmLoop(wiring.Component):
         with m.State("CONV_POS"), m.If(mul.done):
             m.d.sync += steps["pos"].eq(mul.product[:32])
             m.next = "K_TILES"
-        kdim = Mux(c.conv, c.cin, c.k)
+            with m.If(c.cin < R):  # packed: K = kh · kw · C_in, sliced as a GEMM's
+                multiply(c.cin, kernel_area(c.kh, c.kw))
+                m.next = "CONV_PACKED"
+        with m.State("CONV_PACKED"), m.If(mul.done):
+            m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
+            m.next = "K_TILES"
+        kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
         with m.State("K_TILES"):
             if R & (R - 1):
@@ -474,7 +518,7 @@ class GemmLoop(wiring.Component):
             m.d.sync += slices.eq(div.quotient)
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
-            with m.If(c.conv):
+            with m.If(c.conv & ~seg.packed):
                 multiply(slices, kernel_area(c.kh, c.kw))
                 m.next = "K_TILES_CONV"
             with m.Else():
@@ -489,9 +533,13 @@ class GemmLoop(wiring.Component):
             q = div.quotient
             whole = (c.m <= q) & (c.m <= c_slot_rows)
             half = q >> 1
-            quarter = (c.m + 3) >> 2
+            # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
+            # per row than a GEMM's A loads, and whose blocks are not prefetched).
+            quarter = Mux(c.conv, (c.m + 7) >> 3, (c.m + 3) >> 2)
             target = Mux(quarter > mb_min, quarter, mb_min)
-            split = ~c.conv & (c.m > target) & (half != 0)
+            # CONV2D too: it has no prefetch, but the next block's first N tile (its A walks) is
+            # issued while the current block's later N tiles still run.
+            split = (c.m > target) & (half != 0)
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
@@ -536,7 +584,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldd), mul.b.eq(mb)]
                 m.next = "D"
             with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(mul.product[:32])
+                m.d.sync += steps["d_m"].eq(Mux(c.bias == 2, 0, mul.product[:32]))  # one row: stays
                 with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
                     m.d.sync += ready.eq(1)
                     m.next = "IDLE"
@@ -569,30 +617,35 @@ class GemmLoop(wiring.Component):
         return front
 
     @staticmethod
-    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width) -> None:
+    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width, seg, seg_w) -> None:
         shape = im2col.shape
         for name in ("batch", "cin", "h", "w", "kh", "kw", "stride", "pad", "a"):
             m.d.comb += getattr(shape, name).eq(getattr(c, name))
         m.d.comb += [
             im2col.rows.eq(rows),
             im2col.local.eq(local),
-            im2col.kx.eq(kx),
-            im2col.ky.eq(ky),
-            im2col.c0.eq(k0),
-            im2col.width.eq(width),
+            im2col.kx.eq(Mux(seg.packed, seg.x, kx)),
+            im2col.ky.eq(Mux(seg.packed, seg.y, ky)),
+            im2col.c0.eq(Mux(seg.packed, seg.c, k0)),
+            im2col.width.eq(Mux(seg.packed, seg_w, width)),
+            im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free) -> None:
-        """A's K slice for this step, once its rows are free: the walker's loads (CONV2D), or up to
-        ``dim`` rows per load (a transposed A)."""
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice) -> None:
+        """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
+        or one per segment when packed), or up to ``dim`` rows per load (a transposed A)."""
         with m.If(c.conv):
             m.d.comb += [
                 im2col.active.eq(a_free),
                 load.valid.eq(im2col.desc.valid),
                 im2col.desc.ready.eq(load.ready),
             ]
-            with m.If(load.valid & load.ready & im2col.last):
-                m.next = "LOAD_B"
+            last_seg = ~seg.packed | (seg.col + seg_w == kslice)
+            with m.If(im2col.step & im2col.last):
+                with m.If(seg.packed):
+                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_seg)
+                with m.If(last_seg):
+                    m.next = "LOAD_B"
         with m.Else():
             m.d.comb += load.valid.eq(a_free)
             with m.If(load.valid & load.ready):

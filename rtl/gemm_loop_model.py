@@ -3,7 +3,8 @@ hardware's order.
 
 Per element: the optional bias (or C), then each K tile's mesh sum (from +0) added in the
 accumulator, then the read-out. GEMM K tiles are ``rows``-wide slices of K; CONV2D's are
-``rows``-wide slices of C_in at each kernel position in (kh, kw) order, over the im2col matrix.
+``rows``-wide slices of C_in at each kernel position in (kh, kw) order, over the im2col matrix,
+or, when C_in < rows, ``rows``-wide slices of the im2col K itself (kernel positions packed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ def gemm_k_tiles(cfg: AccelConfig, k: int) -> list[tuple[int, int]]:
 
 
 def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int, int]]:
-    """The CONV2D loop's K tiles: at each kernel position (kh, kw), ``rows``-wide slices of C_in."""
+    """The CONV2D loop's K tiles: at each kernel position (kh, kw), ``rows``-wide slices of C_in;
+    with C_in < rows the kernel positions are packed: ``rows``-wide slices of the whole im2col K
+    (kh, kw, C_in), as for a GEMM."""
+    if cin < cfg.rows:
+        return gemm_k_tiles(cfg, kh * kw * cin)
     return [
         ((i * kw + j) * cin + c0, min(cfg.rows, cin - c0))
         for i in range(kh)

@@ -11,14 +11,24 @@ loads. The block's rows therefore become a few pieces per output row they touch:
 input, one strided load, zeros right (or all zeros for a padding row). Which output columns read
 inside the input depends only on ``kw``, so those limits are computed once per command, with the
 output size, on a small sequential divider.
+
+No multiplier sits in the per-cycle path (strength reduction): the walk keeps the byte address of
+the input row its output row starts from and steps it by additions (one stride of rows per output
+row, one image per image). A piece that reads the input starts either at the walk's first pixel
+(the M block's start) or at the first column inside the input for this kw, so its address is that
+row address plus one of two offsets summed in two registered steps when the walk starts. Their
+products come from a sequential shift-and-add multiplier: the per-command ones (row and image
+sizes, strides, each kw's first inside column) after the divisions, and the block start's column
+offset once per M block.
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.divider import Divider
+from rtl.multiplier import Multiplier, times
 from rtl.ops import KIND, dma_desc_layout
 
 __all__ = ["KERNEL_MAX", "ConvShape", "Im2col"]
@@ -30,13 +40,29 @@ ConvShape = data.StructLayout(
     {"batch": 16, "cin": 16, "h": 16, "w": 16, "kh": 8, "kw": 8, "stride": 8, "pad": 8, "a": 32}
 )
 
+# Where a walk is: output pixel (n, oh, x), ``oh_s`` = oh · stride, and the byte addresses
+# a − pad_off + n·H·row_bytes (``img``) and that plus oh_s · row_bytes (``row``), modulo 2^32.
+_Pos = data.StructLayout({"n": 16, "oh": 16, "x": 16, "oh_s": 17, "img": 32, "row": 32})
+
+# Products computed once per command after the divisions, in this order; then each kw's
+# first inside column offset (lo · x_step).
+_PRODUCTS = ("row_bytes", "x_step", "row_step", "img_step", "pad_off")
+
+
+def times_small(value: Value, small: Value) -> Value:
+    """``value · small`` modulo 2^32 for a small unsigned ``small`` (a kernel index), with adders."""
+    terms = [Mux(small[bit], value << bit, 0) for bit in range(len(small))]
+    return sum(terms[1:], terms[0])[:32]
+
 
 class Im2col(wiring.Component):
-    """``setup`` (a pulse, with ``shape`` held) computes OH, OW and the column limits; ``ready``
-    follows. While ``active``, the walker emits the loads of the K slice ``(ky, kx, c0, width)`` of
-    the current M block (``rows`` output pixels from the block start, to scratchpad rows from
-    ``local``), flagging the walk's ``first`` and ``last`` load. ``next_block`` moves the block
-    start past the block just walked; ``setup`` also resets it to pixel 0."""
+    """``setup`` (a pulse, with ``shape`` held) computes OH, OW, the column limits and the address
+    steps; ``ready`` follows. While ``active``, the walker emits the loads of the K slice
+    ``(ky, kx, c0, width)`` of the current M block (``rows`` output pixels from the block start, to
+    scratchpad rows from ``local``, columns from ``col``), flagging the walk's ``first`` and ``last``
+    piece and when the current one is done with (``step``). A slice at ``col`` > 0 lands beside one
+    at column 0 that zero-filled its rows, so its padding pieces are skipped, not loaded. ``next_block``
+    moves the block start past the block just walked; ``setup`` also resets it to pixel 0."""
 
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
@@ -54,23 +80,36 @@ class Im2col(wiring.Component):
                 "kx": In(3),
                 "c0": In(16),
                 "width": In(16),
+                "col": In(8),  # the scratchpad column the slice's elements start at
                 "next_block": In(1),
                 "desc": Out(stream.Signature(dma_desc_layout())),
                 "first": Out(1),
                 "last": Out(1),
+                "step": Out(1),  # the current piece is done with: sent, or skipped (padding at col > 0)
             }
         )
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        m.submodules.mul = mul = Multiplier(32, 16)
         lo = Array(Signal(16, name=f"lo_{k}") for k in range(KERNEL_MAX))  # first output column inside
         hi = Array(Signal(16, name=f"hi_{k}") for k in range(KERNEL_MAX))  # end of the columns inside
-        self._limits(m, lo, hi)
-        self._walker(m, lo, hi)
+        lo_xs = Array(Signal(32, name=f"lo_xs_{k}") for k in range(KERNEL_MAX))  # lo · x_step
+        prod = {name: Signal(32, name=name) for name in _PRODUCTS}
+        block = Signal(_Pos)  # where the M block starts
+        after = Signal(_Pos)  # where the last walk ended: the next block's start
+        block_xs = Signal(32)  # its column's offset, block.x · x_step
+        xs_ready = Signal()
+        dividing, multiplying = Signal(), Signal()
+        m.d.comb += self.ready.eq(~dividing & ~multiplying)
+        self._limits(m, lo, hi, dividing, multiplying)
+        self._products(m, mul, lo, lo_xs, prod, block, after, block_xs, xs_ready, multiplying)
+        self._walker(m, lo, hi, lo_xs, prod, block, after, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, lo, hi) -> None:
-        """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1)."""
+    def _limits(self, m: Module, lo, hi, running, then) -> None:
+        """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
+        ``then`` rises when they are known."""
         s = self.shape
         m.submodules.div = div = Divider(18)
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
@@ -86,13 +125,11 @@ class Im2col(wiring.Component):
             Mux(unreachable, 0, reach),
         ]
         kind = Mux(step < 2, step, 2 + step[0])
-        running = Signal()
         end = 2 + 2 * s.kw
         m.d.comb += [
             div.numerator.eq(Array(numerators)[kind]),
             div.denominator.eq(s.stride),
             div.start.eq(running & ~div.busy & ~div.done),
-            self.ready.eq(~running),
         ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
@@ -108,39 +145,86 @@ class Im2col(wiring.Component):
                 m.d.sync += hi[k].eq(Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == end):
-                m.d.sync += running.eq(0)
+                m.d.sync += [running.eq(0), then.eq(1)]
 
-    def _walker(self, m: Module, lo, hi) -> None:
+    def _products(self, m: Module, mul, lo, lo_xs, prod, block, after, block_xs, xs_ready, running) -> None:
+        """The address steps, one product at a time after the divisions (``running``); then the walk
+        starts at pixel 0. Later, each ``next_block`` multiplies the new block start's column."""
+        s = self.shape
+        pix = times(s.cin, self.cfg.in_bits // 8, 18)  # bytes of one input pixel
+        step = Signal(range(len(_PRODUCTS) + KERNEL_MAX + 1))
+        k = (step - len(_PRODUCTS))[:3]
+        operands = [
+            (pix, s.w),  # row_bytes: one input row
+            (pix, s.stride),  # x_step: from one output column's input pixel to the next
+            (prod["row_bytes"], s.stride),  # row_step: one output row down
+            (prod["row_bytes"], s.h),  # img_step: one image
+            (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
+        ]
+        first_col = step >= len(_PRODUCTS)
+        with m.If(running):
+            m.d.comb += [
+                mul.start.eq(~mul.busy & ~mul.done),
+                mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
+                mul.b.eq(Mux(first_col, lo[k], Array(b for _, b in operands)[step])),
+            ]
+        with m.Elif(self.next_block):
+            m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(after.x)]
+        product = mul.product[:32]
+        with m.If(self.setup):
+            m.d.sync += [step.eq(0), xs_ready.eq(0)]
+        with m.If(running & mul.done):
+            with m.Switch(step):
+                for index, name in enumerate(_PRODUCTS):
+                    with m.Case(index):
+                        m.d.sync += prod[name].eq(product)
+                with m.Default():
+                    m.d.sync += lo_xs[k].eq(product)
+            m.d.sync += step.eq(step + 1)
+            with m.If(step + 1 == len(_PRODUCTS) + s.kw):
+                start = (s.a - prod["pad_off"])[:32]
+                m.d.sync += [running.eq(0), block.eq(0), block.img.eq(start), block.row.eq(start)]
+                m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
+        with m.If(~running & mul.done):
+            m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
+        with m.If(self.next_block):
+            m.d.sync += xs_ready.eq(0)
+
+    def _walker(self, m: Module, lo, hi, lo_xs, prod, block, after, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
-        block = [Signal(16, name=f"block_{f}") for f in ("n", "oh", "ow")]  # where the M block starts
-        after = [Signal(16, name=f"after_{f}") for f in ("n", "oh", "ow")]  # where the last walk ended
-        n, oh, x = (Signal(16, name=f"cur_{f}") for f in ("n", "oh", "ow"))
+        pix = times(s.cin, in_e, 18)
+        cur = Signal(_Pos)
         left, local = Signal(16), Signal(16)
-        started, emitted = Signal(), Signal()
+        phase = Signal(2)  # 0 waiting, 1 the K slice's offsets being summed, 2 walking
+        emitted = Signal()
+        ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
+        q_first, q_lo = Signal(32), Signal(32)  # the offsets of an inside piece from cur.row
 
-        # The input row read at kernel row ky; above the input (in the top padding) when negative.
-        below = oh * s.stride + self.ky
-        ih = (below - s.pad)[:16]
-        row_inside = (below >= s.pad) & (ih < s.h)
+        # The input row read at kernel row ky; above the input (in the top padding) below pad.
+        below = cur.oh_s + self.ky
+        row_inside = (below >= s.pad) & (below - s.pad < s.h)
         col_lo, col_hi = lo[self.kx], hi[self.kx]
-        seg_end = Mux(x + left < self.ow, x + left, self.ow)
-        inside = row_inside & (x >= col_lo) & (x < col_hi)
+        seg_end = Mux(cur.x + left < self.ow, cur.x + left, self.ow)
+        inside = row_inside & (cur.x >= col_lo) & (cur.x < col_hi)
         piece_end = Signal(16)
-        with m.If(~row_inside | (x >= col_hi)):
+        with m.If(~row_inside | (cur.x >= col_hi)):
             m.d.comb += piece_end.eq(seg_end)
-        with m.Elif(x < col_lo):
+        with m.Elif(cur.x < col_lo):
             m.d.comb += piece_end.eq(Mux(seg_end < col_lo, seg_end, col_lo))
         with m.Else():
             m.d.comb += piece_end.eq(Mux(seg_end < col_hi, seg_end, col_hi))
-        length = piece_end - x
-        pixel = Signal(32)  # index of the input pixel the piece's first row reads
-        m.d.comb += pixel.eq((n * s.h + ih) * s.w + (x * s.stride + self.kx - s.pad)[:16])
+        length = piece_end - cur.x
+        # An inside piece starts at the walk's first pixel (its first piece) or at column lo.
+        pending = (phase == 2) & (left != 0)
+        skip = ~inside & (self.col != 0)
         m.d.comb += [
-            self.desc.valid.eq(started & (left != 0)),
+            self.desc.valid.eq(pending & ~skip),
+            self.step.eq((self.desc.valid & self.desc.ready) | (pending & skip)),
+            self.desc.p.col.eq(self.col),
             self.desc.p.kind.eq(KIND["mem_to_sp"]),
-            self.desc.p.dram_addr.eq(s.a + (pixel * s.cin + self.c0) * in_e),
-            self.desc.p.dram_stride.eq(s.stride * s.cin * in_e),
+            self.desc.p.dram_addr.eq(cur.row + Mux(emitted, q_lo, q_first)),
+            self.desc.p.dram_stride.eq(prod["x_step"]),
             self.desc.p.rows.eq(length),
             self.desc.p.elems.eq(self.width),
             self.desc.p.local_addr.eq(local),
@@ -149,20 +233,33 @@ class Im2col(wiring.Component):
             self.last.eq(length == left),
         ]
 
-        with m.If(self.active & ~started):  # a new walk starts at the block start
-            m.d.sync += [n.eq(block[0]), oh.eq(block[1]), x.eq(block[2])]
-            m.d.sync += [left.eq(self.rows), local.eq(self.local), started.eq(1), emitted.eq(0)]
-        with m.If(self.desc.valid & self.desc.ready):
-            wrap = piece_end == self.ow
-            next_oh = Mux(oh + 1 == self.oh, 0, oh + 1)
-            next_n = Mux(oh + 1 == self.oh, n + 1, n)
-            nxt = [Mux(wrap, next_n, n), Mux(wrap, next_oh, oh), Mux(wrap, 0, piece_end)]
-            m.d.sync += [n.eq(nxt[0]), oh.eq(nxt[1]), x.eq(nxt[2])]
-            m.d.sync += [left.eq(left - length), local.eq(local + length), emitted.eq(1)]
+        # A new walk starts at the block start once the block's column offset is known; its
+        # K slice's offsets take two more cycles (two adder levels each).
+        with m.If((phase == 0) & self.active & xs_ready & ~setting_up):
+            m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
+            m.d.sync += [
+                ty.eq(times_small(prod["row_bytes"], self.ky)),
+                tx.eq(times_small(pix, self.kx) + (self.c0 << (in_e - 1))),
+            ]
+        with m.If(phase == 1):
+            m.d.sync += [q_first.eq(ty + tx + block_xs), q_lo.eq(ty + tx + lo_xs[self.kx]), phase.eq(2)]
+        with m.If(self.step):
+            nxt = Signal(_Pos)
+            image_end = cur.oh + 1 == self.oh
+            next_img = (cur.img + prod["img_step"])[:32]
+            m.d.comb += nxt.eq(cur)
+            with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
+                m.d.comb += nxt.x.eq(0)
+                with m.If(image_end):
+                    m.d.comb += [nxt.n.eq(cur.n + 1), nxt.oh.eq(0), nxt.oh_s.eq(0)]
+                    m.d.comb += [nxt.img.eq(next_img), nxt.row.eq(next_img)]
+                with m.Else():
+                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
+                    m.d.comb += nxt.row.eq(cur.row + prod["row_step"])
+            with m.Else():
+                m.d.comb += nxt.x.eq(piece_end)
+            m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
             with m.If(length == left):
-                m.d.sync += started.eq(0)
-                m.d.sync += [a.eq(b) for a, b in zip(after, nxt, strict=True)]
+                m.d.sync += [phase.eq(0), after.eq(nxt)]
         with m.If(self.next_block):
-            m.d.sync += [a.eq(b) for a, b in zip(block, after, strict=True)]
-        with m.If(self.setup):
-            m.d.sync += [b.eq(0) for b in block]
+            m.d.sync += block.eq(after)

@@ -37,6 +37,9 @@ def dma_desc_layout() -> data.StructLayout:
             "scale": 32,
             "act": 2,
             "out": 2,
+            # mem→sp, not transposed: the row's first element goes to this column; > 0 writes only
+            # the row's own elements (elems + col ≤ dim), 0 zero-fills the rest of the row.
+            "col": 8,
         }
     )
 

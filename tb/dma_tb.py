@@ -55,6 +55,7 @@ class Desc:
     act: int = 0
     out: int = 1
     zero: int = 0
+    col: int = 0  # mem→sp: first column; > 0 writes only the row's elements
 
     def word(self) -> int:
         word = 0
@@ -194,6 +195,8 @@ class Bench:
                 block = np.zeros((desc.elems, self.dim), dtype=self.in_dt)
                 block[:, :n] = values.T
                 self.sp[desc.local_addr : desc.local_addr + desc.elems] = block
+            elif desc.col:
+                self.sp[desc.local_addr : desc.local_addr + n, desc.col : desc.col + desc.elems] = values
             else:
                 block = np.zeros((n, self.dim), dtype=self.in_dt)
                 block[:, : desc.elems] = values
@@ -283,6 +286,7 @@ def random_desc(bench: Bench, rng: np.random.Generator, kind: int) -> Desc:
         start = es * int(rng.integers(0, (MEM_SIZE - span - 4096) // es))
     addr = start + (rows - 1) * abs(stride) if stride < 0 else start
     local_rows = elems if transpose else rows
+    placeable = kind == DmaKind.MEM_SP and not transpose and elems < bench.dim
     capacity = bench.sp_rows if to_sp else bench.acc_rows
     local = int(rng.integers(0, capacity - local_rows + 1))
     return Desc(
@@ -298,6 +302,8 @@ def random_desc(bench: Bench, rng: np.random.Generator, kind: int) -> Desc:
         act=int(rng.integers(0, 4)),
         out=out,
         zero=int(kind in (DmaKind.MEM_SP, DmaKind.MEM_ACC) and rng.random() < 0.15),
+        # A packed CONV2D segment: placed at a column, writing only its own elements.
+        col=int(rng.integers(1, bench.dim - elems + 1)) if placeable and rng.random() < 0.3 else 0,
     )
 
 
@@ -390,6 +396,7 @@ async def dma_errors(dut) -> None:
     await refused(bench, Desc(DmaKind.SP_MEM, 0x1000, 64, 3, 0), DmaError.ZERO)
     await refused(bench, Desc(DmaKind.MEM_ACC, 0x1001, 64, 0, 4), DmaError.ZERO)  # zero wins over misaligned
     await refused(bench, Desc(DmaKind.MEM_SP, 0x1000, 64, 2, n + 1), DmaError.TOO_LARGE)
+    await refused(bench, Desc(DmaKind.MEM_SP, 0x1000, 64, 2, n - 1, col=2), DmaError.TOO_LARGE)
     await refused(bench, Desc(DmaKind.ACC_MEM, 0x1000, 256, 2, cfg.cols + 1), DmaError.TOO_LARGE)
     await refused(bench, Desc(DmaKind.MEM_SP, 0x1000, 64, n + 1, 2, transpose=1), DmaError.TOO_LARGE)
     await refused(bench, Desc(DmaKind.MEM_ACC, 0x1000 + 1, 64, 2, 2), DmaError.MISALIGNED)

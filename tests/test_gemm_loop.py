@@ -53,6 +53,7 @@ class TileModel:
         self.acc = np.zeros((cfg.acc_rows, cfg.cols), np.uint32)
         self.units = {u: Unit() for u in UNITS}
         self.tokens = dict.fromkeys(("le", "el", "es", "se"), 0)
+        self.k_rows: list[int] = []  # each EXEC's weight rows, in order
 
     def step(self, now: int) -> dict[str, int]:
         """One cycle: operations complete, then may start. Returns the finished pulses."""
@@ -107,19 +108,22 @@ class TileModel:
             data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.acc_t).astype(np.uint32)
             self.acc[local : local + rows, :elems] = data
             return
-        if d["zero"]:
-            self.sp[local : local + rows] = 0
-            return
-        data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.in_t)
+        col = d["col"]  # > 0: only the row's own elements are written (a packed CONV2D segment)
+        data = np.zeros((rows, elems), self.in_t)
+        if not d["zero"]:
+            data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.in_t)
         if d["transpose"]:
             self.sp[local : local + elems] = 0
             self.sp[local : local + elems, :rows] = data.T
         else:
-            self.sp[local : local + rows] = 0
-            self.sp[local : local + rows, :elems] = data
+            assert col + elems <= self.cfg.dim
+            if col == 0:
+                self.sp[local : local + rows] = 0
+            self.sp[local : local + rows, col : col + elems] = data
 
     def _exec(self, e: dict) -> None:
         cfg = self.cfg
+        self.k_rows.append(e["k_rows"])
         w = self.sp[e["b_addr"] : e["b_addr"] + cfg.rows, : cfg.cols].copy()
         if e["k_rows"]:
             w[e["k_rows"] :] = 0
@@ -139,13 +143,29 @@ class TileModel:
             self.mem[start : start + len(raw)] = raw
 
 
-DESC = ("kind", "dram_addr", "dram_stride", "rows", "elems", "local_addr", "transpose", "zero", "scale", "act", "out")
+DESC = (
+    "kind",
+    "dram_addr",
+    "dram_stride",
+    "rows",
+    "elems",
+    "local_addr",
+    "transpose",
+    "zero",
+    "scale",
+    "act",
+    "out",
+    "col",
+)
 EXEC = ("b_addr", "k_rows", "a_addr", "m", "c_addr", "accumulate")
 DEPS = ("wait_prev", "wait_next", "signal_prev", "signal_next")
 
 
-def run_loop(cfg: AccelConfig, fields: dict, mem: bytearray, seed: int, max_cycles: int = 200_000) -> int:
-    """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model."""
+def run_loop(
+    cfg: AccelConfig, fields: dict, mem: bytearray, seed: int, max_cycles: int = 200_000, k_rows: list | None = None
+) -> int:
+    """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model;
+    ``k_rows`` receives each EXEC's weight rows."""
     dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
     rng = random.Random(seed)
     tile = TileModel(cfg, mem, rng)
@@ -184,6 +204,8 @@ def run_loop(cfg: AccelConfig, fields: dict, mem: bytearray, seed: int, max_cycl
     sim.add_testbench(bench)
     sim.run()
     assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
+    if k_rows is not None:
+        k_rows.extend(tile.k_rows)
     return result.get("cycles", -1) if not result.get("too_large") else -1
 
 
@@ -250,7 +272,11 @@ def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
         "n": cout, "a": addr["x"], "b": addr["w"], "ldb": cout * e_in, "c": addr["out"], "ldc": cout * e_acc,
         "scale": scale, "out": 1,
     }  # fmt: skip
-    run_loop(cfg, fields, mem, seed)
+    k_rows: list[int] = []
+    run_loop(cfg, fields, mem, seed, k_rows=k_rows)
+    # The EXECs run the model's K tiles (packed when C_in < rows) for each (M block, N tile) pair.
+    widths = [width for _, width in conv_k_tiles(cfg, kh, kw, cin)]
+    assert len(k_rows) % len(widths) == 0 and k_rows == widths * (len(k_rows) // len(widths))
     got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
     want = loop_result(cfg, im2col(x, kh, kw, stride, pad), wt.reshape(-1, cout), None, scale, 0, 1,
                        conv_k_tiles(cfg, kh, kw, cin)).astype(acc_t)  # fmt: skip
@@ -299,6 +325,9 @@ def test_gemm_loop_accumulate_into_c(cfg: AccelConfig) -> None:
         {"batch": 2, "h": 6, "w": 5, "cin": 3, "cout": 6, "kh": 3, "kw": 3, "stride": 1, "pad": 1},
         {"batch": 1, "h": 7, "w": 9, "cin": 5, "cout": 4, "kh": 2, "kw": 3, "stride": 2, "pad": 2},
         {"batch": 1, "h": 4, "w": 4, "cin": 40, "cout": 3, "kh": 3, "kw": 3, "stride": 1, "pad": 1},
+        # Packed K tiles (C_in < rows): one channel per position, padding wider than the kernel.
+        {"batch": 1, "h": 5, "w": 7, "cin": 1, "cout": 5, "kh": 3, "kw": 2, "stride": 1, "pad": 2},
+        {"batch": 3, "h": 4, "w": 3, "cin": 2, "cout": 4, "kh": 1, "kw": 3, "stride": 3, "pad": 1},
     ],
 )
 def test_conv_loop(cfg: AccelConfig, shape: dict) -> None:

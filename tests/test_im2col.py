@@ -18,10 +18,11 @@ from rtl.im2col import Im2col
 CFG = AccelConfig.from_name("4x4-int8")
 
 
-def walk(shape: dict, block: int, tiles: list[tuple[int, int, int, int]]) -> list[list[dict]]:
-    """Run the walker over all M blocks of ``block`` rows; per block and tile, the loads it emits."""
+def walk(shape: dict, block: int, tiles: list[tuple[int, ...]]) -> list[list[dict]]:
+    """Run the walker over all M blocks of ``block`` rows; per block and tile ``(ky, kx, c0, width)``
+    or ``(ky, kx, c0, width, col)``, the loads it emits."""
     dut = Im2col(CFG)
-    fields = ("kind", "dram_addr", "dram_stride", "rows", "elems", "local_addr", "zero")
+    fields = ("kind", "dram_addr", "dram_stride", "rows", "elems", "local_addr", "zero", "col")
     out: list[list[dict]] = []
 
     async def bench(ctx) -> None:
@@ -35,21 +36,23 @@ def walk(shape: dict, block: int, tiles: list[tuple[int, int, int, int]]) -> lis
             await ctx.tick()
         total = shape["batch"] * ctx.get(dut.oh) * ctx.get(dut.ow)
         for m0 in range(0, total, block):
-            for ky, kx, c0, width in tiles:
+            for ky, kx, c0, width, *col in tiles:
                 for port, value in (("rows", min(block, total - m0)), ("local", 0), ("ky", ky), ("kx", kx)):
                     ctx.set(getattr(dut, port), value)
                 ctx.set(dut.c0, c0)
                 ctx.set(dut.width, width)
+                ctx.set(dut.col, col[0] if col else 0)
                 ctx.set(dut.active, 1)
                 ctx.set(dut.desc.ready, 1)
                 loads = []
                 while True:
                     await ctx.tick()
-                    if ctx.get(dut.desc.valid):
-                        d = {f: ctx.get(getattr(dut.desc.p, f)) for f in fields}
-                        d["first"], d["last"] = ctx.get(dut.first), ctx.get(dut.last)
-                        loads.append(d)
-                        if d["last"]:
+                    if ctx.get(dut.step):  # a piece sent (valid) or skipped
+                        if ctx.get(dut.desc.valid):
+                            d = {f: ctx.get(getattr(dut.desc.p, f)) for f in fields}
+                            d["first"], d["last"] = ctx.get(dut.first), ctx.get(dut.last)
+                            loads.append(d)
+                        if ctx.get(dut.last):
                             break
                 await ctx.tick()  # the last load is taken at this edge
                 ctx.set(dut.active, 0)
@@ -67,14 +70,20 @@ def walk(shape: dict, block: int, tiles: list[tuple[int, int, int, int]]) -> lis
     return out
 
 
-def apply(loads: list[dict], memory: np.ndarray, rows: int, width: int) -> np.ndarray:
-    """The scratchpad rows the loads write (int8 elements: addresses are element indices)."""
-    sp = np.full((rows, width), -99, dtype=np.int64)
+def apply(loads: list[dict], memory: np.ndarray, rows: int, width: int, sp: np.ndarray | None = None) -> np.ndarray:
+    """The scratchpad rows the loads write (int8 elements: addresses are element indices), as the
+    DMA writes them: a row at column 0 zero-fills the rest of the row, one at ``col`` > 0 only its
+    own elements."""
+    sp = np.full((rows, CFG.dim), -99, dtype=np.int64) if sp is None else sp
     for d in loads:
+        col, elems = d["col"], d["elems"]
+        assert col + elems <= CFG.dim
         for r in range(d["rows"]):
             start = d["dram_addr"] + r * d["dram_stride"]
-            sp[d["local_addr"] + r] = 0 if d["zero"] else memory[start : start + d["elems"]]
-    return sp
+            if col == 0:
+                sp[d["local_addr"] + r] = 0
+            sp[d["local_addr"] + r, col : col + elems] = 0 if d["zero"] else memory[start : start + elems]
+    return sp[:, :width] if width < CFG.dim else sp
 
 
 @settings(max_examples=25, deadline=None)
@@ -112,3 +121,59 @@ def test_walker_builds_im2col(batch, cin, h, w, kh, kw, stride, pad, block) -> N
         got = apply(loads, memory, rows, width)
         k = (ky * kw + kx) * cin + c0
         np.testing.assert_array_equal(got, expected[m0 : m0 + rows, k : k + width])
+
+
+def packed_segments(kh: int, kw: int, cin: int, k0: int, width: int) -> list[tuple[int, int, int, int, int]]:
+    """A packed K tile (C_in < rows) as the loop walks it: ``(ky, kx, c0, width, col)`` segments,
+    each the channels of one kernel position, side by side from column 0."""
+    out, col = [], 0
+    while col < width:
+        pos, c0 = divmod(k0 + col, cin)
+        seg = min(cin - c0, width - col)
+        out.append((pos // kw, pos % kw, c0, seg, col))
+        col += seg
+    assert pos < kh * kw
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(1, 2),
+    st.integers(1, CFG.rows - 1),
+    st.integers(1, 7),
+    st.integers(1, 7),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(1, 30),
+)
+def test_walker_packs_kernel_positions(batch, cin, h, w, kh, kw, stride, pad, block) -> None:
+    """Segments of several kernel positions in one K tile (C_in < rows) build its im2col columns,
+    every column of the row written (zeros past the tile's width)."""
+    assume(h + 2 * pad >= kh and w + 2 * pad >= kw)
+    rng = np.random.default_rng(batch * 1000 + cin * 100 + h * 10 + w)
+    x = rng.integers(-100, 100, size=(batch, h, w, cin))
+    base = 64
+    memory = np.concatenate([np.full(base, 77), x.reshape(-1)])
+    k = kh * kw * cin
+    k_tiles = [(k0, min(CFG.rows, k - k0)) for k0 in range(0, k, CFG.rows)]
+    segments = [packed_segments(kh, kw, cin, k0, width) for k0, width in k_tiles]
+    shape = {"batch": batch, "cin": cin, "h": h, "w": w, "kh": kh, "kw": kw, "stride": stride, "pad": pad, "a": base}
+    walks = walk(shape, block, [seg for tile in segments for seg in tile])
+
+    expected = im2col(x, kh, kw, stride, pad)
+    total = batch * out_size(h, kh, stride, pad) * out_size(w, kw, stride, pad)
+    index = 0
+    for m0 in range(0, total, block):
+        rows = min(block, total - m0)
+        for (k0, width), tile in zip(k_tiles, segments, strict=True):
+            sp = np.full((rows, CFG.dim), -99, dtype=np.int64)
+            for _ in tile:
+                loads = walks[index]
+                index += 1
+                apply(loads, memory, rows, CFG.dim, sp)
+            want = np.zeros((rows, CFG.dim), dtype=np.int64)
+            want[:, :width] = expected[m0 : m0 + rows, k0 : k0 + width]
+            np.testing.assert_array_equal(sp, want)
+    assert index == len(walks)
