@@ -4,6 +4,12 @@ A command that breaks a rule produces an error event (unit 1, decode) instead of
 no unit ever sees an invalid address or size. LOAD and STORE become DMA descriptors
 (docs/tile.md), EXEC becomes an EXEC operation; each carries its dependency flags and sequence
 number. FENCE waits until every unit is idle before letting later commands through.
+
+Each command at the head of the queue takes three steps, each ending in a register, so that
+neither the rule checks nor the units' ready signals reach across it into the queue (they were
+the tile's longest path on ECP5): CHECK registers the error code of the head command, ISSUE offers
+it to its unit (or reports its error) until taken, POP removes it from the queue. So the queue
+holds the command until it is handed over, and a command takes at least three cycles here.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -38,6 +44,10 @@ FLAG_BITS = {
 }
 # Read-out activations defined: 0 none, 1 ReLU; float accumulators also 2 sigmoid, 3 tanh.
 ACT_CODES = {"int8": 2, "bf16": 4}
+
+
+def _log2(n: int) -> int:
+    return n.bit_length() - 1
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
@@ -89,7 +99,13 @@ class Decoder(wiring.Component):
         self._gemm(m, w)
         for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex), (self.vec, vec)):
             m.d.comb += [port.p.op.eq(payload), port.p.deps.eq(deps), port.p.seq.eq(self.cmd.p.seq)]
-        ok = self.cmd.valid & (code == 0)
+
+        check, issue, pop = range(3)
+        state = Signal(range(3))
+        checked = Signal(8)  # the head command's error code, registered in CHECK
+        offered = Signal()  # the checked command is offered to its unit (or reported)
+        m.d.comb += offered.eq((state == issue) & self.cmd.valid)
+        ok = offered & (checked == 0)
         is_op = {name: opcode == value for name, value in OP.items()}
         m.d.comb += [
             self.load.valid.eq(ok & is_op["LOAD"]),
@@ -98,9 +114,9 @@ class Decoder(wiring.Component):
             self.vec.valid.eq(ok & is_op["VEC"]),
             # A loop command starts only when everything before it has finished (it owns the tile).
             self.loop.valid.eq(ok & (is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle),
-            self.error.valid.eq(self.cmd.valid & (code != 0)),
+            self.error.valid.eq(offered & (checked != 0)),
             self.error.payload.unit.eq(UNIT_DECODE),
-            self.error.payload.code.eq(code),
+            self.error.payload.code.eq(checked),
             self.error.payload.seq.eq(self.cmd.p.seq),
         ]
         # An invalid command is consumed (its error is reported once); a flush drops the head.
@@ -112,13 +128,26 @@ class Decoder(wiring.Component):
             | (is_op["FENCE"] & self.units_idle)
             | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
         )
-        m.d.comb += self.cmd.ready.eq((code != 0) | accepted | self.flush)
+        with m.If((state == check) & self.cmd.valid):
+            m.d.sync += [checked.eq(code), state.eq(issue)]
+        with m.Elif(state == issue):
+            with m.If(~self.cmd.valid):  # the head went away (a flush): check the next one
+                m.d.sync += state.eq(check)
+            with m.Elif((checked != 0) | accepted):
+                m.d.sync += state.eq(pop)
+        with m.Else():  # POP (or CHECK waiting for a command)
+            m.d.sync += state.eq(check)
+        with m.If(self.flush):
+            m.d.sync += state.eq(check)
+        m.d.comb += self.cmd.ready.eq((state == pop) | self.flush)
         return m
+
+    def _narrow_bytes(self) -> int:
+        return 1 if self.cfg.dtype == "int8" else 2
 
     def _out_bytes(self, flags):
         """Bytes of one output element for a loop command's ``out`` flag (bits 20:19): narrow or full."""
-        cfg = self.cfg
-        return Mux(flags[19:21] == 0, 1 if cfg.dtype == "int8" else 2, cfg.acc_bits // 8)
+        return Mux(flags[19:21] == 0, self._narrow_bytes(), self.cfg.acc_bits // 8)
 
     def _gemm(self, m: Module, w) -> None:
         """Both loop commands: GEMM's words as they are, CONV2D's as the GEMM of its im2col matrix
@@ -149,7 +178,8 @@ class Decoder(wiring.Component):
                 p.b.eq(w[6]),
                 p.ldb.eq(cout * (cfg.in_bits // 8)),
                 p.c.eq(w[7]),
-                p.ldc.eq(cout * self._out_bytes(f)),
+                # Elements are 1, 2 or 4 bytes: a shift, not a multiplier (it took a DSP on ECP5).
+                p.ldc.eq(Mux(f[19:21] == 0, cout << _log2(self._narrow_bytes()), cout << _log2(cfg.acc_bits // 8))),
                 p.d.eq(w[8]),
                 p.scale.eq(w[9]),
             ]

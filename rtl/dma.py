@@ -336,6 +336,7 @@ class DmaRead(_Engine):
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
         # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
+        cmd, cmd_level = self._input_buffer(m)
         d = Signal(DESCRIPTOR)
         held = Signal()
         tag = Signal(self.TAG_BITS)
@@ -346,14 +347,14 @@ class DmaRead(_Engine):
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
         m.d.comb += queue_entry.row_bytes.eq(self._row_bytes(d))
         m.d.comb += [
-            self.cmd.ready.eq(~held | advance),
+            cmd.ready.eq(~held | advance),
             pending.w_en.eq(advance),
             pending.w_data.eq(queue_entry),
         ]
         with m.If(advance):
             m.d.sync += [errors[tag].eq(0), held.eq(0)]
-        with m.If(self.cmd.valid & self.cmd.ready):  # a new tag, held while it is checked and issued
-            m.d.sync += [d.eq(self.cmd.payload), tag.eq(tag + 1), held.eq(1)]
+        with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
+            m.d.sync += [d.eq(cmd.payload), tag.eq(tag + 1), held.eq(1)]
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
         m.d.comb += planner_free.eq(~more | finishing)
 
@@ -375,8 +376,25 @@ class DmaRead(_Engine):
         full, release = Signal(), Signal()  # the held row is there; the writer is done with it
         out = self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, full, release)
         self._write_rows(m, out, errors, full, release)
-        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~full)
+        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~full & (cmd_level == 0))
         return m
+
+    def _input_buffer(self, m: Module):
+        """Descriptors enter through a small FIFO, so ``cmd.ready`` comes from its registered level:
+        the planner's last-burst logic, which lets the next descriptor in, no longer reaches back
+        through the LOAD gate into the decoder (the ECP5 critical path after the decoder's). Three
+        deep: its inner two entries take one descriptor per cycle while one leaves."""
+        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=DESCRIPTOR.size, depth=3)
+        cmd = stream.Signature(DESCRIPTOR).create(path=("cmd_buffered",))
+        m.d.comb += [
+            buf.w_en.eq(self.cmd.valid),
+            buf.w_data.eq(self.cmd.payload),
+            self.cmd.ready.eq(buf.w_rdy),
+            cmd.valid.eq(buf.r_rdy),
+            cmd.payload.eq(buf.r_data),
+            buf.r_en.eq(cmd.ready),
+        ]
+        return cmd, buf.level
 
     def _read_beats(self, m: Module, rgear, bursts, info_layout, errors) -> None:
         """R beats into the read gearbox, only their useful lanes; errors noted against the burst's tag."""

@@ -78,7 +78,8 @@ def convert(component: wiring.Component, name: str) -> str:
 
 
 # One row of a memory's initial block as Amaranth writes it, and whether it sets the row to zero.
-_INIT_ROW = re.compile(r"^ *[^\n=]+\[\d+\] = \d+'h([0-9a-fA-F]+);$")
+# Yosys' Verilog writer prints a row in hex, binary or (32-bit rows) decimal: 8'h00, 32'd0.
+_INIT_ROW = re.compile(r"^ *[^\n=]+\[\d+\] = \d+'[hdb]([0-9a-fA-F_]+);$")
 
 
 def drop_zero_memory_init(text: str) -> str:
@@ -103,7 +104,7 @@ def drop_zero_memory_init(text: str) -> str:
             block = None
             continue
         row = _INIT_ROW.match(line.rstrip("\n"))
-        zero = zero and row is not None and int(row[1], 16) == 0
+        zero = zero and row is not None and row[1].strip("0_") == ""
     out.extend(block or [])
     return "".join(out)
 

@@ -85,10 +85,12 @@ class Tile(wiring.Component):
         wiring.connect(m, regs.req, cmdif.req)
         m.d.comb += [regs.rsp.valid.eq(cmdif.rsp.valid), regs.rsp.rdata.eq(cmdif.rsp.rdata)]
         # While a loop command runs it owns the gates; the decoder holds the commands behind it.
+        # The decoder pops a command only after it has handed it over (the loop command itself is
+        # popped once the loop has started), so its ready is not gated.
         m.d.comb += [
             dec.cmd.payload.eq(cmdif.cmd.payload),
             dec.cmd.valid.eq(cmdif.cmd.valid & ~gemm.busy),
-            cmdif.cmd.ready.eq(dec.cmd.ready & ~gemm.busy),
+            cmdif.cmd.ready.eq(dec.cmd.ready),
         ]
         connect(m, dec.loop, gemm.cmd)
         for source_dec, source_loop, gate in (

@@ -193,18 +193,26 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         ctx.set(dut.units_idle, units_idle)
         for port in ("load", "store", "exec", "vec", "loop"):
             ctx.set(getattr(dut, port).ready, 1)
+        # CHECK registers the error code; the command is offered (or reported) in the next cycle.
+        assert not ctx.get(dut.cmd.ready) and not ctx.get(dut.error.valid)
+        await ctx.tick()
         out["routes"] = [p for p in ("load", "store", "exec", "vec", "loop") if ctx.get(getattr(dut, p).valid)]
         out["error"] = ctx.get(dut.error.payload.code) if ctx.get(dut.error.valid) else None
         out["error_seq"] = ctx.get(dut.error.payload.seq)
-        out["ready"] = ctx.get(dut.cmd.ready)
         out["load"] = {k: ctx.get(getattr(dut.load.p.op, k)) for k in ("kind", "dram_addr", "rows", "elems")}
         out["store_kind"] = ctx.get(dut.store.p.op.kind)
         out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "k_rows", "a_addr", "m", "c_addr")}
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
         out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
         out["vec_update"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("update", "g", "kappa", "scalar")}
+        # POP: a command taken (or reported) in ISSUE leaves the queue in the cycle after.
+        await ctx.tick()
+        out["ready"] = ctx.get(dut.cmd.ready)
+        offered_again = any(ctx.get(getattr(dut, p).valid) for p in ("load", "store", "exec", "vec", "loop"))
+        assert not (out["ready"] and (offered_again or ctx.get(dut.error.valid)))  # offered once only
 
     sim = Simulator(dut)
+    sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
     return out

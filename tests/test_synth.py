@@ -2,6 +2,7 @@
 reads quickly (no zero initialisation, other contents kept)."""
 
 import json
+import re
 
 import pytest
 from amaranth.hdl import Module
@@ -28,16 +29,13 @@ def test_block_resources_add_submodules_by_instance_count() -> None:
 
 
 class _Rom(wiring.Component):
-    addr: In(2)
-    data: Out(8)
-
-    def __init__(self, init: list[int]) -> None:
-        super().__init__()
-        self.init = init
+    def __init__(self, init: list[int], width: int = 8) -> None:
+        super().__init__({"addr": In(2), "data": Out(width)})
+        self.init, self.width = init, width
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mem = mem = Memory(shape=8, depth=4, init=self.init)
+        m.submodules.mem = mem = Memory(shape=self.width, depth=4, init=self.init)
         port = mem.read_port()
         m.d.comb += [port.addr.eq(self.addr), self.data.eq(port.data)]
         return m
@@ -48,6 +46,27 @@ def test_zero_memories_carry_no_initial_block_others_keep_theirs() -> None:
     assert "initial" not in zero and "reg [7:0]" in zero
     text = shared.convert(_Rom([1, 0, 3, 0]), "rom")
     assert "initial begin" in text and "8'h03" in text and "8'h01" in text
+
+
+def test_zero_memories_of_32_bit_rows_carry_no_initial_block() -> None:
+    """Yosys prints 32-bit rows in decimal (32'd0): the scratchpad of a 4-column int8 tile."""
+    zero = shared.convert(_Rom([0, 0, 0, 0], 32), "rom")
+    assert "initial" not in zero and "reg [31:0]" in zero
+    text = shared.convert(_Rom([0, 10, 0, 0], 32), "rom")
+    assert "initial begin" in text and "32'd10" in text
+
+
+def test_tile_with_256_kib_scratchpad_has_no_zero_initial_rows() -> None:
+    """The whole tile's Verilog: no memory row is initialised, so Yosys reads it in seconds."""
+    from rtl.config import AccelConfig
+    from sim.generate import top_component
+
+    cfg = AccelConfig.from_name("4x4-int8").replace(sp_kib=256)
+    text = shared.convert(top_component("tile", cfg), "tile")
+    assert "reg [31:0] bank0 [16383:0];" in text  # one of the four 64 KiB scratchpad banks
+    blocks = re.findall(r"^ *initial begin\n(.*?)^ *end\n", text, re.M | re.S)
+    zero_rows = re.compile(r"^ *\S+ ?\[\d+\] = \d+'[hdb]0+;$")
+    assert not [b for b in blocks if all(zero_rows.match(line) for line in b.splitlines())]
 
 
 def _synth(capsys, *argv: str) -> dict:
