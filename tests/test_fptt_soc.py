@@ -160,3 +160,17 @@ def test_thesis_size_pass() -> None:
     state = check.initial_state(init_params(problem.dims, np.random.default_rng(0)).astype(BF16))
     got = host.run(SOC, problem, state, x, y, snapshots=False, cores=1)
     assert not check.compare(check.reference_pass(SOC.accel, problem, state, x, y), got)
+
+
+def test_thesis_figures_beside_ours() -> None:
+    """The breakdown table's thesis column: Appendix C read from the shipped copy (4x4, 1 core,
+    K = 28: 1,652,452,686 cycles, table C.9), and no column for a design point it does not have."""
+    from fptt_soc.cli import THESIS_ROWS, thesis_cycles
+
+    t = thesis_cycles("4x4-bf16", 1, 28)
+    assert t is not None and t["total cycles"] == 1_652_452_686
+    mapped = {f for _, _, fns in THESIS_ROWS for f in fns}
+    functions = set(t) - {"total cycles", "total seconds (500MHz)"}
+    assert mapped == functions  # every thesis function has a row, and only those
+    assert sum(t[f] for f in functions) == pytest.approx(t["total cycles"], rel=1e-6)
+    assert thesis_cycles("4x4-int8", 1, 28) is None and thesis_cycles("4x4-bf16", 3, 28) is None
