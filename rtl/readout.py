@@ -19,7 +19,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import Fp32Mul
+from rtl.fp import Fp32Mul, round_bf16
 from rtl.shared import add_shared
 from rtl.vector.function_unit import FunctionUnit
 
@@ -71,10 +71,7 @@ def _narrow_fp(m: Module, y, relu, fn, full, acc_bits: int, name: str) -> tuple[
     value = Signal(32, name=f"{name}_r")
     # A NaN from the multiplier is canonical (sign 0), so the sign bit alone picks −0 and negatives.
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
-    nan = (value[23:31] == 0xFF) & (value[:23] != 0)
-    rne = Signal(33, name=f"{name}_rne")
-    m.d.comb += rne.eq(value + 0x7FFF + value[16])  # round to nearest even at bit 16
-    rounded = Mux(nan, 0x7FC0, rne[16:32])
+    rounded = round_bf16(m, value, name)  # nearest even at bit 16, NaN canonical
     unit = add_shared(m, f"{name}_fn", "pyard_readout_functions", lambda: FunctionUnit(ACT_FUNCTIONS))
     m.d.comb += [unit.x.eq(rounded), unit.fn.eq(fn)]
     narrowed = rounded if acc_bits == 16 else Mux(full, value, Cat(rounded, Const(0, 16)))

@@ -73,7 +73,9 @@ enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_
 #define PYARD_VEC_REDUCE_MAX (1u << 24) /* ... or, with PYARD_VEC_REDUCE, a row max */
 enum { PYARD_VEC_COPY = 0, PYARD_VEC_ADD, PYARD_VEC_SUB, PYARD_VEC_MUL, PYARD_VEC_MADDS, PYARD_VEC_MULS,
        PYARD_VEC_ADDS, PYARD_VEC_RSUBS, PYARD_VEC_NEG, PYARD_VEC_MAX, PYARD_VEC_MIN, PYARD_VEC_RELU,
-       PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP, PYARD_VEC_RECIP };
+       PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP, PYARD_VEC_RECIP, PYARD_VEC_UPDATE };
+/* PYARD_VEC_UPDATE, the FPTT update (docs/isa.md): theta at A, theta_bar at B, lambda at D; word 1
+   eta | alpha << 16, word 5 G | kappa << 16 (bf16 scalars); bf16 tiles with the update unit only. */
 
 /* Error codes the tile reports (STATUS[15:8]). */
 enum { PYARD_ERR_BAD_OPCODE = 0x01, PYARD_ERR_ZERO_DIM, PYARD_ERR_TOO_LARGE, PYARD_ERR_SP_RANGE, PYARD_ERR_ACC_RANGE,
