@@ -291,10 +291,10 @@ class VectorEngine(wiring.Component):
         entry of the returned buffer. Returns it, the pulse that takes the heads and the
         parameters computed this cycle."""
         lanes, width = self.cfg.update_lanes, self.width
+        if not lanes:  # no unit: the decoder refuses UPDATE, and no buffer exists that nothing writes
+            return None, Const(0), Const(0)
         out = fifo.SyncFIFOBuffered(width=3 * 16 * width, depth=ROW_BUFFER)
         m.submodules.updates = out
-        if not lanes:  # no unit: the decoder refuses UPDATE
-            return out, Const(0), Const(0)
         bf16_row = data.ArrayLayout(16, width)
         tensors = data.StructLayout({"th": bf16_row, "tb": bf16_row, "lm": bf16_row, "g": bf16_row})
         nxt, cur = Signal(tensors, name="update_next"), Signal(tensors, name="update_row")
@@ -370,9 +370,11 @@ class VectorEngine(wiring.Component):
         written = Signal(16, name="rows_written")
         part = Signal(2, name="update_part")  # UPDATE: which of the three rows is written next
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
-        new = data.View(data.ArrayLayout(data.ArrayLayout(16, self.width), 3), updates.r_data)
         folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row)
-        ready = Mux(cmd.update, updates.r_rdy, results.r_rdy & Mux(cmd.reduce, fold_done, 1))
+        ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
+        if updates is not None:
+            new = data.View(data.ArrayLayout(data.ArrayLayout(16, self.width), 3), updates.r_data)
+            ready = Mux(cmd.update, updates.r_rdy, ready)
         value = [Mux(cmd.reduce, folded if k == 0 else 0, row[k]) for k in range(self.width)]
         mask = [Mux(cmd.reduce & ~cmd.update, k == 0, Const(k, 16) < cmd.elems) for k in range(self.width)]
         base = Mux(cmd.update, Mux(part == 0, cmd.a, Mux(part == 1, cmd.b, cmd.d)), cmd.d)
@@ -389,7 +391,7 @@ class VectorEngine(wiring.Component):
         ]
         for k in range(cfg.dim):
             narrowed = self._narrow(m, value[k], cfg.in_bits, f"sp{k}")
-            if cfg.update_lanes:
+            if updates is not None:
                 updated = Mux(part == 0, new[0][k], Mux(part == 1, new[1][k], new[2][k]))
                 narrowed = Mux(cmd.update, updated, narrowed)
             m.d.comb += sp.payload.data[k].eq(narrowed)
@@ -397,7 +399,9 @@ class VectorEngine(wiring.Component):
             m.d.comb += acc.payload.data[k].eq(self._narrow(m, value[k], cfg.acc_bits, f"acc{k}"))
         fired = (sp.valid & sp.ready) | (acc.valid & acc.ready)
         row_done = fired & (~cmd.update | (part == 2))
-        m.d.comb += [results.r_en.eq(fired & ~cmd.update), updates.r_en.eq(row_done & cmd.update)]
+        m.d.comb += results.r_en.eq(fired & ~cmd.update)
+        if updates is not None:
+            m.d.comb += updates.r_en.eq(row_done & cmd.update)
         with m.If(fired & cmd.update):
             m.d.sync += part.eq(Mux(part == 2, 0, part + 1))
         with m.If(row_done):
