@@ -10,7 +10,7 @@ cycles of each phase and the tile's counters.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,6 @@ class FpttResult:
     snapshots: list[FpttState]  # after every part, when asked for
     phase_cycles: dict[str, int]
     run: RunResult
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:

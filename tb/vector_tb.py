@@ -284,6 +284,17 @@ async def tile_vector_errors(dut) -> None:
     mems.check("after the errors")
 
 
+async def run_streamed(t: Tile, case) -> None:
+    """A streamed case (tb/vector_cases.py): operands into memory, its command stream, the output
+    compared exactly with the model's."""
+    for addr, raw in case.writes:
+        t.mem.data[addr : addr + len(raw)] = raw
+    await run_commands(t, case.commands)
+    got = get(t, case.out_addr, case.out_shape, case.out_dtype)
+    bad = np.argwhere(got != case.want)
+    assert bad.size == 0, f"{case.label}: {len(bad)} wrong elements, first at {tuple(bad[0])}"
+
+
 @cocotb.test()
 async def tile_vector_stream(dut) -> None:
     """Operands streamed from memory in double-buffered chunks, LOAD → VEC → STORE ordered only by
@@ -292,12 +303,7 @@ async def tile_vector_stream(dut) -> None:
     ops = [VecOp.ADD, VecOp.MULS] if t.cfg.dtype == "int8" else [VecOp.MADDS, VecOp.TANH]
     for seed, op in enumerate(ops):
         case = stream_case(t.cfg, op, n=37 * t.cfg.dim + 3, chunk=5, seed=seed)
-        for addr, raw in case.writes:
-            t.mem.data[addr : addr + len(raw)] = raw
-        await run_commands(t, case.commands)
-        got = get(t, case.out_addr, case.out_shape, case.out_dtype)
-        bad = np.argwhere(got != case.want)
-        assert bad.size == 0, f"{case.label}: {len(bad)} wrong elements, first at {tuple(bad[0])}"
+        await run_streamed(t, case)
 
 
 @cocotb.test(skip=not json.loads(os.environ.get("PYARD_CONFIG", "{}")).get("update_lanes"))
@@ -309,12 +315,7 @@ async def tile_fptt_update(dut) -> None:
     t = await start(dut)
     for seed, (alpha, chunk) in enumerate(((0.5, 5), (0.0, 3), (0.1, 8))):
         case = update_case(t.cfg, n=29 * t.cfg.dim + 3, chunk=chunk, seed=seed, alpha=alpha)
-        for addr, raw in case.writes:
-            t.mem.data[addr : addr + len(raw)] = raw
-        await run_commands(t, case.commands)
-        got = get(t, case.out_addr, case.out_shape, case.out_dtype)
-        bad = np.argwhere(got != case.want)
-        assert bad.size == 0, f"{case.label}: {len(bad)} wrong elements, first at {tuple(bad[0])}"
+        await run_streamed(t, case)
 
 
 def _bf16_tile() -> bool:
