@@ -15,7 +15,16 @@ from rtl.vector.ops import VecOp
 from tb import stimulus
 from tb.tile_cases import LoopCase, unit_scale
 
-__all__ = ["MEMORIES", "operand_rows", "stream_case", "vector_case", "vector_rows"]
+__all__ = [
+    "MEMORIES",
+    "operand_rows",
+    "stream_case",
+    "update_case",
+    "update_commands",
+    "update_regions",
+    "vector_case",
+    "vector_rows",
+]
 
 MEMORIES = ("sp", "acc")
 BASE = 0x1000
@@ -234,7 +243,7 @@ def update_case(
     row_bytes = cfg.dim * 2
     addr = {name: BASE + k * rows * row_bytes for k, name in enumerate(UPDATE_IN)}
     out_addr = BASE + len(UPDATE_IN) * rows * row_bytes
-    stream = _update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars, fused)
+    stream = update_commands(cfg, rows, chunk, addr, out_addr, regions, scalars, fused)
     return LoopCase(
         label=f"FPTT update of {rows * cfg.dim} parameters ({'UPDATE' if fused else 'program'})",
         words=stream[0],
@@ -249,7 +258,7 @@ def update_case(
     )
 
 
-def _update_commands(
+def update_commands(
     cfg: AccelConfig, rows: int, chunk: int, addr: dict, out_addr: int, regions: Regions, scalars: dict, fused: bool
 ) -> list[list[int]]:
     """With B buffers (BUFFERS for the program, FUSED_BUFFERS for UPDATE), chunk k: LOADs L_k (the

@@ -185,6 +185,24 @@ def backward(
     return BackwardOut(grads=grads.astype(ar.storage), dz=ar.store(dz), dlogits=ar.store(dlogits), window_start=lo)
 
 
+def cell_backward(
+    dh: Array, carry: Array | None, gates: Array, ts: Array, s_prev: Array, ar: Arith, hand_on: bool = True
+) -> tuple[Array, Array | None]:
+    """One step of Algorithm 3 inside the window with one running cell-state carry (``carry_mode``
+    "carry"), as ``backward`` runs it: dh (B, H) from the step after, ``carry`` ds·f handed back
+    from it (None at the loss step), the step's gates (B, 4H), tanh(s) and s_{t-1}. Returns dz
+    (B, 4H) and, with ``hand_on``, the carry for the step before (else None). A step of the tile
+    (tb/fptt_tile_cases.py) is checked against this; it uses the helpers ``backward`` uses."""
+    ar.phase = "backward"
+    hid = ts.shape[-1]
+    dz = np.empty(np.shape(gates), dtype=ar.compute)
+    ds0 = _ds_from_h(dh, gates, ts, dz, ar)
+    ds, carry_out = _cell_carry(ds0, carry, gates[:, hid : 2 * hid], "carry", None, not hand_on, ar)
+    _gate_grads(ds, gates, s_prev, dz, ar)
+    assert carry_out is None or not isinstance(carry_out, tuple)
+    return dz, carry_out
+
+
 def _head_backward(
     theta: Params, st: PartitionStates, out: HeadOut, labels: npt.NDArray[np.integer], weight: float, ar: Arith
 ) -> tuple[Array, tuple[Array, Array], Array]:
