@@ -159,8 +159,10 @@ class _Commands:
 
 def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, batch: int = 2) -> StepCase:
     """A random LSTM (inputs 1-3 by ``seed``, ``hidden``, 4 classes, ``batch``), one step of it from
-    a random h and s, a random dh and cell-state carry into its backward, and the update of θ, θ̄, λ
-    by the gradient the step produced (streamed in chunks of ``chunk`` rows)."""
+    a random h and s, a random dh into its backward, and the update of θ, θ̄, λ by the gradient the
+    step produced (streamed in chunks of ``chunk`` rows). The backward is the firmware's variant
+    ``seed % 4`` inside the window: a cell-state carry in (a random one) << 1 | a carry out, so four
+    seeds in a row run the loss step, the part's first step, both and a part of one step."""
     rng = np.random.default_rng(seed)
     d = Dims(inputs=1 + seed % 3, hidden=hidden, classes=4, batch=batch)
     hyper = Hyper(eta=0.05, alpha=0.3, K=1)
@@ -175,7 +177,10 @@ def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, bat
 
     # -- the reference: one step forward, its backward, the update --------------------------------
     st = forward(state.theta, x, h0, s0, ar)
-    dz, carry_out = cell_backward(dh, carry, ar.load(st.gates[0]), ar.load(st.ts[0]), s0, ar)
+    carry_in, hand_on = bool(seed >> 1 & 1), bool(seed & 1)
+    dz, carry_out = cell_backward(
+        dh, carry if carry_in else None, ar.load(st.gates[0]), ar.load(st.ts[0]), s0, ar, hand_on
+    )
     w_h_t = np.ascontiguousarray(ar.load(state.theta.w_gate)[i_:].T)  # dh_{t-1} = dz · W_hᵀ
     dh_prev = ar.gemm(dz, w_h_t, "bwd_rec")
     xc = ar.load(st.xc[0])
@@ -242,20 +247,22 @@ def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, bat
         {"s": _bits(st.s[1]), "ts": _bits(st.ts[0]), "h": _bits(st.h_last)},
     )
     bwd_cell = Phase(
-        "backward cell",
+        f"backward cell ({'a' if carry_in else 'no'} carry in, {'a' if hand_on else 'no'} carry out)",
         [
             c.load(a["dh"], lay.r, sp["DH"]),
             c.load(a["ts"], lay.r, sp["TS"]),
             *c.gates(c.load, a["gates"], sp["G"]),
-            c.load(a["carry_in"], lay.r, sp["CARRY"]),
+            *([c.load(a["carry_in"], lay.r, sp["CARRY"])] if carry_in else []),
             c.load(a["s_prev"], lay.r, sp["SP"], SIGNAL_VEC),
-            *c.program(lay.backward_cell(carry_in=True, carry_out=True)),
+            *c.program(lay.backward_cell(carry_in, hand_on)),
             *c.gates(c.store, a["dz"], sp["DZ"], first=WAIT_VEC),
-            c.store(a["carry_out"], lay.r, sp["CARRY"]),
         ],
-        {"dz": Tensor(a["dz"], gates_t, g4), "carry": Tensor(a["carry_out"], bh, h_)},
-        {"dz": _bits(dz), "carry": _bits(carry_out)},
+        {"dz": Tensor(a["dz"], gates_t, g4)},
+        {"dz": _bits(dz)},
     )
+    if hand_on:
+        bwd_cell.commands.append(c.store(a["carry_out"], lay.r, sp["CARRY"]))
+        bwd_cell.outputs["carry"], bwd_cell.want["carry"] = Tensor(a["carry_out"], bh, h_), _bits(carry_out)
     # W_h, rows I..I+H-1 of [W; b], is dh's B stored N × K
     dh_gemm = Phase(
         "dh GEMM (B transposed)",
