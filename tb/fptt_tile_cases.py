@@ -27,7 +27,7 @@ from rtl.vector.engine_model import VecCommand
 from rtl.vector.programs import bf16_scalar
 from tb.fptt.arith import BF16, Arith, round_bf16
 from tb.fptt.model import cell_backward, forward, fptt_update, init_params
-from tb.fptt.tensors import Dims, FpttState, Hyper, Params
+from tb.fptt.tensors import Dims, FpttState, Hyper, Params, PartitionStates
 from tb.tile_cases import gemm_words
 from tb.vector_cases import update_commands, update_regions
 
@@ -157,83 +157,107 @@ class _Commands:
         return [gemm_words(case, addr, ld), [FENCE]]
 
 
-def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, batch: int = 2) -> StepCase:
-    """A random LSTM (inputs 1-3 by ``seed``, ``hidden``, 4 classes, ``batch``), one step of it from
-    a random h and s, a random dh into its backward, and the update of θ, θ̄, λ by the gradient the
-    step produced (streamed in chunks of ``chunk`` rows). The backward is the firmware's variant
-    ``seed % 4`` inside the window: a cell-state carry in (a random one) << 1 | a carry out, so four
-    seeds in a row run the loss step, the part's first step, both and a part of one step."""
-    rng = np.random.default_rng(seed)
+F32 = npt.NDArray[np.float32]
+UPDATED = ("θ", "θ̄", "λ")
+
+
+@dataclass
+class _Step:
+    """One step's random inputs (bf16 values) and the reference's results for them."""
+
+    dims: Dims
+    hyper: Hyper
+    carry_in: bool  # the backward's variant: a cell-state carry from the step after
+    hand_on: bool  # ... and one for the step before
+    state: FpttState
+    x: F32  # (B, 1, I)
+    h0: F32
+    s0: F32
+    dh: F32
+    carry: F32
+    head_grad: F32  # the output layer's gradient, which the host writes
+    fwd: PartitionStates
+    dz: F32
+    carry_out: F32 | None
+    dh_prev: F32
+    grads: Params
+    new: FpttState
+
+
+def _reference(cfg: AccelConfig, seed: int, hidden: int, batch: int, rng: np.random.Generator) -> _Step:
+    """Random inputs, then the reference's step forward, its backward and the update."""
     d = Dims(inputs=1 + seed % 3, hidden=hidden, classes=4, batch=batch)
     hyper = Hyper(eta=0.05, alpha=0.3, K=1)
-    lay = Layout(cfg, FpttProblem(d, 1, hyper))
     ar = Arith("bf16", tile=cfg)
-    i_, h_, b_, g4, xw = d.inputs, d.hidden, d.batch, 4 * d.hidden, d.xc_width + 1
     state = _random_state(init_params(d, rng).astype(BF16), rng)
-    x = round_bf16(rng.random((b_, 1, i_)))
-    h0, s0 = round_bf16(rng.uniform(-1, 1, (b_, h_))), round_bf16(rng.normal(0, 1, (b_, h_)))
-    dh, carry = (round_bf16(rng.normal(0, 0.5, (b_, h_))) for _ in range(2))
-    head_grad = round_bf16(rng.normal(0, 0.1, (h_ + 1) * d.classes))  # the output layer's, from the host
-
-    # -- the reference: one step forward, its backward, the update --------------------------------
-    st = forward(state.theta, x, h0, s0, ar)
+    x = round_bf16(rng.random((batch, 1, d.inputs)))
+    h0, s0 = round_bf16(rng.uniform(-1, 1, (batch, hidden))), round_bf16(rng.normal(0, 1, (batch, hidden)))
+    dh, carry = (round_bf16(rng.normal(0, 0.5, (batch, hidden))) for _ in range(2))
+    head_grad = round_bf16(rng.normal(0, 0.1, (hidden + 1) * d.classes))
     carry_in, hand_on = bool(seed >> 1 & 1), bool(seed & 1)
-    dz, carry_out = cell_backward(
-        dh, carry if carry_in else None, ar.load(st.gates[0]), ar.load(st.ts[0]), s0, ar, hand_on
-    )
-    w_h_t = np.ascontiguousarray(ar.load(state.theta.w_gate)[i_:].T)  # dh_{t-1} = dz · W_hᵀ
-    dh_prev = ar.gemm(dz, w_h_t, "bwd_rec")
-    xc = ar.load(st.xc[0])
+
+    fwd = forward(state.theta, x, h0, s0, ar)
+    gates, ts = ar.load(fwd.gates[0]), ar.load(fwd.ts[0])
+    dz, carry_out = cell_backward(dh, carry if carry_in else None, gates, ts, s0, ar, hand_on)
+    w_h_t = np.ascontiguousarray(ar.load(state.theta.w_gate)[d.inputs :].T)  # dh_{t-1} = dz · W_hᵀ
+    xc = ar.load(fwd.xc[0])
     grads = Params(
         w_gate=ar.gemm(np.ascontiguousarray(xc.T), dz, "bwd_gate_w"),
         b_gate=ar.sum_rows(dz),
-        w_out=head_grad[: h_ * d.classes].reshape(h_, d.classes),
-        b_out=head_grad[h_ * d.classes :],
+        w_out=head_grad[: hidden * d.classes].reshape(hidden, d.classes),
+        b_out=head_grad[hidden * d.classes :],
     ).astype(BF16)
     new, _ = fptt_update(state, grads, hyper.eta, hyper.alpha, ar)
+    return _Step(
+        d, hyper, carry_in, hand_on, state, x, h0, s0, dh, carry, head_grad,
+        fwd, dz, carry_out, ar.gemm(dz, w_h_t, "bwd_rec"), grads, new,
+    )  # fmt: skip
 
-    # -- main memory ---------------------------------------------------------------------------
-    params, w = lay.problem.params, cfg.dim  # the update streams rows of `dim` elements
-    p_rows = -(-params // w)
+
+def _host_memory(st: _Step, lay: Layout, p_rows: int, rng: np.random.Generator) -> _Memory:
+    """What the host writes (θ, θ̄, λ, the gradient's output-layer part, x, h, s, dh, the carry) and
+    the regions the phases write, as fptt.c's buffers; θ, θ̄, λ, g padded to whole rows."""
+    d, w = st.dims, lay.cfg.dim
     mem = _Memory()
 
     def padded(flat: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint16]:
         return np.concatenate([flat, np.zeros(p_rows * w - flat.size, np.uint16)])
 
     for name in ("theta", "theta_bar", "lam"):
-        mem.region(name, p_rows * w, padded(_flat(getattr(state, name))))
+        mem.region(name, p_rows * w, padded(_flat(getattr(st.state, name))))
     # the gradient's gate part is the step's to write: random bits there until it does
-    gate_part = lay.problem.gate_params
-    mem.region("grad", p_rows * w, padded(np.concatenate([_bits(rng.normal(0, 1, gate_part)), _bits(head_grad)])))
-    xc_mem = np.zeros((2, b_, xw), np.uint16)
-    xc_mem[0, :, :i_], xc_mem[0, :, i_:-1], xc_mem[:, :, -1] = _bits(x[:, 0]), _bits(h0), _bits(1.0)
-    mem.region("xc", xc_mem.size, xc_mem)
-    mem.region("s_prev", b_ * h_, _bits(s0))
-    mem.region("dh", b_ * h_, _bits(dh))
-    mem.region("carry_in", b_ * h_, _bits(carry))
-    for name, elems in (("gates", b_ * g4), ("s", b_ * h_), ("ts", b_ * h_), ("dz", b_ * g4)):
+    gate_part = _bits(rng.normal(0, 1, lay.problem.gate_params))
+    mem.region("grad", p_rows * w, padded(np.concatenate([gate_part, _bits(st.head_grad)])))
+    xw = d.xc_width + 1
+    xc = np.zeros((2, d.batch, xw), np.uint16)  # steps t and t + 1
+    xc[0, :, : d.inputs], xc[0, :, d.inputs : -1], xc[:, :, -1] = _bits(st.x[:, 0]), _bits(st.h0), _bits(1.0)
+    mem.region("xc", xc.size, xc)
+    for name, value in (("s_prev", st.s0), ("dh", st.dh), ("carry_in", st.carry)):
+        mem.region(name, value.size, _bits(value))
+    bh, g4 = d.batch * d.hidden, 4 * d.batch * d.hidden
+    for name, elems in (("gates", g4), ("s", bh), ("ts", bh), ("dz", g4), ("carry_out", bh), ("dh_prev", bh)):
         mem.region(name, elems)
-    for name in ("carry_out", "dh_prev"):
-        mem.region(name, b_ * h_)
     mem.region("updated", 3 * p_rows * w)
-    a = mem.addr
-    xc1 = a["xc"] + 2 * b_ * xw
+    return mem
 
-    # -- the phases, as the firmware's forward_step, backward (one step) and update ----------------
-    c, sp = _Commands(lay), lay.regions
-    bh, gates_t = (b_, h_), (b_, g4)
-    fwd_gemm = Phase(
+
+def _forward(st: _Step, c: _Commands, a: dict[str, int]) -> list[Phase]:
+    """fptt.c's forward_step: the gate GEMMs, then LOAD → the cell program → STORE."""
+    lay, sp = c.lay, c.lay.regions
+    i_, h_, b_ = st.dims.inputs, st.dims.hidden, st.dims.batch
+    g4, xw = 4 * h_, i_ + h_ + 1
+    h_next = a["xc"] + 2 * (b_ * xw + i_)  # h goes into the next step's GEMM input
+    xc = (a["xc"], xw, False)
+    gemms = Phase(
         "forward gate GEMMs",
         [
-            *c.gemm(b_, xw, 3 * h_, (a["xc"], xw, False), (a["theta"], g4, False), (a["gates"], g4), SIGMOID),
-            *c.gemm(
-                b_, xw, h_, (a["xc"], xw, False), (a["theta"] + 6 * h_, g4, False), (a["gates"] + 6 * h_, g4), TANH
-            ),
+            *c.gemm(b_, xw, 3 * h_, xc, (a["theta"], g4, False), (a["gates"], g4), SIGMOID),
+            *c.gemm(b_, xw, h_, xc, (a["theta"] + 6 * h_, g4, False), (a["gates"] + 6 * h_, g4), TANH),
         ],
-        {"gates": Tensor(a["gates"], gates_t, g4)},
-        {"gates": _bits(st.gates[0])},
+        {"gates": Tensor(a["gates"], (b_, g4), g4)},
+        {"gates": _bits(st.fwd.gates[0])},
     )
-    fwd_cell = Phase(
+    cell = Phase(
         "forward cell",
         [
             *c.gates(c.load, a["gates"], sp["G"]),
@@ -241,52 +265,90 @@ def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, bat
             *c.program(lay.forward_cell()),
             c.store(a["s"], lay.r, sp["S"], WAIT_VEC),
             c.store(a["ts"], lay.r, sp["TS"]),
-            *c.per_batch(c.store, xc1 + 2 * i_, xw, sp["H"], [0] * b_),  # h into the next step's xc
+            *c.per_batch(c.store, h_next, xw, sp["H"], [0] * b_),
         ],
-        {"s": Tensor(a["s"], bh, h_), "ts": Tensor(a["ts"], bh, h_), "h": Tensor(xc1 + 2 * i_, bh, xw)},
-        {"s": _bits(st.s[1]), "ts": _bits(st.ts[0]), "h": _bits(st.h_last)},
+        {"s": Tensor(a["s"], (b_, h_), h_), "ts": Tensor(a["ts"], (b_, h_), h_), "h": Tensor(h_next, (b_, h_), xw)},
+        {"s": _bits(st.fwd.s[1]), "ts": _bits(st.fwd.ts[0]), "h": _bits(st.fwd.h_last)},
     )
-    bwd_cell = Phase(
-        f"backward cell ({'a' if carry_in else 'no'} carry in, {'a' if hand_on else 'no'} carry out)",
+    return [gemms, cell]
+
+
+def _backward(st: _Step, c: _Commands, a: dict[str, int]) -> list[Phase]:
+    """fptt.c's backward for one step: the cell-backward program, the dh GEMM, the gradient GEMM."""
+    lay, sp = c.lay, c.lay.regions
+    i_, h_, b_ = st.dims.inputs, st.dims.hidden, st.dims.batch
+    g4, xw = 4 * h_, i_ + h_ + 1
+    cell = Phase(
+        f"backward cell ({'a' if st.carry_in else 'no'} carry in, {'a' if st.hand_on else 'no'} carry out)",
         [
             c.load(a["dh"], lay.r, sp["DH"]),
             c.load(a["ts"], lay.r, sp["TS"]),
             *c.gates(c.load, a["gates"], sp["G"]),
-            *([c.load(a["carry_in"], lay.r, sp["CARRY"])] if carry_in else []),
+            *([c.load(a["carry_in"], lay.r, sp["CARRY"])] if st.carry_in else []),
             c.load(a["s_prev"], lay.r, sp["SP"], SIGNAL_VEC),
-            *c.program(lay.backward_cell(carry_in, hand_on)),
+            *c.program(lay.backward_cell(st.carry_in, st.hand_on)),
             *c.gates(c.store, a["dz"], sp["DZ"], first=WAIT_VEC),
         ],
-        {"dz": Tensor(a["dz"], gates_t, g4)},
-        {"dz": _bits(dz)},
+        {"dz": Tensor(a["dz"], (b_, g4), g4)},
+        {"dz": _bits(st.dz)},
     )
-    if hand_on:
-        bwd_cell.commands.append(c.store(a["carry_out"], lay.r, sp["CARRY"]))
-        bwd_cell.outputs["carry"], bwd_cell.want["carry"] = Tensor(a["carry_out"], bh, h_), _bits(carry_out)
+    if st.carry_out is not None:
+        cell.commands.append(c.store(a["carry_out"], lay.r, sp["CARRY"]))
+        cell.outputs["carry"], cell.want["carry"] = Tensor(a["carry_out"], (b_, h_), h_), _bits(st.carry_out)
     # W_h, rows I..I+H-1 of [W; b], is dh's B stored N × K
     dh_gemm = Phase(
         "dh GEMM (B transposed)",
         c.gemm(b_, g4, h_, (a["dz"], g4, False), (a["theta"] + 2 * i_ * g4, g4, True), (a["dh_prev"], h_)),
-        {"dh_prev": Tensor(a["dh_prev"], bh, h_)},
-        {"dh_prev": _bits(dh_prev)},
+        {"dh_prev": Tensor(a["dh_prev"], (b_, h_), h_)},
+        {"dh_prev": _bits(st.dh_prev)},
     )
     dw_gemm = Phase(
         "gradient GEMM [dW; db] = [x, h, 1]ᵀ · dz (A transposed)",
         c.gemm(xw, b_, g4, (a["xc"], xw, True), (a["dz"], g4, False), (a["grad"], g4)),
         {"dW;db": Tensor(a["grad"], (xw, g4), g4)},
-        {"dW;db": np.concatenate([_bits(grads.w_gate), _bits(grads.b_gate)[None]])},
+        {"dW;db": np.concatenate([_bits(st.grads.w_gate), _bits(st.grads.b_gate)[None]])},
     )
+    return [cell, dh_gemm, dw_gemm]
+
+
+def _update(st: _Step, cfg: AccelConfig, a: dict[str, int], p_rows: int, chunk: int) -> Phase:
+    """θ, θ̄, λ by VEC UPDATE, streamed in chunks through four buffers (fptt.c's fused update),
+    stored to ``updated`` (θ, θ̄, λ one after another) rather than in place, so the inputs stay."""
     regions = update_regions(cfg, chunk, fused=True)
     assert regions is not None, f"{chunk}-row chunks of the update do not fit the scratchpad"
     # η, α as bf16; 1/(2α) from α itself, as the reference takes the constant (Layout.update_fused)
-    scalars = {"eta": bf16_scalar(hyper.eta), "alpha": bf16_scalar(hyper.alpha)}
-    scalars["inv_2alpha"] = bf16_scalar(1.0 / (2.0 * hyper.alpha))
+    hp = st.hyper
+    scalars = {
+        "eta": bf16_scalar(hp.eta),
+        "alpha": bf16_scalar(hp.alpha),
+        "inv_2alpha": bf16_scalar(1.0 / (2.0 * hp.alpha)),
+    }
     sources = {name: a[name] for name in ("theta", "theta_bar", "lam", "grad")}
-    update = Phase(
+    params = st.state.theta.size()
+    new = (st.new.theta, st.new.theta_bar, st.new.lam)
+    return Phase(
         "FPTT update (VEC UPDATE, streamed)",
         update_commands(cfg, p_rows, chunk, sources, a["updated"], regions, scalars, fused=True),
-        {k: Tensor(a["updated"] + 2 * j * p_rows * w, (1, params), params) for j, k in enumerate(("θ", "θ̄", "λ"))},
-        {k: _flat(p)[None] for k, p in zip(("θ", "θ̄", "λ"), (new.theta, new.theta_bar, new.lam), strict=True)},
+        {k: Tensor(a["updated"] + 2 * j * p_rows * cfg.dim, (1, params), params) for j, k in enumerate(UPDATED)},
+        {k: _flat(p)[None] for k, p in zip(UPDATED, new, strict=True)},
     )
-    label = f"seed {seed}: I={i_} H={h_} B={b_} C={d.classes}, {params} parameters"
-    return StepCase(label, mem.writes, [fwd_gemm, fwd_cell, bwd_cell, dh_gemm, dw_gemm, update], mem.end)
+
+
+def step_case(cfg: AccelConfig, seed: int, chunk: int = 16, hidden: int = 8, batch: int = 2) -> StepCase:
+    """A random LSTM (inputs 1-3 by ``seed``, ``hidden``, 4 classes, ``batch``), one step of it from
+    a random h and s, a random dh into its backward, and the update of θ, θ̄, λ by the gradient the
+    step produced (streamed in chunks of ``chunk`` rows). The backward is the firmware's variant
+    ``seed % 4`` inside the window, a cell-state carry in (a random one) << 1 | a carry out: four
+    seeds in a row cover a part of one step (neither), the loss step of a longer part (a carry
+    out), the part's first step (a carry in) and a step between (both)."""
+    rng = np.random.default_rng(seed)
+    st = _reference(cfg, seed, hidden, batch, rng)
+    lay = Layout(cfg, FpttProblem(st.dims, 1, st.hyper))
+    params = lay.problem.params
+    p_rows = -(-params // cfg.dim)  # the update streams rows of `dim` elements
+    mem = _host_memory(st, lay, p_rows, rng)
+    c = _Commands(lay)
+    phases = [*_forward(st, c, mem.addr), *_backward(st, c, mem.addr), _update(st, cfg, mem.addr, p_rows, chunk)]
+    d = st.dims
+    label = f"seed {seed}: I={d.inputs} H={d.hidden} B={d.batch} C={d.classes}, {params} parameters"
+    return StepCase(label, mem.writes, phases, mem.end)
