@@ -42,6 +42,6 @@ async def run_step(t: Tile, case: StepCase) -> None:
 async def fptt_tile_step(dut) -> None:
     """A step forward, its backward and the update, for each seed (a random LSTM each)."""
     t = await start(dut)
-    args = tb_args(seeds=[1], chunk=16)
+    args = tb_args(seeds=[1], chunk=16, hidden=8, batch=2)
     for seed in args["seeds"]:
-        await run_step(t, step_case(t.cfg, seed, args["chunk"]))
+        await run_step(t, step_case(t.cfg, seed, args["chunk"], args["hidden"], args["batch"]))

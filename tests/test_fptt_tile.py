@@ -6,6 +6,7 @@ and the reference's one-step backward that it is compared with, against the whol
 import json
 
 import numpy as np
+import pytest
 
 from rtl.config import AccelConfig
 from sim.build import build, run_cocotb
@@ -22,6 +23,15 @@ def test_fptt_tile_step() -> None:
     356-420 parameters in chunks of 16 rows, six or seven chunks, so buffers are reused under tokens."""
     b = build("tile", TILE)
     run_cocotb(b, "tb.fptt_tile_tb", env={"PYARD_TB_ARGS": json.dumps({"seeds": [1, 2, 3, 4], "chunk": 16})})
+
+
+@pytest.mark.slow
+def test_fptt_tile_step_8x8() -> None:
+    """Rows of 8 on the 8x8-bf16 tile (the build tests/test_tile.py's large tiles use): H = 16, two
+    blocks per batch row, and an odd batch of 3."""
+    b = build("tile", AccelConfig(rows=8, cols=8, dtype="bf16"))
+    args = {"seeds": [3, 4], "chunk": 8, "hidden": 16, "batch": 3}
+    run_cocotb(b, "tb.fptt_tile_tb", env={"PYARD_TB_ARGS": json.dumps(args)})
 
 
 def test_cell_backward_is_a_step_of_backward() -> None:
