@@ -16,6 +16,7 @@ tb/fptt_tile_tb.py runs the phases on the tile and compares every tensor each on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +41,7 @@ SIGNAL_NEXT = 1 << 11  # VEC: a token to STORE
 SIGMOID, TANH = 2, 3  # the GEMM's read-out activation (docs/isa.md, GEMM)
 SCALE_ONE = 0x3F800000
 BASE, ALIGN = 0x1000, 64
+Dma = Callable[[int, int, int, int], list[int]]  # a LOAD or STORE: (address, rows, local row, flags)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class StepCase:
 
 
 def _bits(a: npt.ArrayLike) -> npt.NDArray[np.uint16]:
-    """bf16 bit patterns of bf16-exact values."""
+    """bf16 bit patterns (values not bf16 already are rounded to nearest even)."""
     return np.asarray(a, np.float32).astype(BF16).view(np.uint16)
 
 
@@ -120,20 +122,18 @@ class _Commands:
     def store(self, addr: int, rows: int, local: int, flags: int = 0) -> list[int]:
         return [STORE | SP_SOURCE | flags, addr, self.row_bytes, rows | self.w << 16, local, 0]
 
-    def per_batch(self, op, addr: int, row: int, local: int, flags: list[int]) -> list[list[int]]:
+    def per_batch(self, op: Dma, addr: int, row: int, local: int, flags: list[int]) -> list[list[int]]:
         """A (B, H) tensor whose batch rows lie ``row`` elements apart: one LOAD / STORE per row."""
         count = self.lay.count
         return [op(addr + 2 * b * row, count, local + b * count, f) for b, f in enumerate(flags)]
 
-    def gates(self, op, addr: int, local: int, first: int = 0, last: int = 0) -> list[list[int]]:
-        """The four gates of a (B, 4H) tensor into (out of) the gate layout: ``first`` on the first
-        command, ``last`` on the last (the firmware's load_gates / store_gates)."""
+    def gates(self, op: Dma, addr: int, local: int, first: int = 0) -> list[list[int]]:
+        """The four gates of a (B, 4H) tensor into (out of) the gate layout, ``first`` the flags of
+        the first command (the firmware's load_gates / store_gates)."""
         d = self.lay.problem.dims
         out: list[list[int]] = []
         for k in range(4):
-            flags = [0] * d.batch
-            flags[0] |= first if k == 0 else 0
-            flags[-1] |= last if k == 3 else 0
+            flags = [first if k == 0 and b == 0 else 0 for b in range(d.batch)]
             out += self.per_batch(op, addr + 2 * k * d.hidden, 4 * d.hidden, local + k * self.lay.r, flags)
         return out
 
@@ -147,7 +147,9 @@ class _Commands:
         return words
 
     @staticmethod
-    def gemm(m: int, k: int, n: int, a: tuple[int, int, bool], b: tuple[int, int, bool], c: tuple[int, int], act=0):
+    def gemm(
+        m: int, k: int, n: int, a: tuple[int, int, bool], b: tuple[int, int, bool], c: tuple[int, int], act: int = 0
+    ) -> list[list[int]]:
         """``C = act(A·B)`` in bf16, each operand (address, row stride in elements, transposed), then
         the FENCE the firmware's gemm() pushes (later LOADs read C)."""
         case = {"m": m, "k": k, "n": n, "trans_a": a[2], "trans_b": b[2], "bias": 0, "acc_c": 0}

@@ -4,7 +4,7 @@ Layout, precision contract and figures: docs/fptt.md.
 """
 
 from .arith import PRECISIONS, Arith, round_bf16
-from .model import backward, forward, fptt_update, head, init_params, init_state, partition_bounds
+from .model import backward, cell_backward, forward, fptt_update, head, init_params, init_state, partition_bounds
 from .tensors import BackwardOut, Dims, FpttState, HeadOut, Hyper, Params, PartitionStates
 from .train import evaluate, train_epoch, train_sequence
 
@@ -19,6 +19,7 @@ __all__ = [
     "Params",
     "PartitionStates",
     "backward",
+    "cell_backward",
     "evaluate",
     "forward",
     "fptt_update",
