@@ -23,9 +23,9 @@ row's byte length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``). Writes: row 
 their lanes out, with byte strobes.
 
 Local side (docs/tile.md): mem→sp and mem→acc write one assembled row per cycle; a transposed
-mem→sp load keeps its block's memory rows but the last as columns (a cycle each) and writes the
-``elems`` scratchpad rows whole when the last arrives, zeros past ``rows``: ``rows − 1 + elems``
-cycles.
+mem→sp load keeps its block's memory rows but the last as columns (a cycle each) and hands the
+block to a stage that writes its ``elems`` scratchpad rows whole, zeros past ``rows``, while the
+next block's rows come in: a stream of blocks takes ``max(rows, elems)`` cycles a block.
 acc→mem and sp→mem issue row reads under a credit count so that the valid-only scratchpad
 responses always find room in a ``store_depth``-row FIFO.
 
@@ -497,38 +497,48 @@ class DmaRead(_Engine):
         return out
 
     def _write_rows(self, m: Module, out, errors, full, release) -> None:
-        """Write the held row locally; after a descriptor's last row, report it on ``done``."""
+        """Write the held row locally; after a descriptor's last row, report it on ``done``.
+
+        A transposed mem→sp block is written by its own stage (``_write_block``): the held row's
+        path only keeps columns and hands the finished block over, so the next block's rows come in
+        while this one's ``elems`` rows are written, and a stream of blocks takes max(rows, elems)
+        cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
         keep = errors[out.tag] == 0  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, errors[out.tag])
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
         filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
-        elem = Signal(range(n))  # transposed: the element of the held row being written
-        final = ~out.transpose | (elem + 1 == out.elems)  # this write completes the row
-        may = ~out.last | ~final | self.done.ready  # the last write waits until `done` can be taken
-        # mem→sp, transposed: the block's rows before its last are kept as columns of `cols_kept`
-        # (one cycle each, nothing written); the last row's arrival writes the block's `elems` local
-        # rows whole, each from the kept columns and the last row's element (zeros past `rows`).
         sp = self.sp_write
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
-        keep_column = out.transpose & ~out.last
+        keep_column = to_sp & out.transpose & ~out.last
+        hand_over = to_sp & out.transpose & out.last
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
-        cols_kept = Array(Signal(data.ArrayLayout(cfg.in_bits, n), name=f"kept_{e}") for e in range(n))
-        with m.If(to_sp & keep_column & keep):
+        # mem→sp, transposed: the block's rows before its last are kept as columns of `cols_kept`
+        # (one cycle each, nothing written); the last row completes the block, whose `elems` local
+        # rows (zeros past `rows`) go to the block stage whole.
+        cols_kept = [Signal(data.ArrayLayout(cfg.in_bits, n), name=f"kept_{e}") for e in range(n)]
+        with m.If(keep_column & keep):
             for e in range(n):
                 m.d.sync += cols_kept[e][out.row[: max(1, (n - 1).bit_length())]].eq(elems[e])
-        kept = cols_kept[elem]
-        block_row = Cat(Mux(out.row > k, kept[k], Mux(out.row == k, Array(elems)[elem], 0)) for k in range(n))
+        block = [
+            Cat(Mux(out.row > k, cols_kept[e][k], Mux(out.row == k, elems[e], 0)) for k in range(n)) for e in range(n)
+        ]
+        busy, taken, block_done = self._write_block(m, block, out, keep, error, hand_over)
+        # Every other row waits for the block stage: it owns the write port and reports its block
+        # first, so descriptors complete in order.
+        free = ~busy
+        may = free & (~out.last | self.done.ready)  # the last write waits until `done` can be taken
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
         shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
         placed = Cat((k >= out.col) & (k < out.col + out.elems) for k in range(n))
-        m.d.comb += [
-            sp.valid.eq(to_sp & ~keep_column & may),
-            sp.payload.addr.eq(out.local + Mux(out.transpose, elem, 0)),
-            sp.payload.data.eq(Mux(out.transpose, block_row, shifted)),
-            sp.payload.mask.eq(Mux(keep, Mux(out.transpose | (out.col == 0), (1 << n) - 1, placed), 0)),
-        ]
+        with m.If(free):
+            m.d.comb += [
+                sp.valid.eq(to_sp & ~out.transpose & may),
+                sp.payload.addr.eq(out.local),
+                sp.payload.data.eq(shifted),
+                sp.payload.mask.eq(Mux(keep, Mux(out.col == 0, (1 << n) - 1, placed), 0)),
+            ]
         acc = self.acc_write
         m.d.comb += [
             acc.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_ACC) & may),
@@ -537,16 +547,49 @@ class DmaRead(_Engine):
             acc.payload.mask.eq(Mux(keep, Cat(k < out.elems for k in range(cfg.cols)), 0)),
             acc.payload.accumulate.eq(out.accumulate),
         ]
-        written = (sp.valid & sp.ready) | (acc.valid & acc.ready)
-        with m.If(sp.valid & sp.ready):
-            m.d.sync += elem.eq(Mux(final, 0, elem + 1))
-        done_row = (full & out.skip) | (written & final) | (to_sp & keep_column)
+        written = (free & sp.valid & sp.ready) | (acc.valid & acc.ready)
+        reported = (full & out.skip & may) | written  # rows that end their descriptor here
         m.d.comb += [
-            release.eq(done_row & (~out.last | self.done.ready)),
-            self.done.valid.eq(full & out.last & done_row),
-            self.done.payload.code.eq(error),
-            self.done.payload.error.eq(error != 0),
+            release.eq(keep_column | taken | (reported & (~out.last | self.done.ready))),
+            self.done.valid.eq(block_done | (full & out.last & reported)),
         ]
+        with m.If(free):
+            m.d.comb += [self.done.payload.code.eq(error), self.done.payload.error.eq(error != 0)]
+
+    def _write_block(self, m: Module, block, out, keep, error, hand_over):
+        """The transposed block stage: takes a finished block (``hand_over``) when it is free or
+        writing its last row, writes one local row per cycle, then reports the descriptor.
+        Returns (busy, taken, done): busy while it owns the write port, taken when the held row's
+        block is accepted, done when its descriptor is reported (``done`` carries its code)."""
+        cfg, n, sp = self.cfg, self.dim, self.sp_write
+        rows = Signal(data.ArrayLayout(data.ArrayLayout(cfg.in_bits, n), n))
+        busy = Signal()
+        row = Signal(range(n))
+        count = Signal(range(n + 1))
+        local = Signal(16)
+        kept = Signal()  # no AXI error: the rows are written with a full mask
+        code = Signal(4)
+        final = row + 1 == count
+        with m.If(busy):
+            m.d.comb += [
+                sp.valid.eq(~final | self.done.ready),
+                sp.payload.addr.eq(local + row),
+                sp.payload.data.eq(rows[row]),
+                sp.payload.mask.eq(Mux(kept, (1 << n) - 1, 0)),
+                self.done.payload.code.eq(code),
+                self.done.payload.error.eq(code != 0),
+            ]
+        written = busy & sp.valid & sp.ready
+        done = written & final
+        taken = hand_over & (~busy | done)
+        with m.If(written):
+            m.d.sync += row.eq(row + 1)
+            with m.If(final):
+                m.d.sync += busy.eq(0)
+        with m.If(taken):  # after the lines above: a block may come in as the previous one ends
+            m.d.sync += [busy.eq(1), row.eq(0), count.eq(out.elems), local.eq(out.local), kept.eq(keep)]
+            m.d.sync += [code.eq(error)] + [rows[e].eq(block[e]) for e in range(n)]
+        return busy, taken, done
 
 
 class DmaWrite(_Engine):
