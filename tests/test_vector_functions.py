@@ -283,7 +283,7 @@ F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x007FFFFF, 0x00800000, 0x80800
 
 def _lane_operands() -> tuple[np.ndarray, np.ndarray]:
     """Pairs of operands: every pair of edge values (as bf16 and as fp32 bits), then random ones:
-    any bits, and nearby exponents, where sums round and cancel."""
+    any bits, nearby exponents (where sums round and cancel) and bf16 exponents 14 to 26 apart."""
     rng = np.random.default_rng(12)
     edges16 = np.array(BF16_EDGES, dtype=np.uint32)
     edges32 = np.array(F32_EDGES + [e << 16 for e in BF16_EDGES], dtype=np.uint32)
@@ -297,6 +297,12 @@ def _lane_operands() -> tuple[np.ndarray, np.ndarray]:
     near = (x[0] & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)  # exponents 126 and 127 apart by < 4
     a += [near, near >> 16]
     b += [(x[1] & np.uint32(0x817FFFFF)) | np.uint32(0x3E800000), (x[1] & np.uint32(0x817FFFFF)) >> 16 | 0x3E80]
+    # bf16 pairs whose exponents differ by 14 to 26, where the fp32 rounding of a sum starts to drop bits
+    ea = rng.integers(27, 255, n)
+    eb = ea - rng.integers(14, 27, n)
+    frac = rng.integers(0, 1 << 8, (2, n))  # 7 fraction bits and the sign
+    a.append((frac[0] >> 7 << 15 | ea << 7 | frac[0] & 0x7F).astype(np.uint32))
+    b.append((frac[1] >> 7 << 15 | eb << 7 | frac[1] & 0x7F).astype(np.uint32))
     return np.concatenate(a).astype(np.uint32), np.concatenate(b).astype(np.uint32)
 
 

@@ -291,23 +291,49 @@ static void cell_backward(unsigned r, bool inside, bool carry_in, bool carry_out
   parallel(bwd_job, FPTT_B * FPTT_H);
 }
 
-/* update_model.update (the 13-command program) on parameters [lo, hi). */
+/* update_model.update (the 13-command program) of one parameter. */
+typedef struct {
+  uint16_t th, tb, lm;
+} fptt_param_t;
+
+static inline fptt_param_t update_one(uint16_t th, uint16_t tb, uint16_t lm, uint16_t g) {
+  const uint16_t reg = pyard_bf16_sub(pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA), lm); /* 4.17 */
+  th = pyard_bf16_sub(th, pyard_bf16_mul(pyard_bf16_add(g, reg), FPTT_ETA));             /* 4.19 */
+  lm = pyard_bf16_sub(lm, pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA));           /* 4.20 */
+  const uint16_t half = pyard_bf16_mul(pyard_bf16_add(tb, th), BF16_HALF);               /* 4.21 */
+  const fptt_param_t out = {th, pyard_bf16_sub(half, pyard_bf16_mul(lm, FPTT_KAPPA)), lm};
+  return out;
+}
+
+/* The update of parameter pairs [lo, hi): one word access per two parameters, as main memory is
+ * uncached and every access pays its latency; an odd last parameter alone (its word's upper half
+ * belongs to the next array). */
+typedef uint32_t __attribute__((may_alias)) word_t;
+#define UPDATE_PAIRS ((FPTT_PARAMS + 1) / 2)
+
 static void update_job(unsigned lo, unsigned hi) {
+  word_t *th = (word_t *)theta, *tb = (word_t *)theta_bar, *lm = (word_t *)lam;
+  const word_t *g = (const word_t *)grad;
   for (unsigned k = lo; k < hi; k++) {
-    uint16_t th = theta[k], lm = lam[k];
-    const uint16_t tb = theta_bar[k];
-    const uint16_t reg = pyard_bf16_sub(pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA), lm); /* 4.17 */
-    th = pyard_bf16_sub(th, pyard_bf16_mul(pyard_bf16_add(grad[k], reg), FPTT_ETA));     /* 4.19 */
-    lm = pyard_bf16_sub(lm, pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA));          /* 4.20 */
-    const uint16_t half = pyard_bf16_mul(pyard_bf16_add(tb, th), BF16_HALF);              /* 4.21 */
-    theta_bar[k] = pyard_bf16_sub(half, pyard_bf16_mul(lm, FPTT_KAPPA));
-    theta[k] = th;
-    lam[k] = lm;
+    if (FPTT_PARAMS % 2 && k + 1 == UPDATE_PAIRS) {
+      const unsigned i = 2 * k;
+      const fptt_param_t p = update_one(theta[i], theta_bar[i], lam[i], grad[i]);
+      theta[i] = p.th;
+      theta_bar[i] = p.tb;
+      lam[i] = p.lm;
+      break;
+    }
+    const uint32_t wt = th[k], wb = tb[k], wl = lm[k], wg = g[k];
+    const fptt_param_t p0 = update_one((uint16_t)wt, (uint16_t)wb, (uint16_t)wl, (uint16_t)wg);
+    const fptt_param_t p1 = update_one((uint16_t)(wt >> 16), (uint16_t)(wb >> 16), (uint16_t)(wl >> 16), (uint16_t)(wg >> 16));
+    th[k] = p0.th | (uint32_t)p1.th << 16;
+    tb[k] = p0.tb | (uint32_t)p1.tb << 16;
+    lm[k] = p0.lm | (uint32_t)p1.lm << 16;
   }
 }
 
 static void update(void) {
-  parallel(update_job, FPTT_PARAMS);
+  parallel(update_job, UPDATE_PAIRS);
   phase(T_UPDATE);
 }
 #else

@@ -84,7 +84,10 @@ static inline uint32_t pyard_fp_add(uint32_t a, uint32_t b, int mant) {{
     else if (d > 0) mb = (mb >> d) | ((mb << (32 - d)) != 0);
     const uint32_t s = ((a ^ b) & PYARD_F32_SIGN) ? ma - mb : ma + mb;
     if (s == 0) return 0; /* exact cancellation: +0 */
-    const int msb = 31 - __builtin_clz(s);
+    /* the leading bit: 31 or 30 for a sum, lower after a cancellation (by a loop: a clz would be a
+     * library call on cores without Zbb, and it spills the registers of the inlined caller) */
+    int msb = (int)(s >> 31) + 30;
+    while (!(s >> msb)) msb--;
     int e = ea + msb - 30;
     const uint32_t q = pyard_fp_round_(s, msb - mant, mant + 1, &e);
     return pyard_fp_pack_(a & PYARD_F32_SIGN, e, q, mant) >> shift;
@@ -123,9 +126,45 @@ static inline uint16_t pyard_bf16_round(uint32_t w) {{
     return (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16);
 }}
 
-/* The lane's ops on bf16 operands (a scratchpad row widened), each result written back as bf16. */
+/* The lane's ops on bf16 operands (a scratchpad row widened), each result written back as bf16.
+ *
+ * ADD: the sum rounded to fp32, flushed below 2^-126, then rounded to bf16 (pyard_fp_add, then
+ * pyard_bf16_round), computed here on the exact integer sum of the two 8-bit significands: it has
+ * at most 32 bits while the exponents differ by at most 23, and beyond that the fp32 sum lies
+ * within an fp32 ulp of the larger operand, which the bf16 rounding gives back. */
 static inline uint16_t pyard_bf16_add(uint16_t a, uint16_t b) {{
-    return pyard_bf16_round(pyard_fp_add((uint32_t)a << 16, (uint32_t)b << 16, 23));
+    if (!(a & 0x7f80u)) a &= 0x8000u;
+    if (!(b & 0x7f80u)) b &= 0x8000u;
+    uint16_t aa = a & 0x7fffu, ab = b & 0x7fffu;
+    if (aa > 0x7f80u || ab > 0x7f80u) return PYARD_BF16_NAN;
+    if (aa == 0x7f80u || ab == 0x7f80u) {{
+        if (aa == ab && ((a ^ b) & 0x8000u)) return PYARD_BF16_NAN; /* ∞ − ∞ */
+        return aa == 0x7f80u ? a : b;
+    }}
+    if (aa < ab) {{ /* a: the larger magnitude, whose sign the result takes */
+        uint16_t t = a;
+        a = b;
+        b = t;
+        t = aa;
+        aa = ab;
+        ab = t;
+    }}
+    if (ab == 0) return aa ? a : (uint16_t)(a & b); /* ±0 + ±0: −0 only for two −0 */
+    const int eb = ab >> 7, d = (aa >> 7) - eb;
+    if (d > 23) return a;
+    const uint32_t ma = (uint32_t)((aa & 0x7fu) | 0x80u) << d, mb = (ab & 0x7fu) | 0x80u;
+    uint32_t s = ((a ^ b) & 0x8000u) ? ma - mb : ma + mb; /* in units of b's last bit */
+    if (s == 0) return 0;                                  /* exact cancellation: +0 */
+    int msb = 8 + d;
+    while (!(s >> msb)) msb--;
+    int e = eb + msb - 7; /* biased exponent of the leading bit */
+    if (msb > 23) {{      /* the fp32 rounding */
+        s = pyard_fp_round_(s, msb - 23, 24, &e);
+        msb = 23;
+    }}
+    if (e <= 0) return a & 0x8000u; /* the fp32 sum is below 2^-126 */
+    const uint32_t q = pyard_fp_round_(s, msb - 7, 8, &e);
+    return (uint16_t)(pyard_fp_pack_((uint32_t)(a & 0x8000u) << 16, e, q, 7) >> 16);
 }}
 
 static inline uint16_t pyard_bf16_sub(uint16_t a, uint16_t b) {{ return pyard_bf16_add(a, (uint16_t)(b ^ 0x8000u)); }}
