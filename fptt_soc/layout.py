@@ -49,6 +49,7 @@ MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ,
 
 
 def check_elementwise(value: str) -> str:
+    """``value`` if it names a mode of ELEMENTWISE, else a ConfigError naming the field."""
     if value not in ELEMENTWISE:
         raise ConfigError("elementwise", value, " or ".join(ELEMENTWISE))
     return value
