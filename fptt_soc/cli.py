@@ -21,6 +21,7 @@ THESIS_CSV = Path(__file__).resolve().parent / "data" / "thesis_appendix_c_cycle
 # Our phases and the thesis' functions they do the work of (Table 4.2; docs/fptt.md, "On the SoC").
 THESIS_ROWS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("fwd_gemm", "MatMul forward, σ / tanh of the gates in its read-out", ("MatMul-1", "Sigmoid")),
+    ("fwd_act", "σ / tanh of the gates on the cores (--elementwise cores)", ()),
     ("bwd_dw", "MatMul dW (A transposed), bias gradients as its ones row", ("MatMul-2", "Mat2Vec")),
     ("bwd_dh", "MatMul dh (B transposed)", ("MatMul-3",)),
     ("fwd_cell", "cell forward: f·s + i·g, tanh(s), o·tanh(s)", ("tanh", "EWO-basic")),
@@ -56,6 +57,13 @@ def add_run(fsub: argparse._SubParsersAction) -> None:
         help="stop the cell-state gradient at the window's edge (default: Algorithm 3, on to the part's start)",
     )
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="initialisation and data seed")
+    p.add_argument(
+        "--elementwise",
+        default="engine",
+        metavar="{engine,cores}",
+        help="where the element-wise steps run: the tile's vector engine (default) or the cores in integer C, "
+        "the software-only baseline (the GEMMs stay on the tile)",
+    )
     p.add_argument("--check", action="store_true", help="compare θ, θ̄, λ and logits after every part, bit for bit")
     p.add_argument("--max-cycles", type=integer(1), default=2_000_000_000, help="cycle budget per pass")
     p.add_argument(
@@ -98,11 +106,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tb.fptt.tensors import Dims, Hyper
 
     from . import check, host
-    from .layout import FpttProblem, Layout
+    from .layout import FpttProblem, Layout, check_elementwise
 
     out = sys.stderr if args.json == "-" else sys.stdout
     try:
         cfg = soc_config_from_args(args)
+        check_elementwise(args.elementwise)
         x, y, classes = _data(args)
         dims = Dims(inputs=x.shape[2], hidden=args.hidden, classes=classes, batch=args.batch)
         hyper = Hyper(args.lr, args.alpha, args.K, args.trunc_h, args.trunc_s, args.ramp, args.cut_s_at_window)
@@ -113,14 +122,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = check.initial_state(init_params(dims, np.random.default_rng(args.seed)).astype(BF16))
     print(
         f"FPTT-K on {cfg.name}: T={args.T} I={dims.inputs} H={dims.hidden} C={classes} B={dims.batch} "
-        f"K={args.K}, {problem.params:,} parameters, {args.passes} pass(es){', checked' if args.check else ''}",
+        f"K={args.K}, {problem.params:,} parameters, {args.passes} pass(es), element-wise on the {args.elementwise}"
+        f"{', checked' if args.check else ''}",
         file=out,
     )
     passes = []
     for k in range(args.passes):
         xb, yb = x[k * args.batch : (k + 1) * args.batch], y[k * args.batch : (k + 1) * args.batch]
         try:
-            res = host.run(cfg, problem, state, xb, yb, snapshots=args.check, max_cycles=args.max_cycles)
+            res = host.run(
+                cfg, problem, state, xb, yb, snapshots=args.check, elementwise=args.elementwise,
+                max_cycles=args.max_cycles,
+            )  # fmt: skip
         except (LoadError, RuntimeError) as err:
             raise UsageError(str(err)) from None
         record: dict[str, Any] = {
@@ -142,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         state = res.state
         if args.check and bad:
             break
-    payload = {"config": cfg.name, "problem": _problem_json(problem), "passes": passes}
+    payload = {"config": cfg.name, "elementwise": args.elementwise, "problem": _problem_json(problem), "passes": passes}
     if args.json is not None:
         text = json.dumps(payload, indent=2)
         if args.json == "-":
@@ -174,7 +187,7 @@ def _print_pass(record: dict[str, Any], accel: str, cores: int, args: argparse.N
     for key, label, fns in THESIS_ROWS:
         cyc = record["phases"][key]
         line = f"  {label:<58} {cyc:>13,} {100 * cyc / total:>5.1f}%"
-        if thesis:
+        if thesis and fns:
             line += f"  {sum(thesis.get(f, 0.0) for f in fns):>24,.0f}  ({' + '.join(fns)})"
         print(line, file=out)
     if thesis:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from rtl.vector.c_lane import write_headers
 from rtl.vector.programs import bf16_scalar
 from sim.firmware import BUILD_DIR, build_firmware
 from sim.run import RunResult, run_elf
@@ -31,7 +32,7 @@ __all__ = ["PHASES", "FpttResult", "build", "run"]
 
 FIRMWARE = Path(__file__).resolve().parent.parent / "firmware" / "fptt" / "fptt.c"
 # The firmware's phase_cycles entries, in order (fptt.c, T_FWD_GEMM ...).
-PHASES = ("fwd_gemm", "fwd_cell", "softmax", "bwd_cell", "bwd_dh", "bwd_dw", "update", "snapshot")
+PHASES = ("fwd_gemm", "fwd_cell", "softmax", "bwd_cell", "bwd_dh", "bwd_dw", "update", "fwd_act", "snapshot")
 ONE_BF16 = 0x3F80
 
 
@@ -58,15 +59,19 @@ class FpttResult:
         return {**out, "other": self.cycles - sum(out.values())}
 
 
-def build(cfg: SocConfig, problem: FpttProblem, snapshots: bool, cores: int | None = None) -> Path:
-    """The firmware's ELF for ``problem`` (cached by the generated header and every source)."""
-    header = Layout(cfg.accel, problem).c_header(snapshots)
+def build(
+    cfg: SocConfig, problem: FpttProblem, snapshots: bool, cores: int | None = None, elementwise: str = "engine"
+) -> Path:
+    """The firmware's ELF for ``problem`` (cached by the generated headers and every source);
+    ``elementwise`` "cores": the software-only mode, the element-wise steps on the harts."""
+    header = Layout(cfg.accel, problem).c_header(snapshots, elementwise)
     key = hashlib.sha256(header.encode()).hexdigest()[:16]
     inc = BUILD_DIR / "fptt" / key
     inc.mkdir(parents=True, exist_ok=True)
     path = inc / "fptt_layout.h"
     if not path.is_file() or path.read_text() != header:
         path.write_text(header)
+    write_headers(inc)  # the lane's arithmetic and functions in C, for the software-only mode
     defines = {} if cores is None else {"PYARD_NHARTS_ACTIVE": cores}
     return build_firmware(cfg, [FIRMWARE], include_dirs=[inc], defines=defines)
 
@@ -118,10 +123,12 @@ def run(
     *,
     snapshots: bool = False,
     cores: int | None = None,
+    elementwise: str = "engine",
     max_cycles: int = 2_000_000_000,
 ) -> FpttResult:
-    """One pass of ``problem`` from ``state`` (θ, θ̄, λ) on the SoC ``cfg``."""
-    elf = build(cfg, problem, snapshots, cores)
+    """One pass of ``problem`` from ``state`` (θ, θ̄, λ) on the SoC ``cfg``, the element-wise steps
+    on the tile's vector engine or (``elementwise`` "cores") on the harts."""
+    elf = build(cfg, problem, snapshots, cores, elementwise)
     symbols = load_elf(elf).symbols
     loads = {symbols[name]: data for name, data in _inputs(problem, state, x, labels).items()}
     d, parts, n = problem.dims, len(problem.parts), problem.params

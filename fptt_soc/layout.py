@@ -40,9 +40,19 @@ from rtl.vector.programs import (
 from tb.fptt.model import partition_bounds
 from tb.fptt.tensors import Dims, Hyper
 
-__all__ = ["FpttProblem", "Layout"]
+__all__ = ["ELEMENTWISE", "FpttProblem", "Layout", "check_elementwise"]
 
+# Where the element-wise steps run: the tile's vector engine, or the cores in integer C (the
+# software-only baseline; the GEMMs stay on the tile either way).
+ELEMENTWISE = ("engine", "cores")
 MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ, θ̄, λ, g, R', tmp)
+
+
+def check_elementwise(value: str) -> str:
+    """``value`` if it names a mode of ELEMENTWISE, else a ConfigError naming the field."""
+    if value not in ELEMENTWISE:
+        raise ConfigError("elementwise", value, " or ".join(ELEMENTWISE))
+    return value
 
 
 @dataclass(frozen=True)
@@ -223,25 +233,32 @@ class Layout:
             VecCommand(VecOp.MULS, n, self.width, a=self.regions["DL"], d=self.regions["DL"]),
         ]
 
-    def update(self) -> list[VecCommand]:
-        u, hp = self.update_rows, self.problem.hyper
-        t = UpdateChunk(*(self.loc("UPDATE", k * u) for k in range(6)))
-        # 1/(2α) from α itself, as the reference takes the constant (not from α rounded to bf16)
+    @property
+    def update_scalars(self) -> tuple[int, int, int]:
+        """η, α and 1/(2α) of the update as fp32 bits of bf16 values; 1/(2α) from α itself, as the
+        reference takes the constant (not from α rounded to bf16), 0 for α = 0."""
+        hp = self.problem.hyper
         inv_2alpha = 0 if hp.alpha == 0 else bf16_scalar(1.0 / (2.0 * hp.alpha))
-        return fptt_update(u, self.width, t, bf16_scalar(hp.eta), bf16_scalar(hp.alpha), inv_2alpha)
+        return bf16_scalar(hp.eta), bf16_scalar(hp.alpha), inv_2alpha
+
+    def update(self) -> list[VecCommand]:
+        u = self.update_rows
+        t = UpdateChunk(*(self.loc("UPDATE", k * u) for k in range(6)))
+        return fptt_update(u, self.width, t, *self.update_scalars)
 
     def update_fused(self) -> VecCommand:
         """The UPDATE command's template; the firmware sets rows and the four tensors' rows per chunk."""
-        hp = self.problem.hyper
         t = UpdateChunk(*(Loc(0) for _ in range(6)))
-        inv_2alpha = 0 if hp.alpha == 0 else bf16_scalar(1.0 / (2.0 * hp.alpha))
-        return fptt_update_fused(1, self.width, t, bf16_scalar(hp.eta), bf16_scalar(hp.alpha), inv_2alpha)
+        return fptt_update_fused(1, self.width, t, *self.update_scalars)
 
     # -- the generated header --------------------------------------------------------------------
 
-    def c_header(self, snapshots: bool) -> str:
-        """``fptt_layout.h``: sizes, scratchpad regions and programs for firmware/fptt/fptt.c."""
+    def c_header(self, snapshots: bool, elementwise: str = "engine") -> str:
+        """``fptt_layout.h``: sizes, scratchpad regions and programs for firmware/fptt/fptt.c;
+        ``elementwise`` "cores" builds the software-only mode (FPTT_CORES), which also reads the
+        update's scalars and the accumulator's precision (the softmax sum) from here."""
         pr, d = self.problem, self.problem.dims
+        eta, alpha, kappa = (bits >> 16 for bits in self.update_scalars)
         defs = {
             "FPTT_I": d.inputs,
             "FPTT_H": d.hidden,
@@ -264,6 +281,11 @@ class Layout:
             # Algorithm 3 line 15: the carry runs on past the window to the part's first step
             "FPTT_S_PAST_WINDOW": int(pr.hyper.trunc_s != 0 and not pr.hyper.cut_s_at_window),
             "FPTT_SNAPSHOTS": int(snapshots),
+            "FPTT_CORES": int(check_elementwise(elementwise) == "cores"),
+            "FPTT_ETA": f"0x{eta:04x}u",  # bf16 bits
+            "FPTT_ALPHA": f"0x{alpha:04x}u",
+            "FPTT_KAPPA": f"0x{kappa:04x}u",
+            "FPTT_ACC_MANT": 7 if self.cfg.acc_dtype == "bf16" else 23,  # fraction bits of an accumulator sum
             # LOAD's token to the vector unit and VEC's wait for it (docs/isa.md, bits 28-29)
             "FPTT_LOAD_SIGNAL_VEC": "(1u << 29)",
             "FPTT_VEC_WAIT_LOAD": "(1u << 28)",

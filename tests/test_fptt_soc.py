@@ -1,6 +1,7 @@
 """FPTT-K training on the SoC (firmware/fptt, fptt_soc/) against the bf16 reference under the
 hardware contract (``Arith("bf16", tile=cfg)``): θ, θ̄, λ and the logits after every part, bit for
-bit, on 1 and 2 harts; the runs' refusals; the generated programs against the decoder's rules.
+bit, on 1 and 2 harts, with the element-wise steps on the vector engine and (the software-only
+mode) on the cores; the runs' refusals; the generated programs against the decoder's rules.
 
 The SoC is the 4x4-bf16 build with 4 harts that tests/test_soc_firmware.py also uses; the
 firmware runs on 1 or 2 of them (``PYARD_NHARTS_ACTIVE``)."""
@@ -27,10 +28,12 @@ SOC = SocConfig.from_name("4x4-bf16", cores=4)
 SMALL = os.environ.get("PYARD_SCALE") == "small"
 
 
-def run_and_check(problem: FpttProblem, x: np.ndarray, y: np.ndarray, cores: int, seed: int = 0) -> host.FpttResult:
+def run_and_check(
+    problem: FpttProblem, x: np.ndarray, y: np.ndarray, cores: int, seed: int = 0, elementwise: str = "engine"
+) -> host.FpttResult:
     theta = init_params(problem.dims, np.random.default_rng(seed)).astype(BF16)
     state = check.initial_state(theta)
-    got = host.run(SOC, problem, state, x, y, snapshots=True, cores=cores)
+    got = host.run(SOC, problem, state, x, y, snapshots=True, cores=cores, elementwise=elementwise)
     ref = check.reference_pass(SOC.accel, problem, state, x, y)
     bad = check.compare(ref, got)
     assert not bad, "; ".join(map(str, bad[:5]))
@@ -58,8 +61,28 @@ def test_random_problem(cores: int, k: int) -> None:
     y = rng.integers(0, 5, 2)
     problem = FpttProblem(Dims(inputs=3, hidden=8, classes=5, batch=2), 16, Hyper(eta=0.05, alpha=0.2, K=k))
     got = run_and_check(problem, x, y, cores, seed=k)
-    assert got.phases["other"] >= 0
+    assert got.phases["other"] >= 0 and got.phases["fwd_act"] == 0  # σ / tanh in the read-out
     assert all(got.phases[p] > 0 for p in ("fwd_gemm", "fwd_cell", "bwd_cell", "bwd_dw", "update"))
+
+
+@pytest.mark.parametrize(
+    ("cores", "hyper"),
+    [
+        (1, Hyper(eta=0.05, alpha=0.2, K=4)),
+        # a window shorter than the part, the carry on past it: every variant of the cell backward
+        (2, Hyper(eta=0.05, alpha=0.2, K=2, trunc_h=2, ramp=True)),
+    ],
+)
+def test_software_only_mode(cores: int, hyper: Hyper) -> None:
+    """--elementwise cores: the GEMMs on the tile, every element-wise step in integer C on the
+    harts, bit-exact with the same contract; the gates' σ / tanh are cycles of the cores' own phase."""
+    rng = np.random.default_rng(hyper.K)
+    x = rng.standard_normal((2, 16, 3)).astype(np.float32)
+    y = rng.integers(0, 5, 2)
+    problem = FpttProblem(Dims(inputs=3, hidden=8, classes=5, batch=2), 16, hyper)
+    got = run_and_check(problem, x, y, cores, seed=hyper.K, elementwise="cores")
+    assert got.run.counters["vec_cycles"] == 0  # the vector engine did nothing
+    assert all(got.phases[p] > 0 for p in ("fwd_gemm", "fwd_act", "fwd_cell", "softmax", "bwd_cell", "update"))
 
 
 def test_truncation_ramp_and_a_batch_wider_than_a_row() -> None:
@@ -121,6 +144,10 @@ def test_layout_refusals() -> None:
         (["--config", "4x4-bf16", "--T", "8", "--hidden", "6"], "hidden = 6 is invalid"),
         (["--config", "4x4-bf16", "--T", "8", "--K", "9"], "K = 9 is invalid"),
         (["--config", "4x4-bf16", "--T", "8", "--lr", "0"], "--lr"),
+        (
+            ["--config", "4x4-bf16", "--T", "8", "--elementwise", "gpu"],
+            "elementwise = 'gpu' is invalid: allowed engine or cores",
+        ),
     ],
 )
 def test_cli_refusals(args: list[str], message: str) -> None:

@@ -240,3 +240,115 @@ def test_c_header_on_every_input(tmp_path) -> None:
     got = np.frombuffer(raw, dtype="<u2").reshape(len(FUNCTIONS), 1 << 16)  # the host is little-endian (x86, RISC-V)
     for i, name in enumerate(FUNCTIONS):
         np.testing.assert_array_equal(got[i], reference(name, ALL), err_msg=name)
+
+
+# --- the lane's arithmetic in C (rtl/vector/c_lane.py) --------------------------------------------
+
+C_LANE_MAIN = """
+#include <stdio.h>
+#include <stdlib.h>
+#include "pyard_vector_lane.h"
+/* stdin: n, then n operand pairs (uint32 a, uint32 b); stdout: one uint32 per op and pair */
+int main(void) {
+    uint32_t n;
+    if (fread(&n, 4, 1, stdin) != 1) return 1;
+    uint32_t *ab = malloc(8u * n), *out = malloc(4u * 9u * n);
+    if (!ab || !out || fread(ab, 8, n, stdin) != n) return 1;
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t a = ab[2 * k], b = ab[2 * k + 1];
+        const uint16_t ha = (uint16_t)a, hb = (uint16_t)b;
+        uint32_t *o = out + 9u * k;
+        o[0] = pyard_fp_add(a, b, 23);
+        o[1] = pyard_fp_add(a & 0xffff0000u, b, 7); /* a bf16 accumulator element */
+        o[2] = pyard_f32_mul(a, b);
+        o[3] = pyard_bf16_round(a);
+        o[4] = pyard_bf16_add(ha, hb);
+        o[5] = pyard_bf16_sub(ha, hb);
+        o[6] = pyard_bf16_rsub(ha, hb);
+        o[7] = pyard_bf16_mul(ha, hb);
+        o[8] = pyard_bf16_max(ha, hb);
+    }
+    return fwrite(out, 4u * 9u, n, stdout) == n ? 0 : 1;
+}
+"""
+
+BF16_EDGES = [0x0000, 0x8000, 0x0001, 0x807F, 0x0080, 0x8080, 0x00FF, 0x3F80, 0xBF80, 0x3F81, 0x3F7F, 0x3F00,
+              0x4000, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81, 0x0100, 0x1F80, 0x2000, 0x5F80,
+              0x6000, 0x3400, 0x4B00, 0x0081, 0x3FFF, 0xC040]  # fmt: skip
+F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x007FFFFF, 0x00800000, 0x80800000, 0x00800001, 0x3F800000,
+             0xBF800000, 0x3F800001, 0x3F7FFFFF, 0x33800000, 0x33800001, 0xB3800000, 0x7F7FFFFF, 0xFF7FFFFF,
+             0x7F800000, 0xFF800000, 0x7FC00000, 0xFF800001, 0x4B800000, 0x3F808000, 0x3F818000, 0x3F7F8000,
+             0x01000000, 0x00FFFFFF, 0x3FFFFFFF, 0x34000000, 0x7F000000, 0x0C000000]  # fmt: skip
+
+
+def _lane_operands() -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of operands: every pair of edge values (as bf16 and as fp32 bits), then random ones:
+    any bits, nearby exponents (where sums round and cancel) and bf16 exponents 14 to 26 apart."""
+    rng = np.random.default_rng(12)
+    edges16 = np.array(BF16_EDGES, dtype=np.uint32)
+    edges32 = np.array(F32_EDGES + [e << 16 for e in BF16_EDGES], dtype=np.uint32)
+    a = [np.repeat(edges16, len(edges16)), np.repeat(edges32, len(edges32))]
+    b = [np.tile(edges16, len(edges16)), np.tile(edges32, len(edges32))]
+    n = 100_000
+    for mask in (0xFFFF, 0xFFFFFFFF):
+        a.append(rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) & np.uint32(mask))
+        b.append(rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) & np.uint32(mask))
+    x = rng.integers(0, 1 << 32, (2, n), dtype=np.uint64).astype(np.uint32)
+    near = (x[0] & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)  # exponents 126 and 127 apart by < 4
+    a += [near, near >> 16]
+    b += [(x[1] & np.uint32(0x817FFFFF)) | np.uint32(0x3E800000), (x[1] & np.uint32(0x817FFFFF)) >> 16 | 0x3E80]
+    # bf16 pairs whose exponents differ by 14 to 26, where the fp32 rounding of a sum starts to drop bits
+    ea = rng.integers(27, 255, n)
+    eb = ea - rng.integers(14, 27, n)
+    frac = rng.integers(0, 1 << 8, (2, n))  # 7 fraction bits and the sign
+    a.append((frac[0] >> 7 << 15 | ea << 7 | frac[0] & 0x7F).astype(np.uint32))
+    b.append((frac[1] >> 7 << 15 | eb << 7 | frac[1] & 0x7F).astype(np.uint32))
+    return np.concatenate(a).astype(np.uint32), np.concatenate(b).astype(np.uint32)
+
+
+def _lane_want(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    from rtl.fp_model import fp32_mul, fp_add, round_bf16
+    from rtl.vector.lane_model import lane
+    from rtl.vector.ops import VecOp
+
+    wa, wb = (a & 0xFFFF) << 16, (b & 0xFFFF) << 16
+
+    def bf16(op: VecOp, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return round_bf16(lane("bf16", op, x, y, y))
+
+    return [
+        fp_add(a, b, 23),
+        fp_add(a >> 16, b, 7),
+        fp32_mul(a, b),
+        round_bf16(a),
+        bf16(VecOp.ADD, wa, wb),
+        bf16(VecOp.SUB, wa, wb),
+        bf16(VecOp.RSUBS, wa, wb),
+        bf16(VecOp.MUL, wa, wb),
+        bf16(VecOp.MAX, wa, wb),
+    ]
+
+
+def test_c_lane_header_against_the_models(tmp_path) -> None:
+    """pyard_vector_lane.h (the FPTT software mode's arithmetic), compiled for the host, gives the
+    lane model's bits for every op on edge-value pairs and random operands."""
+    from rtl.vector.c_lane import write_headers
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    write_headers(tmp_path)
+    (tmp_path / "main.c").write_text(C_LANE_MAIN)
+    flags = ["-std=c99", "-O1", "-Wall", "-Wextra", "-Wconversion", "-Werror"]
+    subprocess.run([cc, *flags, "-o", str(tmp_path / "lane"), str(tmp_path / "main.c")], check=True)
+    a, b = _lane_operands()
+    stdin = np.uint32(len(a)).tobytes() + np.stack([a, b], axis=1).astype("<u4").tobytes()
+    raw = subprocess.run([str(tmp_path / "lane")], input=stdin, check=True, capture_output=True).stdout
+    got = np.frombuffer(raw, dtype="<u4").reshape(len(a), 9)
+    names = ["fp_add", "fp_add bf16 acc", "fp32_mul", "round_bf16", "ADD", "SUB", "RSUBS", "MUL", "MAX"]
+    for k, want in enumerate(_lane_want(a, b)):
+        bad = np.flatnonzero(got[:, k] != np.asarray(want, dtype=np.uint64))
+        if len(bad):
+            i = bad[0]
+            first = f"a=0x{a[i]:08x} b=0x{b[i]:08x}: 0x{got[i, k]:x}, want 0x{want[i]:x}"
+            pytest.fail(f"{names[k]}: {len(bad)} of {len(a)} differ, first {first}")

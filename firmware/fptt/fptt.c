@@ -5,6 +5,10 @@
  * and the FPTT update of θ, θ̄, λ (eqs. 4.17, 4.19-4.21). Every GEMM runs on the tile's GEMM loop
  * and every element-wise step on its vector engine; the harts only issue commands.
  *
+ * FPTT_CORES (the software-only mode, `--elementwise cores`): the GEMMs stay on the tile, without
+ * the read-out's σ / tanh, and every element-wise step runs here in integer C on all active harts
+ * (pyard_vector_lane.h: the lane's arithmetic, op for op as the engine's programs, so the same bits).
+ *
  * What depends on the problem's sizes is in the generated fptt_layout.h (fptt_soc/layout.py): the
  * dimensions, the scratchpad regions and the vector programs as command words. The host
  * (fptt_soc/host.py) fills the buffers below before the run and reads them back after it.
@@ -21,6 +25,9 @@
  */
 #include "fptt_layout.h"
 #include "pyard.h"
+#if FPTT_CORES
+#include "pyard_vector_lane.h"
+#endif
 
 #define XW (FPTT_I + FPTT_H + 1) /* a row of xc */
 #define G4 (4 * FPTT_H)
@@ -42,7 +49,8 @@ PYARD_MEM uint16_t snapshots[FPTT_PARTS * 3 * FPTT_PARAMS];
 #endif
 /* Cycles spent in each phase (hart 0's mcycle between the points where it waits for the tile). */
 /* T_SNAPSHOT: the copies --check asks for, which are not part of the pass. */
-enum { T_FWD_GEMM, T_FWD_CELL, T_SOFTMAX, T_BWD_CELL, T_BWD_DH, T_BWD_DW, T_UPDATE, T_SNAPSHOT, T_PHASES };
+/* T_FWD_ACT: σ / tanh of the gates on the cores (FPTT_CORES; else the read-out's, in T_FWD_GEMM). */
+enum { T_FWD_GEMM, T_FWD_CELL, T_SOFTMAX, T_BWD_CELL, T_BWD_DH, T_BWD_DW, T_UPDATE, T_FWD_ACT, T_SNAPSHOT, T_PHASES };
 PYARD_MEM uint64_t phase_cycles[T_PHASES];
 PYARD_MEM uint32_t fptt_status[2]; /* [0] 1 when the pass finished, [1] the failing error */
 
@@ -121,6 +129,214 @@ static void phase(int which) {
 #define TS(j) (ts_mem + (size_t)(j) * FPTT_B * FPTT_H)
 #define W_OUT (theta + FPTT_GATE_PARAMS)
 
+#if FPTT_CORES
+/* ---- the software-only mode: element-wise work on the harts -------------------------------------
+ * Fork-join: hart 0 posts a job over the elements [0, n) and every active hart runs a contiguous
+ * share of them between two barriers. Every element is computed alone, op for op as the engine's
+ * program computes it (fptt_soc/layout.py names the programs), so no split changes a bit. */
+#define BF16_ONE 0x3F80u
+#define BF16_HALF 0x3F00u
+
+typedef void (*job_fn)(unsigned lo, unsigned hi);
+static job_fn volatile job;
+static volatile unsigned job_n;
+/* The job's arguments, set by hart 0 before the barrier that starts it. */
+static volatile struct {
+  unsigned t, p;
+  bool inside, carry_in, carry_out;
+} args;
+
+static void share(job_fn fn, unsigned n, unsigned hart) {
+  const unsigned harts = pyard_nharts();
+  fn(n * hart / harts, n * (hart + 1) / harts);
+}
+
+static void parallel(job_fn fn, unsigned n) {
+  if (err) return;
+  job = fn;
+  job_n = n;
+  pyard_barrier();
+  share(fn, n, 0);
+  pyard_barrier();
+}
+
+/* Harts 1.. run jobs until hart 0 posts none. */
+static int worker(unsigned hart) {
+  for (;;) {
+    pyard_barrier();
+    const job_fn fn = job;
+    if (!fn) return 0;
+    share(fn, job_n, hart);
+    pyard_barrier();
+  }
+}
+
+/* SIGMOID of i, f, o and TANH of g, in place over the step's B × 4H pre-activations. */
+static void act_job(unsigned lo, unsigned hi) {
+  uint16_t *z = GATES(args.t);
+  for (unsigned k = lo; k < hi; k++) z[k] = k % G4 < 3 * FPTT_H ? pyard_sigmoid_bf16(z[k]) : pyard_tanh_bf16(z[k]);
+}
+
+/* programs.lstm_forward after its activations: s = f·s_prev + i·g, ts = tanh(s), h = o·ts. */
+static void cell_job(unsigned lo, unsigned hi) {
+  const unsigned t = args.t;
+  const uint16_t *gates_t = GATES(t), *s_prev = S(t);
+  uint16_t *s = S(t + 1), *ts = TS(t), *h = XC(t + 1) + FPTT_I;
+  for (unsigned e = lo; e < hi; e++) {
+    const unsigned b = e / FPTT_H, j = e % FPTT_H;
+    const uint16_t *g = gates_t + b * G4 + j;
+    const uint16_t i = g[0], f = g[FPTT_H], o = g[2 * FPTT_H], gg = g[3 * FPTT_H];
+    const uint16_t sv = pyard_bf16_add(pyard_bf16_mul(f, s_prev[e]), pyard_bf16_mul(i, gg));
+    const uint16_t tv = pyard_tanh_bf16(sv);
+    s[e] = sv;
+    ts[e] = tv;
+    h[b * XW + j] = pyard_bf16_mul(o, tv);
+  }
+}
+
+/* Step t: z = xc_t · [W; b] as one GEMM without activation, then σ / tanh and the cell on the harts. */
+static void forward_step(unsigned t) {
+  gemm(FPTT_B, XW, G4, XC(t), XW, false, theta, G4, false, GATES(t), G4, 0);
+  phase(T_FWD_GEMM);
+  args.t = t;
+  parallel(act_job, FPTT_B * G4);
+  phase(T_FWD_ACT);
+  parallel(cell_job, FPTT_B * FPTT_H);
+  phase(T_FWD_CELL);
+}
+
+/* A sum element of the accumulator (fp32 bits; a bf16 accumulator's in the top half): the first
+ * term written in, each further one added by the accumulator's adder (programs._row_sum). */
+static uint32_t acc_first(uint16_t e) {
+#if FPTT_ACC_MANT == 7
+  return (uint32_t)pyard_bf16_round((uint32_t)e << 16) << 16;
+#else
+  return (uint32_t)e << 16;
+#endif
+}
+
+static uint32_t acc_add(uint32_t total, uint16_t e) {
+#if FPTT_ACC_MANT == 7
+  return pyard_fp_add(total, (uint32_t)e << 16, 7) << 16;
+#else
+  return pyard_fp_add(total, (uint32_t)e << 16, 23);
+#endif
+}
+
+/* programs.softmax, then dlogits = (p − onehot)·scale, per sequence b of part p's (classes, batch)
+ * logits: the max, bf16(z − max), EXP, Σ in class order in the accumulator, RECIP of Σ read out
+ * and rounded to bf16, p = e·r. */
+static void softmax_job(unsigned lo, unsigned hi) {
+  const unsigned p = args.p;
+  const uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
+  const uint16_t scale = (uint16_t)(part_scale[p] >> 16);
+  for (unsigned b = lo; b < hi; b++) {
+    uint16_t m = lg[b];
+    for (unsigned c = 1; c < FPTT_C; c++) m = pyard_bf16_max(m, lg[c * FPTT_B + b]);
+    uint32_t total = 0;
+    for (unsigned c = 0; c < FPTT_C; c++) {
+      const uint16_t e = pyard_exp_bf16(pyard_bf16_sub(lg[c * FPTT_B + b], m));
+      dlogits[c * FPTT_B + b] = e;
+      total = c ? acc_add(total, e) : acc_first(e);
+    }
+    const uint16_t r = pyard_recip_bf16(pyard_bf16_round(pyard_f32_ftz(total)));
+    for (unsigned c = 0; c < FPTT_C; c++) {
+      const uint16_t prob = pyard_bf16_mul(dlogits[c * FPTT_B + b], r);
+      dlogits[c * FPTT_B + b] = pyard_bf16_mul(pyard_bf16_sub(prob, onehot[c * FPTT_B + b]), scale);
+    }
+  }
+}
+
+static void loss_gradient(unsigned p) {
+  args.p = p;
+  parallel(softmax_job, FPTT_B);
+}
+
+/* programs.lstm_backward for step args.t (the ds-from-h part inside the window, the carry in and
+ * out as the flags say), dz written over the gates. */
+static void bwd_job(unsigned lo, unsigned hi) {
+  const unsigned r = args.t;
+  const bool inside = args.inside, carry_in = args.carry_in, carry_out = args.carry_out;
+  uint16_t *gates_r = GATES(r);
+  const uint16_t *ts = TS(r), *s_prev = S(r);
+  for (unsigned e = lo; e < hi; e++) {
+    const unsigned b = e / FPTT_H, j = e % FPTT_H;
+    uint16_t *g = gates_r + b * G4 + j;
+    const uint16_t i = g[0], f = g[FPTT_H], o = g[2 * FPTT_H], gg = g[3 * FPTT_H];
+    uint16_t ds, dz_o = 0; /* past the window: a zero o gradient (the engine's zero-fill LOAD) */
+    if (inside) {
+      const uint16_t dh = dh_mem[e], tv = ts[e];
+      dz_o = pyard_bf16_mul(dh, tv);
+      const uint16_t d_ts = pyard_bf16_mul(dh, o);
+      ds = pyard_bf16_mul(d_ts, pyard_bf16_rsub(pyard_bf16_mul(tv, tv), BF16_ONE));
+      if (carry_in) ds = pyard_bf16_add(ds, carry_mem[e]);
+    } else {
+      ds = pyard_bf16_round((uint32_t)carry_mem[e] << 16); /* COPY of the carry */
+    }
+    if (carry_out) carry_mem[e] = pyard_bf16_mul(ds, f);
+    const uint16_t dz_i = pyard_bf16_mul(ds, gg), dz_f = pyard_bf16_mul(ds, s_prev[e]);
+    g[0] = pyard_bf16_mul(dz_i, pyard_bf16_mul(i, pyard_bf16_rsub(i, BF16_ONE)));
+    g[FPTT_H] = pyard_bf16_mul(dz_f, pyard_bf16_mul(f, pyard_bf16_rsub(f, BF16_ONE)));
+    g[2 * FPTT_H] = pyard_bf16_mul(dz_o, pyard_bf16_mul(o, pyard_bf16_rsub(o, BF16_ONE)));
+    const uint16_t d_g = pyard_bf16_mul(ds, i);
+    g[3 * FPTT_H] = pyard_bf16_mul(d_g, pyard_bf16_rsub(pyard_bf16_mul(gg, gg), BF16_ONE));
+  }
+}
+
+static void cell_backward(unsigned r, bool inside, bool carry_in, bool carry_out) {
+  args.t = r;
+  args.inside = inside;
+  args.carry_in = carry_in;
+  args.carry_out = carry_out;
+  parallel(bwd_job, FPTT_B * FPTT_H);
+}
+
+/* update_model.update (the 13-command program) of one parameter. */
+typedef struct {
+  uint16_t th, tb, lm;
+} fptt_param_t;
+
+static inline fptt_param_t update_one(uint16_t th, uint16_t tb, uint16_t lm, uint16_t g) {
+  const uint16_t reg = pyard_bf16_sub(pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA), lm); /* 4.17 */
+  th = pyard_bf16_sub(th, pyard_bf16_mul(pyard_bf16_add(g, reg), FPTT_ETA));             /* 4.19 */
+  lm = pyard_bf16_sub(lm, pyard_bf16_mul(pyard_bf16_sub(th, tb), FPTT_ALPHA));           /* 4.20 */
+  const uint16_t half = pyard_bf16_mul(pyard_bf16_add(tb, th), BF16_HALF);               /* 4.21 */
+  const fptt_param_t out = {th, pyard_bf16_sub(half, pyard_bf16_mul(lm, FPTT_KAPPA)), lm};
+  return out;
+}
+
+/* The update of parameter pairs [lo, hi): one word access per two parameters, as main memory is
+ * uncached and every access pays its latency; an odd last parameter alone (its word's upper half
+ * belongs to the next array). */
+typedef uint32_t __attribute__((may_alias)) word_t;
+#define UPDATE_PAIRS ((FPTT_PARAMS + 1) / 2)
+
+static void update_job(unsigned lo, unsigned hi) {
+  word_t *th = (word_t *)theta, *tb = (word_t *)theta_bar, *lm = (word_t *)lam;
+  const word_t *g = (const word_t *)grad;
+  for (unsigned k = lo; k < hi; k++) {
+    if (FPTT_PARAMS % 2 && k + 1 == UPDATE_PAIRS) {
+      const unsigned i = 2 * k;
+      const fptt_param_t p = update_one(theta[i], theta_bar[i], lam[i], grad[i]);
+      theta[i] = p.th;
+      theta_bar[i] = p.tb;
+      lam[i] = p.lm;
+      break;
+    }
+    const uint32_t wt = th[k], wb = tb[k], wl = lm[k], wg = g[k];
+    const fptt_param_t p0 = update_one((uint16_t)wt, (uint16_t)wb, (uint16_t)wl, (uint16_t)wg);
+    const fptt_param_t p1 = update_one((uint16_t)(wt >> 16), (uint16_t)(wb >> 16), (uint16_t)(wl >> 16), (uint16_t)(wg >> 16));
+    th[k] = p0.th | (uint32_t)p1.th << 16;
+    tb[k] = p0.tb | (uint32_t)p1.tb << 16;
+    lm[k] = p0.lm | (uint32_t)p1.lm << 16;
+  }
+}
+
+static void update(void) {
+  parallel(update_job, UPDATE_PAIRS);
+  phase(T_UPDATE);
+}
+#else
 /* Step t: z = xc_t · [W; b], σ / tanh by the GEMM's read-out, then the cell (eqs. 4.2-4.8). */
 static void forward_step(unsigned t) {
   gemm(FPTT_B, XW, 3 * FPTT_H, XC(t), XW, false, theta, G4, false, GATES(t), G4, 2);
@@ -135,12 +351,9 @@ static void forward_step(unsigned t) {
   phase(T_FWD_CELL);
 }
 
-/* Output layer at the part's last step, softmax and its gradient, then dW_out, db_out and dh. */
-static void head(unsigned p, unsigned b) {
-  const uint16_t *h_aug = XC(b) + FPTT_I; /* [h, 1], rows XW apart */
-  uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
-  gemm(FPTT_C, FPTT_H + 1, FPTT_B, W_OUT, FPTT_C, true, h_aug, XW, true, lg, FPTT_B, 0);
-  phase(T_FWD_GEMM);
+/* The softmax program and dlogits = (p − onehot)·weight/B on the engine, part p's scale its last scalar. */
+static void loss_gradient(unsigned p) {
+  const uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
   /* (classes, batch) tensors, transposed: one LOAD / STORE per block of FPTT_W sequences */
   for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
     const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
@@ -159,44 +372,24 @@ static void head(unsigned p, unsigned b) {
                             FPTT_B * 2, FPTT_C | elems << 16, FPTT_SP_DL + k * FPTT_C, 0};
     push(sw, 6);
   }
-  phase(T_SOFTMAX);
-  /* dW_out and db_out = [h, 1]ᵀ · dlogits; dh = dlogits · W_outᵀ */
-  gemm(FPTT_H + 1, FPTT_B, FPTT_C, h_aug, XW, true, dlogits, FPTT_B, true, grad + FPTT_GATE_PARAMS, FPTT_C, 0);
-  phase(T_BWD_DW);
-  gemm(FPTT_B, FPTT_C, FPTT_H, dlogits, FPTT_B, true, W_OUT, FPTT_C, true, dh_mem, FPTT_H, 0);
-  phase(T_BWD_DH);
 }
 
-/* Algorithm 3 from the part's last step b-1 down to s_lo (newest first): steps from h_lo on are
- * in the window (dh reaches them); older ones only by the cell-state carry (line 15). Then dW and
- * db over every step visited, in one GEMM. */
-static void backward(unsigned s_lo, unsigned h_lo, unsigned b) {
-  for (unsigned r = b; r-- > s_lo;) {
-    const bool inside = r >= h_lo, carry_in = FPTT_CARRY && r + 1 < b, carry_out = FPTT_CARRY && r > s_lo;
-    if (inside) {
-      load_all(dh_mem, FPTT_SP_DH, 0);
-      load_all(TS(r), FPTT_SP_TS, 0);
-    } else { /* no h gradient: the o gradient is zero */
-      const uint32_t zero[5] = {PYARD_OP_LOAD | 1u << 15, 0, 0, FPTT_R | FPTT_W << 16, FPTT_SP_DZ + 2 * FPTT_R};
-      push(zero, 5);
-    }
-    load_gates(GATES(r), FPTT_SP_G, 0);
-    if (carry_in) load_all(carry_mem, FPTT_SP_CARRY, 0);
-    load_all(S(r), FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
-    const unsigned v = inside ? (unsigned)carry_in << 1 | carry_out : 4u + carry_out;
-    program(fptt_backward_cell[v], fptt_backward_cell_len[v], 0, 0);
-    store_gates(GATES(r), FPTT_SP_DZ, PYARD_WAIT_VEC);
-    if (carry_out) store_all(carry_mem, FPTT_SP_CARRY, 0);
-    phase(T_BWD_CELL);
-    if (r > h_lo) {
-      /* dh_{r-1} = dz_r · W_hᵀ: W_h, rows I..I+H-1 of the gate matrix, is stored N × K */
-      gemm(FPTT_B, G4, FPTT_H, GATES(r), G4, false, theta + FPTT_I * G4, G4, true, dh_mem, FPTT_H, 0);
-      phase(T_BWD_DH);
-    }
+/* One backward step of the cell as the engine's program (fptt_backward_cell, by the flags). */
+static void cell_backward(unsigned r, bool inside, bool carry_in, bool carry_out) {
+  if (inside) {
+    load_all(dh_mem, FPTT_SP_DH, 0);
+    load_all(TS(r), FPTT_SP_TS, 0);
+  } else { /* no h gradient: the o gradient is zero */
+    const uint32_t zero[5] = {PYARD_OP_LOAD | 1u << 15, 0, 0, FPTT_R | FPTT_W << 16, FPTT_SP_DZ + 2 * FPTT_R};
+    push(zero, 5);
   }
-  /* [dW; db] = [x, h, 1]ᵀ · dz over the visited steps' (step, sequence) rows */
-  gemm(XW, (size_t)(b - s_lo) * FPTT_B, G4, XC(s_lo), XW, true, GATES(s_lo), G4, false, grad, G4, 0);
-  phase(T_BWD_DW);
+  load_gates(GATES(r), FPTT_SP_G, 0);
+  if (carry_in) load_all(carry_mem, FPTT_SP_CARRY, 0);
+  load_all(S(r), FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
+  const unsigned v = inside ? (unsigned)carry_in << 1 | carry_out : 4u + carry_out;
+  program(fptt_backward_cell[v], fptt_backward_cell_len[v], 0, 0);
+  store_gates(GATES(r), FPTT_SP_DZ, PYARD_WAIT_VEC);
+  if (carry_out) store_all(carry_mem, FPTT_SP_CARRY, 0);
 }
 
 /* θ, θ̄, λ ← eqs. 4.17, 4.19-4.21, chunk by chunk through the scratchpad. */
@@ -274,6 +467,41 @@ static void update(void) {
   phase(T_UPDATE);
 }
 #endif
+#endif
+
+/* Output layer at the part's last step, softmax and its gradient, then dW_out, db_out and dh. */
+static void head(unsigned p, unsigned b) {
+  const uint16_t *h_aug = XC(b) + FPTT_I; /* [h, 1], rows XW apart */
+  uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
+  gemm(FPTT_C, FPTT_H + 1, FPTT_B, W_OUT, FPTT_C, true, h_aug, XW, true, lg, FPTT_B, 0);
+  phase(T_FWD_GEMM);
+  loss_gradient(p);
+  phase(T_SOFTMAX);
+  /* dW_out and db_out = [h, 1]ᵀ · dlogits; dh = dlogits · W_outᵀ */
+  gemm(FPTT_H + 1, FPTT_B, FPTT_C, h_aug, XW, true, dlogits, FPTT_B, true, grad + FPTT_GATE_PARAMS, FPTT_C, 0);
+  phase(T_BWD_DW);
+  gemm(FPTT_B, FPTT_C, FPTT_H, dlogits, FPTT_B, true, W_OUT, FPTT_C, true, dh_mem, FPTT_H, 0);
+  phase(T_BWD_DH);
+}
+
+/* Algorithm 3 from the part's last step b-1 down to s_lo (newest first): steps from h_lo on are
+ * in the window (dh reaches them); older ones only by the cell-state carry (line 15). Then dW and
+ * db over every step visited, in one GEMM. */
+static void backward(unsigned s_lo, unsigned h_lo, unsigned b) {
+  for (unsigned r = b; r-- > s_lo;) {
+    const bool inside = r >= h_lo, carry_in = FPTT_CARRY && r + 1 < b, carry_out = FPTT_CARRY && r > s_lo;
+    cell_backward(r, inside, carry_in, carry_out);
+    phase(T_BWD_CELL);
+    if (r > h_lo) {
+      /* dh_{r-1} = dz_r · W_hᵀ: W_h, rows I..I+H-1 of the gate matrix, is stored N × K */
+      gemm(FPTT_B, G4, FPTT_H, GATES(r), G4, false, theta + FPTT_I * G4, G4, true, dh_mem, FPTT_H, 0);
+      phase(T_BWD_DH);
+    }
+  }
+  /* [dW; db] = [x, h, 1]ᵀ · dz over the visited steps' (step, sequence) rows */
+  gemm(XW, (size_t)(b - s_lo) * FPTT_B, G4, XC(s_lo), XW, true, GATES(s_lo), G4, false, grad, G4, 0);
+  phase(T_BWD_DW);
+}
 
 static void snapshot(unsigned p) {
 #if FPTT_SNAPSHOTS
@@ -287,7 +515,8 @@ static void snapshot(unsigned p) {
 #endif
 }
 
-int main(void) {
+/* The pass, on hart 0. */
+static int pass(void) {
   err = pyard_init();
   mark = pyard_cycles();
   for (unsigned p = 0; p < FPTT_PARTS && !err; p++) {
@@ -308,3 +537,16 @@ int main(void) {
   fptt_status[0] = 1;
   return 0;
 }
+
+#if FPTT_CORES
+int hart_main(unsigned hart, unsigned nharts) {
+  (void)nharts;
+  if (hart) return worker(hart);
+  const int code = pass();
+  job = 0; /* no more jobs: the other harts return */
+  pyard_barrier();
+  return code;
+}
+#else
+int main(void) { return pass(); } /* the other harts park: one tile, one command interface */
+#endif
