@@ -36,6 +36,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
         "--parts", type=integer(0), default=2, help="parts simulated per K, scaled by K / parts (0: whole passes)"
     )
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="initialisation and data seed")
+    p.add_argument(
+        "--elementwise",
+        default="engine",
+        metavar="{engine,cores}",
+        help="element-wise steps on the vector engine (default) or the cores (the software-only baseline)",
+    )
     p.add_argument("--max-cycles", type=integer(1), default=2_000_000_000, help="cycle budget per run")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=bench_fptt)
@@ -62,11 +68,12 @@ def bench_fptt(args: argparse.Namespace) -> int:
 
     from . import check, host
     from .cli import THESIS_ROWS, thesis_cycles
-    from .layout import FpttProblem, Layout
+    from .layout import FpttProblem, Layout, check_elementwise
 
     dims = Dims(inputs=1, hidden=args.hidden, classes=10, batch=args.batch)
     try:
         cfg = soc_config_from_args(args)
+        check_elementwise(args.elementwise)
         plans = {K: _plan(args.T, K, args.parts) for K in args.K}
         problems = {K: FpttProblem(dims, steps, Hyper(0.1, 0.1, parts)) for K, (steps, parts) in plans.items()}
         for problem in problems.values():
@@ -82,7 +89,16 @@ def bench_fptt(args: argparse.Namespace) -> int:
     for K, problem in problems.items():
         steps, parts = plans[K]
         try:
-            res = host.run(cfg, problem, state, x[:, :steps], y, snapshots=False, max_cycles=args.max_cycles)
+            res = host.run(
+                cfg,
+                problem,
+                state,
+                x[:, :steps],
+                y,
+                snapshots=False,
+                elementwise=args.elementwise,
+                max_cycles=args.max_cycles,
+            )
         except (LoadError, RuntimeError) as err:
             raise UsageError(str(err)) from None
         scale = K / parts
@@ -111,6 +127,7 @@ def bench_fptt(args: argparse.Namespace) -> int:
         "bench": "fptt-pass",
         "config": cfg.name,
         "cores": cfg.cores,
+        "elementwise": args.elementwise,
         "problem": {"T": args.T, "inputs": 1, "hidden": args.hidden, "classes": dims.classes, "batch": args.batch},
         "results": results,
     }

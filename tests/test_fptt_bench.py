@@ -37,6 +37,7 @@ def test_parts_scaled_to_a_pass_match_whole_passes() -> None:
         (["--T", "8", "--K", "9"], "--K = 9 is invalid for --T 8: allowed 1 to 8"),
         (["--K", "2,x"], "--K"),
         (["--parts", "-1"], "--parts"),
+        (["--elementwise", "gpu"], "elementwise = 'gpu' is invalid: allowed engine or cores"),
     ],
 )
 def test_refusals(args: list[str], message: str) -> None:
