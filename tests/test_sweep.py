@@ -122,6 +122,31 @@ def test_cache_recomputes_only_changed_points_and_failures_stop_nothing(tmp_path
     _check_gemm(second[2], 8, 4, 4)
 
 
+def test_interrupted_sweep_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each result is stored as it arrives: after a Ctrl-C at the second point, a re-run takes the
+    first from the cache and measures the rest."""
+    from sweep import execute
+
+    measured: list[str] = []
+
+    def interrupted(point, *args):
+        if measured:
+            raise KeyboardInterrupt
+        measured.append(point.workload)
+        return real(point, *args)
+
+    real = execute.run_point
+    monkeypatch.setattr(execute, "run_point", interrupted)
+    spec = _spec(["4x4x4", "8x8x8"])
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, serial=True, directory=tmp_path)
+    monkeypatch.setattr(execute, "run_point", real)
+    again = run_sweep(spec, serial=True, directory=tmp_path)
+    assert measured == ["gemm 4x4x4"]
+    assert [(o.status, o.cached) for o in again] == [("ok", True), ("ok", False)]
+    _check_gemm(again[1], 8, 8, 8)
+
+
 def test_key_follows_what_a_point_reads(tmp_path: Path) -> None:
     """The memory latency and the cycle budget key simulated points, not the area; a program's
     contents key its points."""
