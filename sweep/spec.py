@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rtl.config import AccelConfig, ConfigError
+from rtl.config import ACC_DTYPES, DTYPES, AccelConfig, ConfigError, check_choice
 from soc.config import MAX_CORES, SocConfig
 
 __all__ = ["CONV_FIELDS", "Point", "SweepSpec", "load_spec", "parse_spec"]
@@ -173,14 +173,27 @@ def _configs(design: Mapping[str, Any]) -> list[AccelConfig]:
     for key in ("acc_dtype", "sp_kib", "acc_kib", "dma_bits", "pe_stages"):
         if key in design:
             axes[key] = _list(f"design.{key}", design[key])
+    _check_acc_dtypes(axes["dtype"], axes.get("acc_dtype", []))
     out = []
     for (rows, cols), values in itertools.product(arrays, itertools.product(*axes.values())):
         fields = dict(zip(axes, values, strict=True))
         if any(isinstance(v, bool) for v in fields.values()):  # AccelConfig takes True for 1
             key = next(k for k, v in fields.items() if isinstance(v, bool))
             raise ConfigError(f"design.{key}", fields[key], "a number or a name, not true/false")
+        if "acc_dtype" in fields and fields["acc_dtype"] not in ACC_DTYPES.get(fields["dtype"], ()):
+            continue  # an accumulator of the other input type (int32 with bf16): not a design
         out.append(AccelConfig(rows=rows, cols=cols, **fields))
     return list(dict.fromkeys(out))  # a repeated value of an axis is one design
+
+
+def _check_acc_dtypes(dtypes: list[Any], acc_dtypes: list[Any]) -> None:
+    """Each accumulator type must be one of some input type's: with dtype = [int8, bf16] and
+    acc_dtype = [int32, fp32], int8 tiles take int32 and bf16 tiles fp32."""
+    for dtype in dtypes:
+        check_choice("design.dtype", dtype, DTYPES)
+    allowed = tuple(dict.fromkeys(a for d in dtypes for a in ACC_DTYPES[d]))
+    for acc in acc_dtypes:
+        check_choice("design.acc_dtype", acc, allowed)
 
 
 def _array(value: Any) -> tuple[int, int]:

@@ -40,7 +40,8 @@ def _file(tmp_path: Path, text: str) -> Path:
         ("[desing]\n", "desing = {} is invalid: allowed keys design, workloads, area"),
         ("[design]\narrays = ['4x4', '4y4']\n", "design.arrays = '4y4' is invalid: allowed shapes ROWSxCOLS"),
         ("[design]\ncores = [1, 17]\n", "design.cores = 17 is invalid: allowed an integer from 1 to 16"),
-        ("[design]\ndtype = 'fp8'\n", "dtype = 'fp8' is invalid: allowed one of int8, bf16"),
+        ("[design]\ndtype = 'fp8'\n", "design.dtype = 'fp8' is invalid: allowed one of int8, bf16"),
+        ("[design]\nacc_dtype = 'fp32'\n", "design.acc_dtype = 'fp32' is invalid: allowed one of int32"),
         ("[design]\ndma_bits = [64, 96]\n", "dma_bits = 96 is invalid: allowed one of 32, 64, 128, 256, 512"),
         ("[workloads]\ngemm = ['4x4']\n", "workloads.gemm[0] = '4x4' is invalid: allowed a shape MxKxN"),
         ("[workloads]\ngemm = [{m = 4, k = 0, n = 4}]\n", "workloads.gemm[0].k = 0 is invalid: allowed an integer"),
@@ -82,6 +83,8 @@ def test_file_and_command_line_make_the_same_points(tmp_path: Path) -> None:
         [area]
         top = "tile"
     """)  # fmt: skip
+    mixed = load_spec(path, {"design": {"dtype": ["int8", "bf16"], "acc_dtype": ["int32", "bf16"]}})
+    assert [c.name for c in mixed.configs] == ["2x2-int8", "2x2-bf16-accbf16", "4x4-int8", "4x4-bf16-accbf16"]
     spec = load_spec(path, {"design": {"arrays": ["2x2"]}})
     got = [(p.kind, p.design, p.workload) for p in spec.points()]
     assert got == [
@@ -93,6 +96,20 @@ def test_file_and_command_line_make_the_same_points(tmp_path: Path) -> None:
         ("area", "2x2-bf16", "area tile xc7"),
     ]
     assert spec.points()[1].params == {"K": 1, "T": 4, "hidden": 4, "batch": 2, "parts": 2, "seed": 0}
+
+
+def test_command_line_lists() -> None:
+    from sweep.cli import overrides
+
+    argv = ["sweep", "--arrays", "2x2,4x4", "--dtype", "bf16", "--cores", "1,2", "--gemm", "64x64x64"]
+    args = cli.build_parser().parse_args([*argv, "--fptt-k", "1,28", "--area", "ecp5", "--fmax"])
+    spec = parse_spec(overrides(args))
+    assert [c.name for c in spec.configs] == ["2x2-bf16", "4x4-bf16"]
+    assert spec.cores == [1, 2]
+    assert spec.workloads[0] == ("gemm", {"m": 64, "k": 64, "n": 64})
+    assert [w["K"] for kind, w in spec.workloads if kind == "fptt"] == [1, 28]
+    assert spec.area == {"family": "ecp5", "top": "tile", "fmax": True, "freq": 100.0}
+    assert len(spec.points()) == 2 * (1 + 2 * 2 + 1)  # per config: the GEMM, FPTT x K x cores, the area
 
 
 def _measured(outcome: Outcome) -> dict:
