@@ -96,7 +96,7 @@ def fptt_phases(table: list[Row], out_dir: Path) -> list[Path]:
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set(ylabel="cycles per pass", title="FPTT pass: cycles per function")
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     return _save(plt, fig, out_dir, "fptt_phases")
 
 
@@ -112,6 +112,7 @@ def speedup_vs_cores(table: list[Row], out_dir: Path) -> list[Path]:
         ax.plot(
             [r["cores"] for r in group], [base / r["cycles"] for r in group], marker="o", label=f"{config} {workload}"
         )
+    ax.set_xticks(sorted({r["cores"] for r in rows}))  # core counts are whole numbers
     ax.set(xlabel="cores", ylabel="speedup over the fewest cores", title="Speedup against cores")
     ax.legend(fontsize=7)
     return _save(plt, fig, out_dir, "speedup_vs_cores")
