@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers", type=integer(1, 256), default=None, help="LocalCluster worker processes (default: cores)"
     )
+    p.add_argument("--cache-dir", type=output_dir, default=None, help="the point cache (default <build>/sweep/points)")
     p.add_argument("-o", "--output", type=output_dir, default=None, help="write results.csv and results.json here")
     p.add_argument("--report", type=output_dir, default=None, help="write the results, plots and report.md here")
     p.add_argument("--json", action="store_true", help="print only the results as JSON")
@@ -87,7 +88,9 @@ def sweep(args: argparse.Namespace) -> int:
         spec = load_spec(args.file, overrides(args))
     else:
         spec = parse_spec(overrides(args))
-    outcomes = run_sweep(spec, scheduler=args.scheduler, serial=args.serial, workers=args.workers)
+    outcomes = run_sweep(
+        spec, scheduler=args.scheduler, serial=args.serial, workers=args.workers, directory=args.cache_dir
+    )
     table = rows(outcomes)
     for where in {args.output, args.report} - {None}:
         write_results(table, where)
