@@ -67,8 +67,17 @@ def point_key(point: Point, sources: dict[str, str], latency: int, max_cycles: i
     if point.kind != "area":
         read |= {"latency": latency, "max_cycles": max_cycles}
     if point.kind == "program":
-        read["program"] = hashlib.sha256(Path(point.params["path"]).read_bytes()).hexdigest()
+        read["program"] = _program_hash(Path(point.params["path"]))
     return hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _program_hash(path: Path) -> str:
+    """The program and the headers beside it (a C program includes its own with ``#include "x.h"``;
+    the runtime's and driver's are in KIND_SOURCES)."""
+    h = hashlib.sha256(path.read_bytes())
+    for header in sorted(path.parent.glob("*.h")) if path.suffix == ".c" else []:
+        h.update(header.name.encode() + b"\0" + header.read_bytes())
+    return h.hexdigest()
 
 
 def prepare_key(point: Point) -> str | None:

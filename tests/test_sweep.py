@@ -176,6 +176,9 @@ def test_key_follows_what_a_point_reads(tmp_path: Path) -> None:
     assert point_key(gemm, sources, 40, 1000) != keys["gemm"]
     assert point_key(gemm, sources, 32, 2000) != keys["gemm"]
     assert point_key(area, sources, 40, 2000) == keys["area"]
+    (tmp_path / "p.h").write_text("#define N 1\n")  # a header beside the program is read too
+    assert point_key(prog, sources, 32, 1000) != keys["program"]
+    keys["program"] = point_key(prog, sources, 32, 1000)
     program.write_text("int main(void) { return 1; }\n")
     assert point_key(prog, sources, 32, 1000) != keys["program"]
     assert len(set(keys.values())) == 3
