@@ -29,7 +29,7 @@ AREA_KEYS = ("family", "top", "fmax", "freq")
 SECTIONS = {"design": DESIGN_KEYS, "workloads": WORKLOAD_KEYS, "area": AREA_KEYS}
 # Conv2D layer fields, in the order of the layer string BxHxWxCIN-COUT-KHxKW-sS-pP.
 CONV_FIELDS = ("batch", "h", "w", "cin", "cout", "kh", "kw", "stride", "pad")
-CONV_DEFAULTS = {"stride": 1, "pad": 0}
+CONV_OPTIONAL = {"stride": 1, "pad": 0}  # fields a layer may leave out, and their values
 # FPTT pass defaults: the thesis' problem (T = 784, H = 128, B = 4), two parts simulated per K.
 FPTT_DEFAULTS = {"T": 784, "hidden": 128, "batch": 4, "parts": 2, "seed": 0}
 AREA_TOPS = ("tile", "soc")
@@ -233,7 +233,7 @@ def _gemm(name: str, value: Any) -> dict[str, Any]:
 def _conv(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         _known(name, value, CONV_FIELDS)
-        layer = CONV_DEFAULTS | value
+        layer = CONV_OPTIONAL | value
         missing = [f for f in CONV_FIELDS if f not in layer]
         if missing:
             raise ConfigError(f"{name}.{missing[0]}", None, "an integer (fields " + ", ".join(CONV_FIELDS) + ")")
@@ -242,7 +242,7 @@ def _conv(name: str, value: Any) -> dict[str, Any]:
         if not m:
             allowed = 'a layer BxHxWxCIN-COUT-KHxKW[-sSTRIDE][-pPAD] (e.g. "1x28x28x32-32-3x3-s1-p1") or a table'
             raise ConfigError(name, value, allowed)
-        layer = CONV_DEFAULTS | {f: int(g) for f, g in zip(CONV_FIELDS, m.groups(), strict=True) if g is not None}
+        layer = CONV_OPTIONAL | {f: int(g) for f, g in zip(CONV_FIELDS, m.groups(), strict=True) if g is not None}
     return {f: _int(f"{name}.{f}", layer[f], 0 if f == "pad" else 1, 65535) for f in CONV_FIELDS}
 
 
