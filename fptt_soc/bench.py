@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from sim.arg_types import int_list, integer
 from tb.fptt.accounting import THESIS_KS
 
-__all__ = ["register"]
+__all__ = ["FpttPass", "fptt_pass", "register"]
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -60,76 +61,122 @@ def _plan(T: int, K: int, parts: int) -> tuple[int, int]:
 
 def bench_fptt(args: argparse.Namespace) -> int:
     from sim.cli import UsageError
-    from sim.run import LoadError
     from sim.soc_args import soc_config_from_args
-    from tb.fptt.arith import BF16
-    from tb.fptt.model import init_params
-    from tb.fptt.tensors import Dims, Hyper
 
-    from . import check, host
-    from .cli import THESIS_ROWS, thesis_cycles
-    from .layout import FpttProblem, Layout, check_elementwise
-
-    dims = Dims(inputs=1, hidden=args.hidden, classes=10, batch=args.batch)
     try:
         cfg = soc_config_from_args(args)
-        check_elementwise(args.elementwise)
-        plans = {K: _plan(args.T, K, args.parts) for K in args.K}
-        problems = {K: FpttProblem(dims, steps, Hyper(0.1, 0.1, parts)) for K, (steps, parts) in plans.items()}
-        for problem in problems.values():
-            Layout(cfg.accel, problem)  # refuses what the firmware cannot hold, before building anything
     except ValueError as err:
         raise UsageError(str(err)) from None
-    rng = np.random.default_rng(args.seed)
-    state = check.initial_state(init_params(dims, rng).astype(BF16))
-    x = rng.random((args.batch, args.T, 1), dtype=np.float32)
-    y = rng.integers(0, dims.classes, args.batch)
-    thesis_point = (args.T, args.hidden, args.batch) == (784, 128, 4)
+    problem = FpttPass(args.T, args.hidden, args.batch, args.parts, args.seed, args.elementwise)
+    for K in args.K:
+        problem.check(cfg, K)  # refuses what the firmware cannot hold, before building anything
     results = []
-    for K, problem in problems.items():
-        steps, parts = plans[K]
-        try:
-            res = host.run(
-                cfg,
-                problem,
-                state,
-                x[:, :steps],
-                y,
-                snapshots=False,
-                elementwise=args.elementwise,
-                max_cycles=args.max_cycles,
-            )
-        except (LoadError, RuntimeError) as err:
-            raise UsageError(str(err)) from None
-        scale = K / parts
-        thesis = thesis_cycles(cfg.accel.name, cfg.cores, K) if thesis_point else None
-        total = round(res.cycles * scale)
-        macs = res.run.counters["macs"] * scale
-        results.append(
-            {
-                "K": K,
-                "parts_simulated": parts,
-                "steps_simulated": steps,
-                "cycles_per_pass": total,
-                "cycles_per_part": round(res.cycles / parts),
-                "phases_per_pass": {key: round(res.phases[key] * scale) for key, _, _ in THESIS_ROWS},
-                "mac_utilization": round(macs / (total * cfg.accel.rows * cfg.accel.cols), 4),
-                "thesis_cycles_per_pass": thesis["total cycles"] if thesis else None,
-                "speedup_over_thesis": round(thesis["total cycles"] / total, 2) if thesis else None,
-                "sim_seconds": round(res.run.sim_seconds, 1),
-            }
-        )
+    for K in args.K:
+        results.append(fptt_pass(cfg, problem, K, args.max_cycles))
         if not args.json:
             r = results[-1]
-            vs = f", thesis {r['thesis_cycles_per_pass']:,.0f} ({r['speedup_over_thesis']}x)" if thesis else ""
-            print(f"K={K}: {total:,} cycles per pass ({parts} of {K} parts simulated){vs}", file=sys.stderr)
+            vs = f", thesis {r['thesis_cycles_per_pass']:,.0f} ({r['speedup_over_thesis']}x)" if vs_thesis(r) else ""
+            print(
+                f"K={K}: {r['cycles_per_pass']:,} cycles per pass ({r['parts_simulated']} of {K} parts simulated){vs}",
+                file=sys.stderr,
+            )
     payload: dict[str, Any] = {
         "bench": "fptt-pass",
         "config": cfg.name,
         "cores": cfg.cores,
         "elementwise": args.elementwise,
-        "problem": {"T": args.T, "inputs": 1, "hidden": args.hidden, "classes": dims.classes, "batch": args.batch},
+        "problem": {"T": args.T, "inputs": 1, "hidden": args.hidden, "classes": 10, "batch": args.batch},
         "results": results,
     }
     print(json.dumps(payload, indent=None if args.json else 2))
     return 0
+
+
+def vs_thesis(result: dict[str, Any]) -> bool:
+    return result["thesis_cycles_per_pass"] is not None
+
+
+@dataclass(frozen=True)
+class FpttPass:
+    """The training problem of an FPTT pass measurement: sequence length, hidden size, batch, the
+    parts simulated per K (0: whole passes), the data seed, and where the element-wise steps run
+    (the vector engine, or the cores: the software-only baseline)."""
+
+    T: int = 784
+    hidden: int = 128
+    batch: int = 4
+    parts: int = 2
+    seed: int = 0
+    elementwise: str = "engine"
+
+    def problem(self, K: int) -> tuple[Any, int]:
+        """(the firmware's FpttProblem, parts simulated) for partition factor ``K``."""
+        from tb.fptt.tensors import Dims, Hyper
+
+        from .layout import FpttProblem
+
+        steps, parts = _plan(self.T, K, self.parts)
+        dims = Dims(inputs=1, hidden=self.hidden, classes=10, batch=self.batch)
+        return FpttProblem(dims, steps, Hyper(0.1, 0.1, parts)), parts
+
+    def check(self, cfg: Any, K: int) -> None:
+        """Refuse (UsageError, one line) a K or problem the firmware cannot hold on ``cfg``."""
+        from sim.cli import UsageError
+
+        from .layout import Layout, check_elementwise
+
+        try:
+            check_elementwise(self.elementwise)
+            Layout(cfg.accel, self.problem(K)[0])
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+
+
+def fptt_pass(cfg: Any, spec: FpttPass, K: int, max_cycles: int = 2_000_000_000) -> dict[str, Any]:
+    """Cycles of one FPTT-K pass on the SoC ``cfg`` (simulated parts scaled by K / parts), per
+    phase, with the MAC utilization and the thesis' total for its design point where it has one."""
+    from sim.cli import UsageError
+    from sim.run import LoadError
+    from tb.fptt.arith import BF16
+    from tb.fptt.model import init_params
+
+    from . import check, host
+    from .cli import THESIS_ROWS, thesis_cycles
+
+    spec.check(cfg, K)
+    problem, parts = spec.problem(K)
+    dims = problem.dims
+    rng = np.random.default_rng(spec.seed)
+    state = check.initial_state(init_params(dims, rng).astype(BF16))
+    x = rng.random((spec.batch, spec.T, 1), dtype=np.float32)
+    y = rng.integers(0, dims.classes, spec.batch)
+    try:
+        res = host.run(
+            cfg,
+            problem,
+            state,
+            x[:, : problem.steps],
+            y,
+            snapshots=False,
+            elementwise=spec.elementwise,
+            max_cycles=max_cycles,
+        )
+    except (LoadError, RuntimeError) as err:
+        raise UsageError(str(err)) from None
+    scale = K / parts
+    thesis_point = (spec.T, spec.hidden, spec.batch) == (784, 128, 4)
+    thesis = thesis_cycles(cfg.accel.name, cfg.cores, K) if thesis_point else None
+    total = round(res.cycles * scale)
+    macs = res.run.counters["macs"] * scale
+    return {
+        "K": K,
+        "parts_simulated": parts,
+        "steps_simulated": problem.steps,
+        "cycles_per_pass": total,
+        "cycles_per_part": round(res.cycles / parts),
+        "phases_per_pass": {key: round(res.phases[key] * scale) for key, _, _ in THESIS_ROWS},
+        "mac_utilization": round(macs / (total * cfg.accel.rows * cfg.accel.cols), 4),
+        "thesis_cycles_per_pass": thesis["total cycles"] if thesis else None,
+        "speedup_over_thesis": round(thesis["total cycles"] / total, 2) if thesis else None,
+        "sim_seconds": round(res.run.sim_seconds, 1),
+    }

@@ -6,6 +6,7 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sim.arg_types import integer
 from sim.config_args import add_config_args, config_from_args
@@ -101,14 +102,14 @@ def bench_mesh(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_case(cfg, bench: str, case, latency: int, max_cycles: int, as_json: bool) -> None:
-    """Run one loop-command case on the C++ tile simulator (checked bit-exact) and print its JSON."""
+def run_loop_case(cfg, bench: str, case, latency: int, max_cycles: int) -> dict[str, Any]:
+    """Run one loop-command case on the C++ tile simulator (checked bit-exact); its figures."""
     from tilesim.build import build_tile_sim
     from tilesim.run import memory_bytes, run_case
 
     sim = build_tile_sim(cfg, memory_bytes(case), latency)  # built (or found) first: not in the timing
     run = run_case(cfg, case, latency=latency, max_cycles=max_cycles)
-    result = {
+    return {
         "bench": bench,
         "config": cfg.name,
         "dma_bits": cfg.dma_bits,
@@ -121,7 +122,6 @@ def _run_case(cfg, bench: str, case, latency: int, max_cycles: int, as_json: boo
         "sim_cycles_per_second": round(run.cycles_per_second),
         "simulator_build_was_cached": sim.cached,
     }
-    print(json.dumps(result, indent=None if as_json else 2))
 
 
 def _memory_mib(sizes: dict[str, int], command: str) -> int:
@@ -139,27 +139,40 @@ def _memory_mib(sizes: dict[str, int], command: str) -> int:
 
 
 def bench_gemm(args: argparse.Namespace) -> int:
-    from sim.cli import UsageError
-
-    cfg = config_from_args(args)
-    for dim in ("m", "k", "n"):
-        if not 1 <= getattr(args, dim) <= 65535:
-            raise UsageError(f"--{dim} = {getattr(args, dim)} is invalid: allowed an integer from 1 to 65535")
     case = {"m": args.m, "k": args.k, "n": args.n, "trans_a": int(args.trans_a), "trans_b": int(args.trans_b)}
-    _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
-    max_cycles = 40 * args.m * args.k * args.n // (cfg.rows * cfg.cols) + 100_000
-    _run_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), args.latency, max_cycles, args.json)
+    print(json.dumps(gemm_bench(config_from_args(args), case, args.latency), indent=None if args.json else 2))
     return 0
 
 
+def gemm_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
+    """One GEMM command (``case``: m, k, n, trans_a, trans_b) on the tile simulator, checked exactly;
+    refuses (UsageError, one line) sizes out of range or operands the memory cannot hold."""
+    from sim.cli import UsageError
+
+    case = {"trans_a": 0, "trans_b": 0} | case
+    for dim in ("m", "k", "n"):
+        if not 1 <= case[dim] <= 65535:
+            raise UsageError(f"--{dim} = {case[dim]} is invalid: allowed an integer from 1 to 65535")
+    _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
+    max_cycles = 40 * case["m"] * case["k"] * case["n"] // (cfg.rows * cfg.cols) + 100_000
+    return run_loop_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), latency, max_cycles)
+
+
 def bench_conv(args: argparse.Namespace) -> int:
+    case = {name: getattr(args, name) for name in CONV_DEFAULTS}
+    print(json.dumps(conv_bench(config_from_args(args), case, args.latency), indent=None if args.json else 2))
+    return 0
+
+
+def conv_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
+    """One CONV2D command (``case``: the CONV_DEFAULTS fields, missing ones at their default) on the
+    tile simulator, checked exactly; refuses (UsageError, one line) fields out of range."""
     from rtl.conv_model import out_size
     from rtl.im2col import KERNEL_MAX
     from sim.cli import UsageError
 
     limits = {"kh": KERNEL_MAX, "kw": KERNEL_MAX, "stride": 255, "pad": 255}  # the CONV2D fields' ranges
-    cfg = config_from_args(args)
-    case = {name: getattr(args, name) for name in CONV_DEFAULTS}
+    case = CONV_DEFAULTS | case
     for name, value in case.items():
         low, high = (0 if name == "pad" else 1), limits.get(name, 65535)
         if not low <= value <= high:
@@ -170,8 +183,7 @@ def bench_conv(args: argparse.Namespace) -> int:
     macs = case["batch"] * oh * ow * case["kh"] * case["kw"] * case["cin"] * case["cout"]
     _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
     max_cycles = 40 * macs // (cfg.rows * cfg.cols) + 100_000
-    _run_case(cfg, "conv", conv_case(cfg, case, seed=11), args.latency, max_cycles, args.json)
-    return 0
+    return run_loop_case(cfg, "conv", conv_case(cfg, case, seed=11), latency, max_cycles)
 
 
 def bench_vector(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Phase", "enabled", "phase", "set_quiet"]
+__all__ = ["Phase", "enabled", "phase", "set_quiet", "silenced"]
 
 _quiet = False
 _display: Progress | None = None
@@ -27,6 +27,18 @@ def set_quiet(quiet: bool) -> None:
     """Switch progress off (``--json``, ``--quiet``) or back on."""
     global _quiet
     _quiet = quiet
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """No new progress display inside the block (work run under a display of its own, such as a
+    sweep's points); the previous setting comes back after it."""
+    global _quiet
+    before, _quiet = _quiet, True
+    try:
+        yield
+    finally:
+        _quiet = before
 
 
 def enabled() -> bool:
@@ -61,6 +73,11 @@ class Phase:
     def total(self, n: int, unit: str) -> None:
         if self._display is not None:
             self._display.update(self._task, total=n, unit=unit)
+
+    def describe(self, text: str) -> None:
+        """Replace the phase's text (e.g. a sweep's points running and failed, its time left)."""
+        if self._display is not None:
+            self._display.update(self._task, description=text)
 
 
 def _open() -> Progress:
