@@ -137,6 +137,14 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line, or "" once it has gone (pgrep lists children that may exit first)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def _descendants(pid: int) -> list[int]:
     found = _children(pid)
     return found + [d for child in found for d in _descendants(child)]
@@ -164,7 +172,7 @@ def test_a_signal_stops_pyard_run_and_its_simulator(sig, status, word, tmp_path)
     sims: list[int] = []
     while time.monotonic() < deadline and not sims:
         time.sleep(0.5)
-        sims = [p for p in _children(proc.pid) if "soc_sim" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+        sims = [p for p in _children(proc.pid) if "soc_sim" in _cmdline(p)]
         assert proc.poll() is None, proc.stderr.read()
     assert sims, "the simulator never started"
     # Whatever runs now (the simulator, or on a cold cache the SoC's build: make and its compilers)
