@@ -21,11 +21,10 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import FpAdd, round_bf16
+from rtl.fp import round_bf16
 from rtl.gate import EngineDone
 from rtl.readout import readout_controls
 from rtl.shared import add_shared
-from rtl.vector import lane as lane_rules
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
@@ -124,14 +123,16 @@ class VectorEngine(wiring.Component):
             m, "b", cmd, running & (cmd.uses_b | cmd.update), start, (cmd.b, cmd.g),
             self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data,
         )  # fmt: skip
-        results, lane_pop, lane_elems = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows)
+        # A row reduction's fold steps borrow lane 0 (see ``_fold``).
+        fold = Signal(data.StructLayout({"valid": 1, "a": 32, "b": 32}), name="fold_step")
+        results, lane_pop, lane_elems, lane0 = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows, fold)
         updates, update_pop, update_elems = self._update(m, cmd, running & cmd.update, start, a_rows, b_rows)
         m.d.comb += [
             a_rows.r_en.eq(lane_pop | update_pop),
             b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop),
             self.elements.eq(lane_elems | update_elems),
         ]
-        finished = self._writer(m, cmd, running, start, results, updates)
+        finished = self._writer(m, cmd, running, start, results, updates, fold, lane0)
         with m.If(finished):
             m.d.sync += running.eq(0)
         m.d.comb += [
@@ -201,9 +202,10 @@ class VectorEngine(wiring.Component):
 
     # -- lanes ----------------------------------------------------------------------------------
 
-    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows):
+    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows, fold):
         """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows.
-        Returns the result rows, the pulse that takes the head rows and the elements computed."""
+        A cycle with a valid ``fold`` step gives lane 0 to it and issues no beat. Returns the result
+        rows, the pulse that takes the head rows, the elements computed and lane 0's result."""
         _cfg, lanes = self.cfg, self.cfg.lanes
         beats = -(-self.width // lanes)
         beat_range = range(max(beats, 2))  # one beat per row still gets a 1-bit counter (no zero-width wires)
@@ -215,7 +217,7 @@ class VectorEngine(wiring.Component):
         mid_row = beat != 0
         heads = a_rows.r_rdy & (b_rows.r_rdy | ~cmd.uses_b)
         room = out.level + in_pipe < ROW_BUFFER
-        issue = running & heads & (computed != cmd.rows) & (mid_row | room)
+        issue = running & heads & (computed != cmd.rows) & (mid_row | room) & ~fold.valid
         last = (beat + 1) * lanes >= cmd.elems
         with m.If(issue):
             m.d.sync += beat.eq(Mux(last, 0, beat + 1))
@@ -227,7 +229,7 @@ class VectorEngine(wiring.Component):
 
         a_row = data.View(data.ArrayLayout(32, self.width), a_rows.r_data)
         b_row = data.View(data.ArrayLayout(32, self.width), b_rows.r_data)
-        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats))
+        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats), fold)
               for k in range(lanes)]  # fmt: skip
 
         # The beat's position and row end travel beside the lanes' pipeline.
@@ -252,7 +254,7 @@ class VectorEngine(wiring.Component):
         push = done_beat.valid & done_beat.last
         m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
         m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
-        return out, issue & last, elements
+        return out, issue & last, elements, ys[0]
 
     def _pick(self, m: Module, row, beat, k: int, beats: int) -> Signal:
         """Element ``beat · lanes + k`` of a work row (0 past its end)."""
@@ -265,11 +267,16 @@ class VectorEngine(wiring.Component):
                         m.d.comb += value.eq(row[j * lanes + k])
         return value
 
-    def _lane(self, m: Module, k: int, cmd, a, b) -> Signal:
+    def _lane(self, m: Module, k: int, cmd, a, b, fold) -> Signal:
         dtype = self.cfg.dtype
         lane = add_shared(m, f"lane{k}", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        if k == 0:  # a fold step: the lane's ADD or MAX of the fold and the next element
+            fold_op = Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)
+            op, a, b = Mux(fold.valid, fold_op, cmd.op), Mux(fold.valid, fold.a, a), Mux(fold.valid, fold.b, b)
+        else:
+            op = cmd.op
         m.d.comb += [
-            lane.op.eq(cmd.op),
+            lane.op.eq(op),
             lane.a.eq(a),
             lane.b.eq(b),
             lane.s.eq(cmd.scalar),
@@ -363,14 +370,14 @@ class VectorEngine(wiring.Component):
 
     # -- writer ---------------------------------------------------------------------------------
 
-    def _writer(self, m: Module, cmd, running, start, results, updates) -> Signal:
+    def _writer(self, m: Module, cmd, running, start, results, updates, fold, lane0) -> Signal:
         """Narrow and write each result row (or, reducing, its fold), or UPDATE's three rows (θ to
         A, θ̄ to B, λ to D) of each entry of ``updates``; returns the pulse of the last write."""
         cfg = self.cfg
         written = Signal(16, name="rows_written")
         part = Signal(2, name="update_part")  # UPDATE: which of the three rows is written next
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
-        folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row)
+        folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row, fold, lane0)
         ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
         if updates is not None:
             new = data.View(data.ArrayLayout(data.ArrayLayout(16, self.width), 3), updates.r_data)
@@ -410,47 +417,32 @@ class VectorEngine(wiring.Component):
             m.d.sync += [written.eq(0), part.eq(0)]
         return row_done & (written == cmd.rows - 1)
 
-    def _fold(self, m: Module, cmd, have_row, row) -> tuple[Signal, Signal]:
+    def _fold(self, m: Module, cmd, have_row, row, step, lane0) -> tuple[Signal, Signal]:
         """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
-        order, op the lane's ADD or MAX (``_fold_step``: the lane's adder and compare, so the
-        rounding is the lanes' own), one element per ``LATENCY + 1`` cycles, the lanes' timing.
+        order, op ADD or MAX. Each step is lane 0's own op (the lanes' rounding by construction, and
+        no adder of its own): ``step`` takes lane 0 for one cycle, in which the lanes issue no beat,
+        and its result is taken ``LATENCY`` cycles later, one element per ``LATENCY + 1`` cycles.
         Returns the fold and a level that is high once it is complete for the row at the head
         (until that row is written)."""
         folded = Signal(32, name="folded")
         k = Signal(16, name="fold_k")
-        wait = Signal(range(VectorLane.LATENCY + 1), name="fold_wait")
-        busy, done = Signal(name="fold_busy"), Signal(name="fold_done")
-        step = self._fold_step(m, cmd.reduce_max, folded, row[k])
+        wait = Signal(range(VectorLane.LATENCY), name="fold_wait")
+        busy, in_lane, done = Signal(name="fold_busy"), Signal(name="fold_in_lane"), Signal(name="fold_done")
+        m.d.comb += [step.valid.eq(busy & ~in_lane), step.a.eq(folded), step.b.eq(row[k])]
         with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
             m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
-            m.d.sync += wait.eq(VectorLane.LATENCY)
-        with m.If(busy):
+        with m.If(step.valid):
+            m.d.sync += [in_lane.eq(1), wait.eq(VectorLane.LATENCY - 1)]
+        with m.If(in_lane):
             m.d.sync += wait.eq(wait - 1)
-            with m.If(wait == 0):  # the lane's result for (folded, row[k]) is out
-                m.d.sync += [folded.eq(step), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
+            with m.If(wait == 0):  # lane 0's result for (folded, row[k]) is out
+                m.d.sync += [folded.eq(lane0), k.eq(k + 1), in_lane.eq(0)]
                 with m.If(k + 1 == cmd.elems):
                     m.d.sync += [busy.eq(0), done.eq(1)]
         written = (self.sp_write.valid & self.sp_write.ready) | (self.acc_write.valid & self.acc_write.ready)
         with m.If(written):
             m.d.sync += done.eq(0)
         return folded, done
-
-    def _fold_step(self, m: Module, is_max, a, b) -> Signal:
-        """The lane's ADD or MAX of ``a`` and ``b`` (rtl/vector/lane.py's rules), without the rest
-        of a lane: an fp32 adder and a compare (bf16 tiles) or a saturating add (int8 tiles). Its
-        operands are held while the fold waits, so the result needs no register of its own."""
-        y = Signal(32, name="fold_step")
-        if self.cfg.dtype == "bf16":
-            add = m.submodules.fold_add = FpAdd(23)
-            m.d.comb += [add.acc.eq(a), add.x.eq(b)]
-            fa, fb = lane_rules.flush(a), lane_rules.flush(b)
-            larger = Mux(lane_rules.order_key(fa) > lane_rules.order_key(fb), fa, fb)
-            nan = lane_rules.is_nan(a) | lane_rules.is_nan(b)
-            m.d.comb += y.eq(Mux(is_max, Mux(nan, lane_rules.F32_NAN, larger), add.o))
-        else:
-            sa, sb = a.as_signed(), b.as_signed()
-            m.d.comb += y.eq(Mux(is_max, Mux(sa > sb, sa, sb), lane_rules.saturate(sa + sb)))
-        return y
 
     def _narrow(self, m: Module, value, bits: int, name: str):
         """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,
