@@ -6,16 +6,19 @@ import itertools
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import Bf16Add
+from rtl.fp import Bf16Add, FpAdd
 from rtl.fp_model import fp_add, round_bf16
 from rtl.vector import engine_model
 from rtl.vector.programs import Loc, UpdateChunk, bf16_scalar, fptt_update
 from rtl.vector.update_model import update
-from rtl.vector.update_unit import UpdateUnit
+from rtl.vector.update_unit import ADDS, UpdateUnit
 from tb.comb_eval import evaluate
 
 # ±0, ±Inf, NaN (signalling, negative), subnormals, the smallest and largest normals, 1 and its
@@ -28,11 +31,33 @@ BF16 = st.integers(0, 0xFFFF)
 CFG = AccelConfig(4, 4, "bf16")
 
 
-def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa):
+class _OnLaneAdders(wiring.Component):
+    """The unit with every addition on an fp32 adder outside it, as the engine's lanes lend theirs."""
+
+    def __init__(self) -> None:
+        self.unit = UpdateUnit(lane_adds=ADDS)
+        names = ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa")
+        ports = {n: In(16) for n in names} | {n: Out(16) for n in ("theta_o", "theta_bar_o", "lam_o")}
+        super().__init__(ports)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.unit = unit = self.unit
+        for name in ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa"):
+            m.d.comb += getattr(unit, name).eq(getattr(self, name))
+        for name in ("theta_o", "theta_bar_o", "lam_o"):
+            m.d.comb += getattr(self, name).eq(getattr(unit, name))
+        for i in range(ADDS):
+            add = m.submodules[f"lane_add{i}"] = FpAdd(23)
+            m.d.comb += [add.acc.eq(unit.lane_acc[i]), add.x.eq(unit.lane_x[i]), unit.lane_sum[i].eq(add.o)]
+        return m
+
+
+def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa, on_lanes: bool = False):
     n = len(theta)
     scalars = {k: np.full(n, v) for k, v in (("eta", eta), ("alpha", alpha), ("kappa", kappa))}
     got = evaluate(
-        UpdateUnit(),
+        _OnLaneAdders() if on_lanes else UpdateUnit(),
         {"theta": theta, "theta_bar": theta_bar, "lam": lam, "grad": grad, **scalars},
         ("theta_o", "theta_bar_o", "lam_o"),
         latency=UpdateUnit.LATENCY,
@@ -41,11 +66,13 @@ def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa):
 
 
 def _check(theta, theta_bar, lam, grad, eta, alpha, kappa):
+    """The unit with its own bf16 adders and with every addition on a lane's fp32 adder."""
     want = update(theta, theta_bar, lam, grad, eta, alpha, kappa)
-    got = _unit(theta, theta_bar, lam, grad, eta, alpha, kappa)
-    for name, w, g in zip(("theta", "theta_bar", "lam"), want, got, strict=True):
-        bad = np.flatnonzero(w != g)
-        assert not bad.size, f"{name}[{bad[0]}]: want {w[bad[0]]:#06x}, got {g[bad[0]]:#06x}"
+    for on_lanes in (False, True):
+        got = _unit(theta, theta_bar, lam, grad, eta, alpha, kappa, on_lanes)
+        for name, w, g in zip(("theta", "theta_bar", "lam"), want, got, strict=True):
+            bad = np.flatnonzero(w != g)
+            assert not bad.size, f"{name}[{bad[0]}] (lanes {on_lanes}): want {w[bad[0]]:#06x}, got {g[bad[0]]:#06x}"
 
 
 def test_bf16_add_matches_fp32_add_then_narrowing():

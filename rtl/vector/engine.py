@@ -28,7 +28,7 @@ from rtl.shared import add_shared
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
-from rtl.vector.update_unit import UpdateUnit
+from rtl.vector.update_unit import ADDS, UpdateUnit
 
 __all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
 
@@ -108,6 +108,7 @@ class VectorEngine(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        self._lanes: list[VectorLane] = []  # filled by _lane; the update units borrow their adders
         cmd = Signal(vec_op_layout())
         running = Signal()
         start = self.op.valid & self.op.ready
@@ -270,6 +271,7 @@ class VectorEngine(wiring.Component):
     def _lane(self, m: Module, k: int, cmd, a, b, fold) -> Signal:
         dtype = self.cfg.dtype
         lane = add_shared(m, f"lane{k}", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        self._lanes.append(lane)
         if k == 0:  # a fold step: the lane's ADD or MAX of the fold and the next element
             fold_op = Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)
             op, a, b = Mux(fold.valid, fold_op, cmd.op), Mux(fold.valid, fold.a, a), Mux(fold.valid, fold.b, b)
@@ -355,9 +357,15 @@ class VectorEngine(wiring.Component):
         return out, take, Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
     def _update_unit(self, m: Module, k: int, cmd, cur, beat, beats: int) -> tuple:
-        """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results."""
+        """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results.
+        UPDATE leaves the lanes idle, so the units share out the lanes' fp32 adders (up to ``ADDS``
+        each) for their additions: lane ``k · n + i`` does unit k's addition i."""
         lanes = self.cfg.update_lanes
-        unit = m.submodules[f"update{k}"] = UpdateUnit()
+        n = min(ADDS, len(self._lanes) // lanes)
+        unit = m.submodules[f"update{k}"] = UpdateUnit(lane_adds=n)
+        for i, lane in enumerate(self._lanes[k * n : (k + 1) * n]):
+            m.d.comb += [lane.ext.eq(cmd.update), lane.ext_acc.eq(unit.lane_acc[i]), lane.ext_x.eq(unit.lane_x[i])]
+            m.d.comb += unit.lane_sum[i].eq(lane.sum)
         m.d.comb += [unit.eta.eq(cmd.scalar[:16]), unit.alpha.eq(cmd.scalar[16:]), unit.kappa.eq(cmd.kappa)]
         with m.Switch(beat):
             for j in range(beats):

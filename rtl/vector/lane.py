@@ -41,7 +41,9 @@ class VectorLane(wiring.Component):
     Ports: ``op`` (a ``VecOp`` code), ``a``, ``b``, ``s`` (the scalar), ``shift`` (int MUL, MULS,
     MADDS: the product's rounding right shift), ``fn_x`` / ``fn_y`` (to and from the external
     function unit; unused on int8 lanes), ``y`` = the result of the operands of ``LATENCY`` cycles
-    before.
+    before. bf16 lanes also lend their fp32 adder: while ``ext`` is high it adds ``ext_acc`` and
+    ``ext_x`` instead of stage 1's operands, and ``sum`` is its result, combinationally (the FPTT
+    update unit's additions run on the lanes' adders, which UPDATE leaves idle).
     """
 
     LATENCY = 2
@@ -49,6 +51,7 @@ class VectorLane(wiring.Component):
     def __init__(self, dtype: str) -> None:
         assert dtype in ("int8", "bf16")
         self.dtype = dtype
+        lend = {"ext": In(1), "ext_acc": In(32), "ext_x": In(32), "sum": Out(32)} if dtype == "bf16" else {}
         super().__init__(
             {
                 "op": In(4),
@@ -59,6 +62,7 @@ class VectorLane(wiring.Component):
                 "fn_y": In(16),
                 "fn_x": Out(16),
                 "y": Out(32),
+                **lend,
             }
         )
 
@@ -94,7 +98,11 @@ class VectorLane(wiring.Component):
 
         # Stage 2: the add, and the result; the function unit's value of stage 1's fn_x arrives now.
         add = m.submodules.add = FpAdd(23, registers=0)
-        m.d.comb += [add.acc.eq(Mux(op1 == VecOp.MADDS, p1, acc1)), add.x.eq(x1)]
+        m.d.comb += [
+            add.acc.eq(Mux(self.ext, self.ext_acc, Mux(op1 == VecOp.MADDS, p1, acc1))),
+            add.x.eq(Mux(self.ext, self.ext_x, x1)),
+            self.sum.eq(add.o),
+        ]
         function1 = Cat(op1 == code for code in sorted(FUNCTION_OPS)).any()
         self._result(m, op1, add.o, p1, Mux(function1, Cat(Const(0, 16), self.fn_y), r1))
 

@@ -6,7 +6,9 @@ model: ``rtl/vector/update_model.py``). Each operation rounds to bf16 once, as t
 scratchpad write after each command does:
 
 * a sum or difference of two bf16 values by ``Bf16Add`` (rounded once to bf16; the same bits as
-  the lanes' fp32 add followed by the bf16 narrowing, see ``rtl/fp.py``);
+  the lanes' fp32 add followed by the bf16 narrowing, see ``rtl/fp.py``), or, for the first
+  ``lane_adds`` of the eight, by a lane's fp32 adder (``lane_acc + lane_x`` → ``lane_sum``, a
+  combinational path through the lane) followed by ``round_bf16``: the program's own arithmetic;
 * a product with a scalar by ``Bf16Mul`` (exact in fp32, range rules) and ``round_bf16``: the
   lanes' MULS followed by the narrowing.
 
@@ -22,13 +24,15 @@ Pipeline (one register after each operation, ``LATENCY`` = 11 cycles, one parame
 The scalars (η, α, κ = 1/(2α), bf16) are held by the engine for a whole command.
 """
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.fp import Bf16Add, Bf16Mul, round_bf16
 
-__all__ = ["HALF_BF16", "UpdateUnit"]
+__all__ = ["ADDS", "HALF_BF16", "UpdateUnit"]
+
+ADDS = 8  # additions per parameter (the pipeline below); the first ``lane_adds`` use lanes' adders
 
 HALF_BF16 = 0x3F00  # ½, fixed by eq. 4.21
 SIGN = 0x8000
@@ -36,24 +40,25 @@ SIGN = 0x8000
 
 class UpdateUnit(wiring.Component):
     """One parameter per cycle: ``theta``, ``theta_bar``, ``lam``, ``grad`` in; the updated ``theta_o``,
-    ``theta_bar_o``, ``lam_o`` ``LATENCY`` cycles later (all bf16 bit patterns)."""
+    ``theta_bar_o``, ``lam_o`` ``LATENCY`` cycles later (all bf16 bit patterns). With ``lane_adds``
+    = n, addition i < n is done by an external fp32 adder: ``lane_acc[i] + lane_x[i]`` (fp32 bit
+    patterns of bf16 values) must come back on ``lane_sum[i]`` in the same cycle."""
 
     LATENCY = 11
 
-    theta: In(16)
-    theta_bar: In(16)
-    lam: In(16)
-    grad: In(16)
-    eta: In(16)
-    alpha: In(16)
-    kappa: In(16)
-    theta_o: Out(16)
-    theta_bar_o: Out(16)
-    lam_o: Out(16)
+    def __init__(self, lane_adds: int = 0) -> None:
+        assert 0 <= lane_adds <= ADDS
+        self.lane_adds = lane_adds
+        ports = {name: In(16) for name in ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa")}
+        ports |= {name: Out(16) for name in ("theta_o", "theta_bar_o", "lam_o")}
+        if lane_adds:
+            lanes = data.ArrayLayout(32, lane_adds)
+            ports |= {"lane_acc": Out(lanes), "lane_x": Out(lanes), "lane_sum": In(lanes)}
+        super().__init__(ports)
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        self._m, self._n = m, 0
+        self._m, self._n, self._adds = m, 0, 0
         th, tb, lm, g = self.theta, self.theta_bar, self.lam, self.grad
         d1 = self._add(th, tb, subtract=True)
         th, tb, lm, g = self._delay(th, tb, lm, g)
@@ -89,9 +94,15 @@ class UpdateUnit(wiring.Component):
     def _add(self, a, b, subtract: bool = False) -> Signal:
         """``a ± b`` rounded to bf16, registered (one pipeline stage); subtraction flips b's sign."""
         name = self._name("add")
-        unit = self._m.submodules[name] = Bf16Add()
         out = Signal(16, name=f"{name}_q")
-        self._m.d.comb += [unit.a.eq(a), unit.b.eq(b ^ SIGN if subtract else b)]
+        b = b ^ SIGN if subtract else b
+        i, self._adds = self._adds, self._adds + 1
+        if i < self.lane_adds:  # a lane's fp32 adder, then the narrowing (the program's two steps)
+            self._m.d.comb += [self.lane_acc[i].eq(Cat(Const(0, 16), a)), self.lane_x[i].eq(Cat(Const(0, 16), b))]
+            self._m.d.sync += out.eq(round_bf16(self._m, self.lane_sum[i], name))
+            return out
+        unit = self._m.submodules[name] = Bf16Add()
+        self._m.d.comb += [unit.a.eq(a), unit.b.eq(b)]
         self._m.d.sync += out.eq(unit.o)
         return out
 
