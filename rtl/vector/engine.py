@@ -74,6 +74,10 @@ class VectorEngine(wiring.Component):
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
         self.width = cfg.dim  # work rows are as wide as the wider memory row
+        # Bits per element in the operand buffers: a tile whose memories both hold bf16 stores the
+        # bf16 bits and widens them after the buffer, so the work values' low 16 bits are constant
+        # zeros that synthesis propagates into the lanes; otherwise the 32-bit work values.
+        self.stored = 16 if cfg.in_bits == 16 and cfg.acc_bits == 16 else 32
         sp_row = data.ArrayLayout(cfg.in_bits, cfg.dim)
         acc_row = data.ArrayLayout(cfg.acc_bits, cfg.cols)
         sp_rsp = wiring.Signature({"valid": Out(1), "payload": Out(data.StructLayout({"data": sp_row}))})
@@ -150,7 +154,7 @@ class VectorEngine(wiring.Component):
         ``bases``: the operand's first row, and UPDATE's second tensor read through this port (its
         rows alternate with the first's: row r of the first, then row r of the second)."""
         cfg = self.cfg
-        buf = fifo.SyncFIFOBuffered(width=32 * self.width, depth=ROW_BUFFER)
+        buf = fifo.SyncFIFOBuffered(width=self.stored * self.width, depth=ROW_BUFFER)
         m.submodules[f"{name}_rows"] = buf
         issued = Signal(17, name=f"{name}_issued")
         in_flight = Signal(range(ROW_BUFFER + 1), name=f"{name}_in_flight")
@@ -180,26 +184,34 @@ class VectorEngine(wiring.Component):
         m.d.comb += [
             buf.w_en.eq(arrived),
             buf.w_data.eq(
-                Mux(sp_rsp.valid, self._widen_sp(sp_rsp.payload.data), self._widen_acc(acc_rsp.payload.data))
+                Mux(sp_rsp.valid, self._stored_sp(sp_rsp.payload.data), self._stored_acc(acc_rsp.payload.data))
             ),
         ]
         return buf
 
-    def _widen_sp(self, row) -> Cat:
+    def _stored_sp(self, row) -> Cat:
+        """A scratchpad row as the operand buffer stores it (``self.stored`` bits per element)."""
         cfg = self.cfg
+        if self.stored == 16:
+            return Cat(*(row[k] for k in range(cfg.dim)))
         if cfg.dtype == "bf16":
-            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.dim)]
-        else:
-            elems = [Cat(row[k], row[k][7].replicate(24)) for k in range(cfg.dim)]  # int8 → int32
-        return Cat(*elems)
+            return Cat(*(Cat(Const(0, 16), row[k]) for k in range(cfg.dim)))
+        return Cat(*(Cat(row[k], row[k][7].replicate(24)) for k in range(cfg.dim)))  # int8 → int32
 
-    def _widen_acc(self, row) -> Cat:
+    def _stored_acc(self, row) -> Cat:
+        """An accumulator row as the operand buffer stores it, zero past its ``cols`` elements."""
         cfg = self.cfg
-        if cfg.acc_bits == 16:
-            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.cols)]
-        else:
+        if self.stored == 16 or cfg.acc_bits == 32:
             elems = [row[k] for k in range(cfg.cols)]
-        return Cat(*elems, Const(0, 32 * (self.width - cfg.cols)))
+        else:
+            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.cols)]
+        return Cat(*elems, Const(0, self.stored * (self.width - cfg.cols)))
+
+    def _work_row(self, stored) -> data.View:
+        """An operand buffer's row as 32-bit work values (fp32 for bf16 tiles, int32 for int8)."""
+        if self.stored == 16:
+            stored = Cat(*(Cat(Const(0, 16), stored[16 * k : 16 * k + 16]) for k in range(self.width)))
+        return data.View(data.ArrayLayout(32, self.width), stored)
 
     # -- lanes ----------------------------------------------------------------------------------
 
@@ -228,8 +240,7 @@ class VectorEngine(wiring.Component):
             m.d.sync += computed.eq(0)
         elements = Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
-        a_row = data.View(data.ArrayLayout(32, self.width), a_rows.r_data)
-        b_row = data.View(data.ArrayLayout(32, self.width), b_rows.r_data)
+        a_row, b_row = self._work_row(a_rows.r_data), self._work_row(b_rows.r_data)
         ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats), fold)
               for k in range(lanes)]  # fmt: skip
 
@@ -309,8 +320,7 @@ class VectorEngine(wiring.Component):
         nxt, cur = Signal(tensors, name="update_next"), Signal(tensors, name="update_row")
         half, full, cur_valid = Signal(name="update_half"), Signal(name="update_full"), Signal(name="update_busy")
         take = running & a_rows.r_rdy & b_rows.r_rdy & ~full
-        a_row = data.View(data.ArrayLayout(32, width), a_rows.r_data)
-        b_row = data.View(data.ArrayLayout(32, width), b_rows.r_data)
+        a_row, b_row = self._work_row(a_rows.r_data), self._work_row(b_rows.r_data)
         a_bf16, b_bf16 = (Cat(*(r[k][16:] for k in range(width))) for r in (a_row, b_row))
         with m.If(take & ~half):
             m.d.sync += [nxt.th.eq(a_bf16), nxt.tb.eq(b_bf16), half.eq(1)]
