@@ -28,7 +28,7 @@ from rtl.shared import add_shared
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
-from rtl.vector.update_unit import ADDS, UpdateUnit
+from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 
 __all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
 
@@ -368,14 +368,20 @@ class VectorEngine(wiring.Component):
 
     def _update_unit(self, m: Module, k: int, cmd, cur, beat, beats: int) -> tuple:
         """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results.
-        UPDATE leaves the lanes idle, so the units share out the lanes' fp32 adders (up to ``ADDS``
-        each) for their additions: lane ``k · n + i`` does unit k's addition i."""
+        UPDATE leaves the lanes idle, so the units share out the lanes' fp32 adders and multipliers
+        (up to ``ADDS`` and ``MULS`` each): lane ``k · n + i`` does unit k's addition i and its
+        product i."""
         lanes = self.cfg.update_lanes
-        n = min(ADDS, len(self._lanes) // lanes)
-        unit = m.submodules[f"update{k}"] = UpdateUnit(lane_adds=n)
-        for i, lane in enumerate(self._lanes[k * n : (k + 1) * n]):
-            m.d.comb += [lane.ext.eq(cmd.update), lane.ext_acc.eq(unit.lane_acc[i]), lane.ext_x.eq(unit.lane_x[i])]
-            m.d.comb += unit.lane_sum[i].eq(lane.sum)
+        n = len(self._lanes) // lanes
+        unit = m.submodules[f"update{k}"] = UpdateUnit(lane_adds=min(ADDS, n), lane_muls=min(MULS, n))
+        for i, lane in enumerate(self._lanes[k * n : k * n + min(ADDS, n)]):
+            m.d.comb += lane.ext.eq(cmd.update)
+            if i < unit.lane_adds:
+                m.d.comb += [lane.ext_acc.eq(unit.lane_acc[i]), lane.ext_x.eq(unit.lane_x[i])]
+                m.d.comb += unit.lane_sum[i].eq(lane.sum)
+            if i < unit.lane_muls:
+                m.d.comb += [lane.ext_a.eq(unit.lane_a[i]), lane.ext_b.eq(unit.lane_b[i])]
+                m.d.comb += unit.lane_p[i].eq(lane.product)
         m.d.comb += [unit.eta.eq(cmd.scalar[:16]), unit.alpha.eq(cmd.scalar[16:]), unit.kappa.eq(cmd.kappa)]
         with m.Switch(beat):
             for j in range(beats):

@@ -10,7 +10,9 @@ scratchpad write after each command does:
   ``lane_adds`` of the eight, by a lane's fp32 adder (``lane_acc + lane_x`` → ``lane_sum``, a
   combinational path through the lane) followed by ``round_bf16``: the program's own arithmetic;
 * a product with a scalar by ``Bf16Mul`` (exact in fp32, range rules) and ``round_bf16``: the
-  lanes' MULS followed by the narrowing.
+  lanes' MULS followed by the narrowing; or, for the first ``lane_muls`` products with a scalar
+  operand (the constant ½ is an exponent decrement, never lent), by a lane's ``Fp32Mul``
+  (``lane_a · lane_b`` → ``lane_p``), which is that MULS itself.
 
 Pipeline (one register after each operation, ``LATENCY`` = 11 cycles, one parameter per cycle)::
 
@@ -30,9 +32,11 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.fp import Bf16Add, Bf16Mul, round_bf16
 
-__all__ = ["ADDS", "HALF_BF16", "UpdateUnit"]
+__all__ = ["ADDS", "HALF_BF16", "MULS", "UpdateUnit"]
 
 ADDS = 8  # additions per parameter (the pipeline below); the first ``lane_adds`` use lanes' adders
+MULS = 4  # products with a scalar operand (η, α, κ) per parameter; the first ``lane_muls`` use lanes'
+
 
 HALF_BF16 = 0x3F00  # ½, fixed by eq. 4.21
 SIGN = 0x8000
@@ -46,19 +50,22 @@ class UpdateUnit(wiring.Component):
 
     LATENCY = 11
 
-    def __init__(self, lane_adds: int = 0) -> None:
-        assert 0 <= lane_adds <= ADDS
-        self.lane_adds = lane_adds
+    def __init__(self, lane_adds: int = 0, lane_muls: int = 0) -> None:
+        assert 0 <= lane_adds <= ADDS and 0 <= lane_muls <= MULS
+        self.lane_adds, self.lane_muls = lane_adds, lane_muls
         ports = {name: In(16) for name in ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa")}
         ports |= {name: Out(16) for name in ("theta_o", "theta_bar_o", "lam_o")}
         if lane_adds:
             lanes = data.ArrayLayout(32, lane_adds)
             ports |= {"lane_acc": Out(lanes), "lane_x": Out(lanes), "lane_sum": In(lanes)}
+        if lane_muls:
+            lanes = data.ArrayLayout(32, lane_muls)
+            ports |= {"lane_a": Out(lanes), "lane_b": Out(lanes), "lane_p": In(lanes)}
         super().__init__(ports)
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        self._m, self._n, self._adds = m, 0, 0
+        self._m, self._n, self._adds, self._muls = m, 0, 0, 0
         th, tb, lm, g = self.theta, self.theta_bar, self.lam, self.grad
         d1 = self._add(th, tb, subtract=True)
         th, tb, lm, g = self._delay(th, tb, lm, g)
@@ -109,8 +116,13 @@ class UpdateUnit(wiring.Component):
     def _mul(self, a, s) -> Signal:
         """``a · s`` (exact in fp32) rounded to bf16, registered."""
         name = self._name("mul")
-        unit = self._m.submodules[name] = Bf16Mul()
         out = Signal(16, name=f"{name}_q")
+        if not isinstance(s, int) and self._muls < self.lane_muls:  # a lane's Fp32Mul: the MULS itself
+            i, self._muls = self._muls, self._muls + 1
+            self._m.d.comb += [self.lane_a[i].eq(Cat(Const(0, 16), a)), self.lane_b[i].eq(Cat(Const(0, 16), s))]
+            self._m.d.sync += out.eq(round_bf16(self._m, self.lane_p[i], name))
+            return out
+        unit = self._m.submodules[name] = Bf16Mul()
         self._m.d.comb += [unit.a.eq(a), unit.b.eq(s)]
         self._m.d.sync += out.eq(round_bf16(self._m, unit.p, name))
         return out
