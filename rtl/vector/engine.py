@@ -254,17 +254,10 @@ class VectorEngine(wiring.Component):
         done_beat = meta[latency]
 
         collect = Signal(data.ArrayLayout(32, self.width), name="collect")
-        merged = Signal.like(collect, name="merged")
-        m.d.comb += merged.eq(collect)
         for j in range(beats):
-            with m.If(done_beat.beat == j):
-                for k in range(lanes):
-                    if j * lanes + k < self.width:
-                        m.d.comb += merged[j * lanes + k].eq(ys[k])
-        with m.If(done_beat.valid):
-            m.d.sync += collect.eq(merged)
-        push = done_beat.valid & done_beat.last
-        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+            with m.If(done_beat.valid & (done_beat.beat == j)):
+                m.d.sync += [collect[j * lanes + k].eq(ys[k]) for k in range(lanes) if j * lanes + k < self.width]
+        push = _collected(m, out, collect, done_beat.valid & done_beat.last, "push")
         m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
         return out, issue & last, elements, ys[0]
 
@@ -348,19 +341,13 @@ class VectorEngine(wiring.Component):
         for i in range(latency):
             m.d.sync += meta[i + 1].eq(meta[i])
         done = meta[latency]
-        rows3 = data.ArrayLayout(bf16_row, 3)
-        collect, merged = Signal(rows3, name="update_collect"), Signal(rows3, name="update_merged")
-        m.d.comb += merged.eq(collect)
+        collect = Signal(data.ArrayLayout(bf16_row, 3), name="update_collect")
         for j in range(beats):
-            with m.If(done.beat == j):
+            with m.If(done.valid & (done.beat == j)):
                 for k in range(lanes):
                     if j * lanes + k < width:
-                        for t in range(3):
-                            m.d.comb += merged[t][j * lanes + k].eq(results[k][t])
-        with m.If(done.valid):
-            m.d.sync += collect.eq(merged)
-        push = done.valid & done.last
-        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+                        m.d.sync += [collect[t][j * lanes + k].eq(results[k][t]) for t in range(3)]
+        push = _collected(m, out, collect, done.valid & done.last, "update_push")
         m.d.sync += in_pipe.eq(in_pipe + (issue & (beat == 0)) - push)
         with m.If(start):
             m.d.sync += [half.eq(0), full.eq(0), cur_valid.eq(0), beat.eq(0)]
@@ -477,3 +464,13 @@ class VectorEngine(wiring.Component):
             v = value.as_signed()
             return Mux(v > 127, 127, Mux(v < -128, -128, v))[:8]
         return round_bf16(m, value, name)
+
+
+def _collected(m: Module, out: fifo.SyncFIFOBuffered, collect: Signal, last, name: str) -> Signal:
+    """Push the row ``collect`` into ``out`` in the cycle after its ``last`` beat was registered
+    into it: each beat's register takes the results straight from the units (a clock enable, no
+    multiplexer per bit to merge the last beat into the pushed row). Returns the push."""
+    push = Signal(name=name)
+    m.d.sync += push.eq(last)
+    m.d.comb += [out.w_en.eq(push), out.w_data.eq(collect)]
+    return push
