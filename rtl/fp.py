@@ -104,8 +104,7 @@ class Bf16Add(wiring.Component):
         m = Module()
         sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
         sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
-        mag_a, mag_b = Mux(za, 0, self.a[:15]), Mux(zb, 0, self.b[:15])
-        swap = mag_b > mag_a
+        swap = self.b[:15] > self.a[:15]  # unflushed: see FpAdd._align_operands
         sig_a, sig_b = Mux(za, 0, Cat(fa, 1)), Mux(zb, 0, Cat(fb, 1))
         sig_big, sig_small = Mux(swap, sig_b, sig_a), Mux(swap, sig_a, sig_b)
         diff = Signal(8)
@@ -205,10 +204,11 @@ class FpAdd(wiring.Component):
         sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
 
         # Order the operands by magnitude. Both exponent differences are formed beside the compare
-        # (not after the swap it decides), so the alignment starts one subtraction earlier.
-        mag_a = Mux(za, 0, a32[:31])
-        mag_x = Mux(zx, 0, self.x[:31])
-        swap = mag_x > mag_a
+        # (not after the swap it decides), so the alignment starts one subtraction earlier. The
+        # compare needs no flush: a subnormal orders below every normal value as its flushed zero
+        # does, and where both operands are flushed both significands are 0, so the sum is an
+        # exact zero whose sign does not depend on the order.
+        swap = self.x[:31] > a32[:31]
         sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
         sig_x = Mux(zx, 0, Cat(fx, 1))
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
