@@ -274,7 +274,10 @@ class VectorEngine(wiring.Component):
 
     def _lane(self, m: Module, k: int, cmd, a, b, fold) -> Signal:
         dtype = self.cfg.dtype
-        lane = add_shared(m, f"lane{k}", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        # Both memories bf16: every operand a lane multiplies (a, and the update unit's ext_a) is bf16.
+        bf16_a = dtype == "bf16" and self.cfg.acc_dtype == "bf16"
+        key = f"pyard_vector_lane_{dtype}" + ("_bf16a" if bf16_a else "")
+        lane = add_shared(m, f"lane{k}", key, lambda: VectorLane(dtype, bf16_a))
         self._lanes.append(lane)
         if k == 0:  # a fold step: the lane's ADD or MAX of the fold and the next element
             fold_op = Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)

@@ -45,13 +45,16 @@ class VectorLane(wiring.Component):
     adds ``ext_acc`` and ``ext_x`` instead of stage 1's operands and the multiplier multiplies
     ``ext_a`` by ``ext_b``, and ``sum`` and ``product`` are their results, combinationally (the FPTT
     update unit's arithmetic runs on the lanes' units, which UPDATE leaves idle).
+    ``bf16_a``: the multiplier's first operand (``a``, ``ext_a``) always holds a bf16 value, as on a
+    tile whose scratchpad and accumulator both hold bf16; its multiply is then 8 × 24 bits.
     """
 
     LATENCY = 2
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, bf16_a: bool = False) -> None:
         assert dtype in ("int8", "bf16")
-        self.dtype = dtype
+        assert not bf16_a or dtype == "bf16"
+        self.dtype, self.bf16_a = dtype, bf16_a
         lend = {"ext": In(1), **{n: In(32) for n in ("ext_acc", "ext_x", "ext_a", "ext_b")}}
         lend |= {"sum": Out(32), "product": Out(32)}
         super().__init__(
@@ -82,7 +85,7 @@ class VectorLane(wiring.Component):
         op, a, b, s = self.op, self.a, self.b, self.s
         m.d.comb += self.fn_x.eq(_to_bf16(m, a))
 
-        mul = m.submodules.mul = Fp32Mul()
+        mul = m.submodules.mul = Fp32Mul(self.bf16_a)
         m.d.comb += [
             mul.a.eq(Mux(self.ext, self.ext_a, a)),
             mul.b.eq(Mux(self.ext, self.ext_b, Mux(op == VecOp.MUL, b, s))),
