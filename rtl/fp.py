@@ -104,8 +104,7 @@ class Bf16Add(wiring.Component):
         m = Module()
         sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
         sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
-        mag_a, mag_b = Mux(za, 0, self.a[:15]), Mux(zb, 0, self.b[:15])
-        swap = mag_b > mag_a
+        swap = self.b[:15] > self.a[:15]  # unflushed: see FpAdd._align_operands
         sig_a, sig_b = Mux(za, 0, Cat(fa, 1)), Mux(zb, 0, Cat(fb, 1))
         sig_big, sig_small = Mux(swap, sig_b, sig_a), Mux(swap, sig_a, sig_b)
         diff = Signal(8)
@@ -205,10 +204,11 @@ class FpAdd(wiring.Component):
         sx, ex, fx, zx, ix, nx = _fields(m, self.x, 23, "x")
 
         # Order the operands by magnitude. Both exponent differences are formed beside the compare
-        # (not after the swap it decides), so the alignment starts one subtraction earlier.
-        mag_a = Mux(za, 0, a32[:31])
-        mag_x = Mux(zx, 0, self.x[:31])
-        swap = mag_x > mag_a
+        # (not after the swap it decides), so the alignment starts one subtraction earlier. The
+        # compare needs no flush: a subnormal orders below every normal value as its flushed zero
+        # does, and where both operands are flushed both significands are 0, so the sum is an
+        # exact zero whose sign does not depend on the order.
+        swap = self.x[:31] > a32[:31]
         sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
         sig_x = Mux(zx, 0, Cat(fx, 1))
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
@@ -310,13 +310,22 @@ class Fp32Mul(wiring.Component):
     b: In(32)
     p: Out(32)
 
+    def __init__(self, bf16_a: bool = False) -> None:
+        # ``bf16_a``: ``a`` always holds a bf16 value (its low 16 bits zero), so the significand
+        # product is 8 × 24 bits, one DSP block instead of two; the result is the same.
+        self.bf16_a = bf16_a
+        super().__init__()
+
     def elaborate(self, platform) -> Module:
         m = Module()
         (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 23)
         sign, nan = special["sign"], special["nan"]
 
         prod = Signal(48)
-        m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
+        if self.bf16_a:
+            m.d.comb += prod.eq(Cat(fa[16:], 1) * Cat(fb, 1) << 16)
+        else:
+            m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
         # The product lies in [1, 4): keep 24 bits below its leading one (bit 47 or 46).
         sig, guard, sticky = Signal(24), Signal(), Signal()
         with m.If(prod[47]):

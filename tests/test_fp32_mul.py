@@ -23,15 +23,30 @@ F32_EDGES = [
 f32_bits = st.one_of(st.sampled_from(F32_EDGES), st.integers(0, 0xFFFFFFFF), st.integers(0x3F000000, 0x40800000))
 
 
-def check(a, b) -> None:
+def check(a, b, bf16_a: bool = False) -> None:
     a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
-    got = evaluate(Fp32Mul(), {"a": a, "b": b}, ("p",))["p"]
+    got = evaluate(Fp32Mul(bf16_a), {"a": a, "b": b}, ("p",))["p"]
     np.testing.assert_array_equal(got, fp32_mul(a.astype(np.uint32), b.astype(np.uint32)).astype(np.uint64))
 
 
 def test_fp32_mul_all_edge_pairs() -> None:
     a, b = zip(*itertools.product(F32_EDGES, F32_EDGES), strict=True)
     check(a, b)
+
+
+def test_fp32_mul_bf16_a_all_edge_pairs() -> None:
+    """The 8 × 24-bit variant (a always bf16, the lanes of a tile with bf16 memories): the same
+    products wherever a is a bf16 value, the edges' bf16 truncations against every edge."""
+    bf16_edges = sorted({v & 0xFFFF0000 for v in F32_EDGES})
+    a, b = zip(*itertools.product(bf16_edges, F32_EDGES), strict=True)
+    check(a, b, bf16_a=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(f32_bits.map(lambda v: v & 0xFFFF0000), f32_bits), min_size=64, max_size=64))
+def test_fp32_mul_bf16_a_matches_model(pairs) -> None:
+    a, b = zip(*pairs, strict=True)
+    check(a, b, bf16_a=True)
 
 
 def test_fp32_mul_ties_and_range_limits() -> None:

@@ -6,16 +6,19 @@ import itertools
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import Bf16Add
+from rtl.fp import Bf16Add, Fp32Mul, FpAdd
 from rtl.fp_model import fp_add, round_bf16
 from rtl.vector import engine_model
 from rtl.vector.programs import Loc, UpdateChunk, bf16_scalar, fptt_update
 from rtl.vector.update_model import update
-from rtl.vector.update_unit import UpdateUnit
+from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 from tb.comb_eval import evaluate
 
 # ±0, ±Inf, NaN (signalling, negative), subnormals, the smallest and largest normals, 1 and its
@@ -28,11 +31,37 @@ BF16 = st.integers(0, 0xFFFF)
 CFG = AccelConfig(4, 4, "bf16")
 
 
-def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa):
+class _OnLaneAdders(wiring.Component):
+    """The unit with every addition and every product with a scalar on an fp32 adder and multiplier
+    outside it, as the engine's lanes lend theirs."""
+
+    def __init__(self) -> None:
+        self.unit = UpdateUnit(lane_adds=ADDS, lane_muls=MULS)
+        names = ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa")
+        ports = {n: In(16) for n in names} | {n: Out(16) for n in ("theta_o", "theta_bar_o", "lam_o")}
+        super().__init__(ports)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.unit = unit = self.unit
+        for name in ("theta", "theta_bar", "lam", "grad", "eta", "alpha", "kappa"):
+            m.d.comb += getattr(unit, name).eq(getattr(self, name))
+        for name in ("theta_o", "theta_bar_o", "lam_o"):
+            m.d.comb += getattr(self, name).eq(getattr(unit, name))
+        for i in range(ADDS):
+            add = m.submodules[f"lane_add{i}"] = FpAdd(23)
+            m.d.comb += [add.acc.eq(unit.lane_acc[i]), add.x.eq(unit.lane_x[i]), unit.lane_sum[i].eq(add.o)]
+        for i in range(MULS):
+            mul = m.submodules[f"lane_mul{i}"] = Fp32Mul()
+            m.d.comb += [mul.a.eq(unit.lane_a[i]), mul.b.eq(unit.lane_b[i]), unit.lane_p[i].eq(mul.p)]
+        return m
+
+
+def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa, on_lanes: bool = False):
     n = len(theta)
     scalars = {k: np.full(n, v) for k, v in (("eta", eta), ("alpha", alpha), ("kappa", kappa))}
     got = evaluate(
-        UpdateUnit(),
+        _OnLaneAdders() if on_lanes else UpdateUnit(),
         {"theta": theta, "theta_bar": theta_bar, "lam": lam, "grad": grad, **scalars},
         ("theta_o", "theta_bar_o", "lam_o"),
         latency=UpdateUnit.LATENCY,
@@ -41,11 +70,13 @@ def _unit(theta, theta_bar, lam, grad, eta, alpha, kappa):
 
 
 def _check(theta, theta_bar, lam, grad, eta, alpha, kappa):
+    """The unit with its own bf16 adders and multipliers and with all of them on lanes' fp32 units."""
     want = update(theta, theta_bar, lam, grad, eta, alpha, kappa)
-    got = _unit(theta, theta_bar, lam, grad, eta, alpha, kappa)
-    for name, w, g in zip(("theta", "theta_bar", "lam"), want, got, strict=True):
-        bad = np.flatnonzero(w != g)
-        assert not bad.size, f"{name}[{bad[0]}]: want {w[bad[0]]:#06x}, got {g[bad[0]]:#06x}"
+    for on_lanes in (False, True):
+        got = _unit(theta, theta_bar, lam, grad, eta, alpha, kappa, on_lanes)
+        for name, w, g in zip(("theta", "theta_bar", "lam"), want, got, strict=True):
+            bad = np.flatnonzero(w != g)
+            assert not bad.size, f"{name}[{bad[0]}] (lanes {on_lanes}): want {w[bad[0]]:#06x}, got {g[bad[0]]:#06x}"
 
 
 def test_bf16_add_matches_fp32_add_then_narrowing():
@@ -70,10 +101,12 @@ def test_edges():
     n = len(e)
     shifted = [np.roll(e, k) for k in range(4)]
     for eta, alpha, kappa in ((0x3D4D, 0x3F00, 0x3F80), (0x3D4D, 0x0000, 0x0000), (0x7F80, 0x7FC0, 0xFF80)):
+        batch = []
         for perm in itertools.permutations(range(4)):
             cols = [np.tile(shifted[p], n) for p in perm]
             cols[perm.index(0)] = np.repeat(e, n)  # one operand walks every value against all others
-            _check(*cols, eta, alpha, kappa)
+            batch.append(cols)
+        _check(*(np.concatenate(c) for c in zip(*batch, strict=True)), eta, alpha, kappa)
 
 
 @settings(max_examples=20, deadline=None)

@@ -29,6 +29,14 @@ def test_tile_vector_beats() -> None:
     run_cocotb(b, "tb.vector_tb", env={"PYARD_TB_ARGS": json.dumps({"seed": 11, "batches": 2})})
 
 
+def test_tile_vector_bf16_memories() -> None:
+    """Scratchpad and accumulator both bf16 (the configuration of the area figure, docs/tile.md): the
+    operand buffers hold bf16 bits and widen them after the buffers; reductions fold on lane 0 and
+    UPDATE runs on the lanes' adders and multipliers."""
+    b = build("tile", AccelConfig(rows=4, cols=4, dtype="bf16", acc_dtype="bf16"))
+    run_cocotb(b, "tb.vector_tb", env={"PYARD_TB_ARGS": json.dumps({"seed": 5, "batches": 3})})
+
+
 def test_lanes_config_limits() -> None:
     assert AccelConfig(rows=8, cols=4).lanes == 4
     assert AccelConfig(rows=8, cols=4, lanes=8).lanes == 8

@@ -75,13 +75,13 @@ class LaneWithStandIn(wiring.Component):
     fn_x: Out(16)
     y: Out(32)
 
-    def __init__(self, dtype: str) -> None:
-        self.dtype = dtype
+    def __init__(self, dtype: str, bf16_a: bool = False) -> None:
+        self.dtype, self.bf16_a = dtype, bf16_a
         super().__init__()
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        lane_ = m.submodules.lane = VectorLane(self.dtype)
+        lane_ = m.submodules.lane = VectorLane(self.dtype, self.bf16_a)
         m.d.comb += [lane_.op.eq(self.op), lane_.a.eq(self.a), lane_.b.eq(self.b), lane_.s.eq(self.s)]
         m.d.comb += [lane_.shift.eq(self.shift), self.fn_x.eq(lane_.fn_x)]
         # The function select is the op of the same cycle as fn_x, as the engine derives it; the
@@ -104,12 +104,12 @@ def _describe(op, a, b, s, shift, got, want) -> str:
     return f"{name} a={int(a):#x} b={int(b):#x} s={int(s):#x} shift={int(shift)}: {int(got):#x} != {int(want):#x}"
 
 
-def check(dtype: str, op, a, b, s, shift=0) -> None:
+def check(dtype: str, op, a, b, s, shift=0, bf16_a: bool = False) -> None:
     """Run the vectors through the hardware, one per cycle, and compare ``y`` (and ``fn_x``) with the model."""
     columns = (np.asarray(v, dtype=np.int64) & mask for v, mask in zip((op, a, b, s, shift), MASKS, strict=True))
     op, a, b, s, shift = np.broadcast_arrays(*columns)
     inputs = {"op": op, "a": a, "b": b, "s": s, "shift": shift}
-    got = evaluate(LaneWithStandIn(dtype), inputs, ("y", "fn_x"), latency=VectorLane.LATENCY)
+    got = evaluate(LaneWithStandIn(dtype, bf16_a), inputs, ("y", "fn_x"), latency=VectorLane.LATENCY)
     want = model(dtype, op, a, b, s, shift).astype(np.uint64)
     bad = np.nonzero(got["y"] != want)[0]
     assert bad.size == 0, [_describe(op[i], a[i], b[i], s[i], shift[i], got["y"][i], want[i]) for i in bad[:8]]
@@ -144,6 +144,14 @@ def _edge_vectors(dtype: str) -> tuple[list[int], ...]:
 @pytest.mark.parametrize("dtype", ["bf16", "int8"])
 def test_lane_all_edge_pairs(dtype: str) -> None:
     check(dtype, *_edge_vectors(dtype))
+
+
+def test_lane_bf16_operands_all_edge_pairs() -> None:
+    """The lane of a tile with bf16 memories (its multiplier 8 × 24 bits): every op on the edge
+    pairs with a, b as the memories give them (bf16), the fp32 scalar as it comes."""
+    op, a, b, s, shift = _edge_vectors("bf16")
+    bf16 = [v & 0xFFFF0000 for v in a], [v & 0xFFFF0000 for v in b]
+    check("bf16", op, *bf16, s, shift, bf16_a=True)
 
 
 def test_lane_int_rounding_ties() -> None:
@@ -182,6 +190,13 @@ def _vector(values: st.SearchStrategy[int], ops: frozenset[VecOp]) -> st.SearchS
 @given(st.lists(_vector(f32_bits, FLOAT_OPS), min_size=256, max_size=256))
 def test_lane_bf16_matches_model(vectors) -> None:
     check("bf16", *zip(*vectors, strict=True))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(_vector(f32_bits, FLOAT_OPS), min_size=256, max_size=256))
+def test_lane_bf16_operands_match_model(vectors) -> None:
+    op, a, b, s, shift = zip(*vectors, strict=True)
+    check("bf16", op, [v & 0xFFFF0000 for v in a], [v & 0xFFFF0000 for v in b], s, shift, bf16_a=True)
 
 
 @settings(max_examples=10, deadline=None)

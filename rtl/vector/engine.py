@@ -21,15 +21,14 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import FpAdd, round_bf16
+from rtl.fp import round_bf16
 from rtl.gate import EngineDone
 from rtl.readout import readout_controls
 from rtl.shared import add_shared
-from rtl.vector import lane as lane_rules
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
-from rtl.vector.update_unit import UpdateUnit
+from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 
 __all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
 
@@ -75,6 +74,10 @@ class VectorEngine(wiring.Component):
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
         self.width = cfg.dim  # work rows are as wide as the wider memory row
+        # Bits per element in the operand buffers: a tile whose memories both hold bf16 stores the
+        # bf16 bits and widens them after the buffer, so the work values' low 16 bits are constant
+        # zeros that synthesis propagates into the lanes; otherwise the 32-bit work values.
+        self.stored = 16 if cfg.in_bits == 16 and cfg.acc_bits == 16 else 32
         sp_row = data.ArrayLayout(cfg.in_bits, cfg.dim)
         acc_row = data.ArrayLayout(cfg.acc_bits, cfg.cols)
         sp_rsp = wiring.Signature({"valid": Out(1), "payload": Out(data.StructLayout({"data": sp_row}))})
@@ -109,6 +112,7 @@ class VectorEngine(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        self._lanes: list[VectorLane] = []  # filled by _lane; the update units borrow their adders
         cmd = Signal(vec_op_layout())
         running = Signal()
         start = self.op.valid & self.op.ready
@@ -124,14 +128,16 @@ class VectorEngine(wiring.Component):
             m, "b", cmd, running & (cmd.uses_b | cmd.update), start, (cmd.b, cmd.g),
             self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data,
         )  # fmt: skip
-        results, lane_pop, lane_elems = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows)
+        # A row reduction's fold steps borrow lane 0 (see ``_fold``).
+        fold = Signal(data.StructLayout({"valid": 1, "a": 32, "b": 32}), name="fold_step")
+        results, lane_pop, lane_elems, lane0 = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows, fold)
         updates, update_pop, update_elems = self._update(m, cmd, running & cmd.update, start, a_rows, b_rows)
         m.d.comb += [
             a_rows.r_en.eq(lane_pop | update_pop),
             b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop),
             self.elements.eq(lane_elems | update_elems),
         ]
-        finished = self._writer(m, cmd, running, start, results, updates)
+        finished = self._writer(m, cmd, running, start, results, updates, fold, lane0)
         with m.If(finished):
             m.d.sync += running.eq(0)
         m.d.comb += [
@@ -148,7 +154,7 @@ class VectorEngine(wiring.Component):
         ``bases``: the operand's first row, and UPDATE's second tensor read through this port (its
         rows alternate with the first's: row r of the first, then row r of the second)."""
         cfg = self.cfg
-        buf = fifo.SyncFIFOBuffered(width=32 * self.width, depth=ROW_BUFFER)
+        buf = fifo.SyncFIFOBuffered(width=self.stored * self.width, depth=ROW_BUFFER)
         m.submodules[f"{name}_rows"] = buf
         issued = Signal(17, name=f"{name}_issued")
         in_flight = Signal(range(ROW_BUFFER + 1), name=f"{name}_in_flight")
@@ -178,32 +184,41 @@ class VectorEngine(wiring.Component):
         m.d.comb += [
             buf.w_en.eq(arrived),
             buf.w_data.eq(
-                Mux(sp_rsp.valid, self._widen_sp(sp_rsp.payload.data), self._widen_acc(acc_rsp.payload.data))
+                Mux(sp_rsp.valid, self._stored_sp(sp_rsp.payload.data), self._stored_acc(acc_rsp.payload.data))
             ),
         ]
         return buf
 
-    def _widen_sp(self, row) -> Cat:
+    def _stored_sp(self, row) -> Cat:
+        """A scratchpad row as the operand buffer stores it (``self.stored`` bits per element)."""
         cfg = self.cfg
+        if self.stored == 16:
+            return Cat(*(row[k] for k in range(cfg.dim)))
         if cfg.dtype == "bf16":
-            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.dim)]
-        else:
-            elems = [Cat(row[k], row[k][7].replicate(24)) for k in range(cfg.dim)]  # int8 → int32
-        return Cat(*elems)
+            return Cat(*(Cat(Const(0, 16), row[k]) for k in range(cfg.dim)))
+        return Cat(*(Cat(row[k], row[k][7].replicate(24)) for k in range(cfg.dim)))  # int8 → int32
 
-    def _widen_acc(self, row) -> Cat:
+    def _stored_acc(self, row) -> Cat:
+        """An accumulator row as the operand buffer stores it, zero past its ``cols`` elements."""
         cfg = self.cfg
-        if cfg.acc_bits == 16:
-            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.cols)]
-        else:
+        if self.stored == 16 or cfg.acc_bits == 32:
             elems = [row[k] for k in range(cfg.cols)]
-        return Cat(*elems, Const(0, 32 * (self.width - cfg.cols)))
+        else:
+            elems = [Cat(Const(0, 16), row[k]) for k in range(cfg.cols)]
+        return Cat(*elems, Const(0, self.stored * (self.width - cfg.cols)))
+
+    def _work_row(self, stored) -> data.View:
+        """An operand buffer's row as 32-bit work values (fp32 for bf16 tiles, int32 for int8)."""
+        if self.stored == 16:
+            stored = Cat(*(Cat(Const(0, 16), stored[16 * k : 16 * k + 16]) for k in range(self.width)))
+        return data.View(data.ArrayLayout(32, self.width), stored)
 
     # -- lanes ----------------------------------------------------------------------------------
 
-    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows):
+    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows, fold):
         """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows.
-        Returns the result rows, the pulse that takes the head rows and the elements computed."""
+        A cycle with a valid ``fold`` step gives lane 0 to it and issues no beat. Returns the result
+        rows, the pulse that takes the head rows, the elements computed and lane 0's result."""
         _cfg, lanes = self.cfg, self.cfg.lanes
         beats = -(-self.width // lanes)
         beat_range = range(max(beats, 2))  # one beat per row still gets a 1-bit counter (no zero-width wires)
@@ -215,7 +230,7 @@ class VectorEngine(wiring.Component):
         mid_row = beat != 0
         heads = a_rows.r_rdy & (b_rows.r_rdy | ~cmd.uses_b)
         room = out.level + in_pipe < ROW_BUFFER
-        issue = running & heads & (computed != cmd.rows) & (mid_row | room)
+        issue = running & heads & (computed != cmd.rows) & (mid_row | room) & ~fold.valid
         last = (beat + 1) * lanes >= cmd.elems
         with m.If(issue):
             m.d.sync += beat.eq(Mux(last, 0, beat + 1))
@@ -225,9 +240,8 @@ class VectorEngine(wiring.Component):
             m.d.sync += computed.eq(0)
         elements = Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
-        a_row = data.View(data.ArrayLayout(32, self.width), a_rows.r_data)
-        b_row = data.View(data.ArrayLayout(32, self.width), b_rows.r_data)
-        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats))
+        a_row, b_row = self._work_row(a_rows.r_data), self._work_row(b_rows.r_data)
+        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats), fold)
               for k in range(lanes)]  # fmt: skip
 
         # The beat's position and row end travel beside the lanes' pipeline.
@@ -240,19 +254,12 @@ class VectorEngine(wiring.Component):
         done_beat = meta[latency]
 
         collect = Signal(data.ArrayLayout(32, self.width), name="collect")
-        merged = Signal.like(collect, name="merged")
-        m.d.comb += merged.eq(collect)
         for j in range(beats):
-            with m.If(done_beat.beat == j):
-                for k in range(lanes):
-                    if j * lanes + k < self.width:
-                        m.d.comb += merged[j * lanes + k].eq(ys[k])
-        with m.If(done_beat.valid):
-            m.d.sync += collect.eq(merged)
-        push = done_beat.valid & done_beat.last
-        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+            with m.If(done_beat.valid & (done_beat.beat == j)):
+                m.d.sync += [collect[j * lanes + k].eq(ys[k]) for k in range(lanes) if j * lanes + k < self.width]
+        push = _collected(m, out, collect, done_beat.valid & done_beat.last, "push")
         m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
-        return out, issue & last, elements
+        return out, issue & last, elements, ys[0]
 
     def _pick(self, m: Module, row, beat, k: int, beats: int) -> Signal:
         """Element ``beat · lanes + k`` of a work row (0 past its end)."""
@@ -265,11 +272,20 @@ class VectorEngine(wiring.Component):
                         m.d.comb += value.eq(row[j * lanes + k])
         return value
 
-    def _lane(self, m: Module, k: int, cmd, a, b) -> Signal:
+    def _lane(self, m: Module, k: int, cmd, a, b, fold) -> Signal:
         dtype = self.cfg.dtype
-        lane = add_shared(m, f"lane{k}", f"pyard_vector_lane_{dtype}", lambda: VectorLane(dtype))
+        # Both memories bf16: every operand a lane multiplies (a, and the update unit's ext_a) is bf16.
+        bf16_a = dtype == "bf16" and self.cfg.acc_dtype == "bf16"
+        key = f"pyard_vector_lane_{dtype}" + ("_bf16a" if bf16_a else "")
+        lane = add_shared(m, f"lane{k}", key, lambda: VectorLane(dtype, bf16_a))
+        self._lanes.append(lane)
+        if k == 0:  # a fold step: the lane's ADD or MAX of the fold and the next element
+            fold_op = Mux(cmd.reduce_max, VecOp.MAX, VecOp.ADD)
+            op, a, b = Mux(fold.valid, fold_op, cmd.op), Mux(fold.valid, fold.a, a), Mux(fold.valid, fold.b, b)
+        else:
+            op = cmd.op
         m.d.comb += [
-            lane.op.eq(cmd.op),
+            lane.op.eq(op),
             lane.a.eq(a),
             lane.b.eq(b),
             lane.s.eq(cmd.scalar),
@@ -300,8 +316,7 @@ class VectorEngine(wiring.Component):
         nxt, cur = Signal(tensors, name="update_next"), Signal(tensors, name="update_row")
         half, full, cur_valid = Signal(name="update_half"), Signal(name="update_full"), Signal(name="update_busy")
         take = running & a_rows.r_rdy & b_rows.r_rdy & ~full
-        a_row = data.View(data.ArrayLayout(32, width), a_rows.r_data)
-        b_row = data.View(data.ArrayLayout(32, width), b_rows.r_data)
+        a_row, b_row = self._work_row(a_rows.r_data), self._work_row(b_rows.r_data)
         a_bf16, b_bf16 = (Cat(*(r[k][16:] for k in range(width))) for r in (a_row, b_row))
         with m.If(take & ~half):
             m.d.sync += [nxt.th.eq(a_bf16), nxt.tb.eq(b_bf16), half.eq(1)]
@@ -329,28 +344,34 @@ class VectorEngine(wiring.Component):
         for i in range(latency):
             m.d.sync += meta[i + 1].eq(meta[i])
         done = meta[latency]
-        rows3 = data.ArrayLayout(bf16_row, 3)
-        collect, merged = Signal(rows3, name="update_collect"), Signal(rows3, name="update_merged")
-        m.d.comb += merged.eq(collect)
+        collect = Signal(data.ArrayLayout(bf16_row, 3), name="update_collect")
         for j in range(beats):
-            with m.If(done.beat == j):
+            with m.If(done.valid & (done.beat == j)):
                 for k in range(lanes):
                     if j * lanes + k < width:
-                        for t in range(3):
-                            m.d.comb += merged[t][j * lanes + k].eq(results[k][t])
-        with m.If(done.valid):
-            m.d.sync += collect.eq(merged)
-        push = done.valid & done.last
-        m.d.comb += [out.w_en.eq(push), out.w_data.eq(merged)]
+                        m.d.sync += [collect[t][j * lanes + k].eq(results[k][t]) for t in range(3)]
+        push = _collected(m, out, collect, done.valid & done.last, "update_push")
         m.d.sync += in_pipe.eq(in_pipe + (issue & (beat == 0)) - push)
         with m.If(start):
             m.d.sync += [half.eq(0), full.eq(0), cur_valid.eq(0), beat.eq(0)]
         return out, take, Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
     def _update_unit(self, m: Module, k: int, cmd, cur, beat, beats: int) -> tuple:
-        """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results."""
+        """Update unit ``k``: parameter ``beat · update_lanes + k`` of the row; its three results.
+        UPDATE leaves the lanes idle, so the units share out the lanes' fp32 adders and multipliers
+        (up to ``ADDS`` and ``MULS`` each): lane ``k · n + i`` does unit k's addition i and its
+        product i."""
         lanes = self.cfg.update_lanes
-        unit = m.submodules[f"update{k}"] = UpdateUnit()
+        n = len(self._lanes) // lanes
+        unit = m.submodules[f"update{k}"] = UpdateUnit(lane_adds=min(ADDS, n), lane_muls=min(MULS, n))
+        for i, lane in enumerate(self._lanes[k * n : k * n + min(ADDS, n)]):
+            m.d.comb += lane.ext.eq(cmd.update)
+            if i < unit.lane_adds:
+                m.d.comb += [lane.ext_acc.eq(unit.lane_acc[i]), lane.ext_x.eq(unit.lane_x[i])]
+                m.d.comb += unit.lane_sum[i].eq(lane.sum)
+            if i < unit.lane_muls:
+                m.d.comb += [lane.ext_a.eq(unit.lane_a[i]), lane.ext_b.eq(unit.lane_b[i])]
+                m.d.comb += unit.lane_p[i].eq(lane.product)
         m.d.comb += [unit.eta.eq(cmd.scalar[:16]), unit.alpha.eq(cmd.scalar[16:]), unit.kappa.eq(cmd.kappa)]
         with m.Switch(beat):
             for j in range(beats):
@@ -363,14 +384,14 @@ class VectorEngine(wiring.Component):
 
     # -- writer ---------------------------------------------------------------------------------
 
-    def _writer(self, m: Module, cmd, running, start, results, updates) -> Signal:
+    def _writer(self, m: Module, cmd, running, start, results, updates, fold, lane0) -> Signal:
         """Narrow and write each result row (or, reducing, its fold), or UPDATE's three rows (θ to
         A, θ̄ to B, λ to D) of each entry of ``updates``; returns the pulse of the last write."""
         cfg = self.cfg
         written = Signal(16, name="rows_written")
         part = Signal(2, name="update_part")  # UPDATE: which of the three rows is written next
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
-        folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row)
+        folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row, fold, lane0)
         ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
         if updates is not None:
             new = data.View(data.ArrayLayout(data.ArrayLayout(16, self.width), 3), updates.r_data)
@@ -410,47 +431,32 @@ class VectorEngine(wiring.Component):
             m.d.sync += [written.eq(0), part.eq(0)]
         return row_done & (written == cmd.rows - 1)
 
-    def _fold(self, m: Module, cmd, have_row, row) -> tuple[Signal, Signal]:
+    def _fold(self, m: Module, cmd, have_row, row, step, lane0) -> tuple[Signal, Signal]:
         """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
-        order, op the lane's ADD or MAX (``_fold_step``: the lane's adder and compare, so the
-        rounding is the lanes' own), one element per ``LATENCY + 1`` cycles, the lanes' timing.
+        order, op ADD or MAX. Each step is lane 0's own op (the lanes' rounding by construction, and
+        no adder of its own): ``step`` takes lane 0 for one cycle, in which the lanes issue no beat,
+        and its result is taken ``LATENCY`` cycles later, one element per ``LATENCY + 1`` cycles.
         Returns the fold and a level that is high once it is complete for the row at the head
         (until that row is written)."""
         folded = Signal(32, name="folded")
         k = Signal(16, name="fold_k")
-        wait = Signal(range(VectorLane.LATENCY + 1), name="fold_wait")
-        busy, done = Signal(name="fold_busy"), Signal(name="fold_done")
-        step = self._fold_step(m, cmd.reduce_max, folded, row[k])
+        wait = Signal(range(VectorLane.LATENCY), name="fold_wait")
+        busy, in_lane, done = Signal(name="fold_busy"), Signal(name="fold_in_lane"), Signal(name="fold_done")
+        m.d.comb += [step.valid.eq(busy & ~in_lane), step.a.eq(folded), step.b.eq(row[k])]
         with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
             m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
-            m.d.sync += wait.eq(VectorLane.LATENCY)
-        with m.If(busy):
+        with m.If(step.valid):
+            m.d.sync += [in_lane.eq(1), wait.eq(VectorLane.LATENCY - 1)]
+        with m.If(in_lane):
             m.d.sync += wait.eq(wait - 1)
-            with m.If(wait == 0):  # the lane's result for (folded, row[k]) is out
-                m.d.sync += [folded.eq(step), k.eq(k + 1), wait.eq(VectorLane.LATENCY)]
+            with m.If(wait == 0):  # lane 0's result for (folded, row[k]) is out
+                m.d.sync += [folded.eq(lane0), k.eq(k + 1), in_lane.eq(0)]
                 with m.If(k + 1 == cmd.elems):
                     m.d.sync += [busy.eq(0), done.eq(1)]
         written = (self.sp_write.valid & self.sp_write.ready) | (self.acc_write.valid & self.acc_write.ready)
         with m.If(written):
             m.d.sync += done.eq(0)
         return folded, done
-
-    def _fold_step(self, m: Module, is_max, a, b) -> Signal:
-        """The lane's ADD or MAX of ``a`` and ``b`` (rtl/vector/lane.py's rules), without the rest
-        of a lane: an fp32 adder and a compare (bf16 tiles) or a saturating add (int8 tiles). Its
-        operands are held while the fold waits, so the result needs no register of its own."""
-        y = Signal(32, name="fold_step")
-        if self.cfg.dtype == "bf16":
-            add = m.submodules.fold_add = FpAdd(23)
-            m.d.comb += [add.acc.eq(a), add.x.eq(b)]
-            fa, fb = lane_rules.flush(a), lane_rules.flush(b)
-            larger = Mux(lane_rules.order_key(fa) > lane_rules.order_key(fb), fa, fb)
-            nan = lane_rules.is_nan(a) | lane_rules.is_nan(b)
-            m.d.comb += y.eq(Mux(is_max, Mux(nan, lane_rules.F32_NAN, larger), add.o))
-        else:
-            sa, sb = a.as_signed(), b.as_signed()
-            m.d.comb += y.eq(Mux(is_max, Mux(sa > sb, sa, sb), lane_rules.saturate(sa + sb)))
-        return y
 
     def _narrow(self, m: Module, value, bits: int, name: str):
         """A 32-bit work value in a ``bits``-wide element: as it is, bf16 (round to nearest even,
@@ -461,3 +467,13 @@ class VectorEngine(wiring.Component):
             v = value.as_signed()
             return Mux(v > 127, 127, Mux(v < -128, -128, v))[:8]
         return round_bf16(m, value, name)
+
+
+def _collected(m: Module, out: fifo.SyncFIFOBuffered, collect: Signal, last, name: str) -> Signal:
+    """Push the row ``collect`` into ``out`` in the cycle after its ``last`` beat was registered
+    into it: each beat's register takes the results straight from the units (a clock enable, no
+    multiplexer per bit to merge the last beat into the pushed row). Returns the push."""
+    push = Signal(name=name)
+    m.d.sync += push.eq(last)
+    m.d.comb += [out.w_en.eq(push), out.w_data.eq(collect)]
+    return push

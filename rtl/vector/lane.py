@@ -41,14 +41,22 @@ class VectorLane(wiring.Component):
     Ports: ``op`` (a ``VecOp`` code), ``a``, ``b``, ``s`` (the scalar), ``shift`` (int MUL, MULS,
     MADDS: the product's rounding right shift), ``fn_x`` / ``fn_y`` (to and from the external
     function unit; unused on int8 lanes), ``y`` = the result of the operands of ``LATENCY`` cycles
-    before.
+    before. bf16 lanes also lend their fp32 adder and multiplier: while ``ext`` is high the adder
+    adds ``ext_acc`` and ``ext_x`` instead of stage 1's operands and the multiplier multiplies
+    ``ext_a`` by ``ext_b``, and ``sum`` and ``product`` are their results, combinationally (the FPTT
+    update unit's arithmetic runs on the lanes' units, which UPDATE leaves idle).
+    ``bf16_a``: the multiplier's first operand (``a``, ``ext_a``) always holds a bf16 value, as on a
+    tile whose scratchpad and accumulator both hold bf16; its multiply is then 8 × 24 bits.
     """
 
     LATENCY = 2
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, bf16_a: bool = False) -> None:
         assert dtype in ("int8", "bf16")
-        self.dtype = dtype
+        assert not bf16_a or dtype == "bf16"
+        self.dtype, self.bf16_a = dtype, bf16_a
+        lend = {"ext": In(1), **{n: In(32) for n in ("ext_acc", "ext_x", "ext_a", "ext_b")}}
+        lend |= {"sum": Out(32), "product": Out(32)}
         super().__init__(
             {
                 "op": In(4),
@@ -59,6 +67,7 @@ class VectorLane(wiring.Component):
                 "fn_y": In(16),
                 "fn_x": Out(16),
                 "y": Out(32),
+                **(lend if dtype == "bf16" else {}),
             }
         )
 
@@ -76,8 +85,12 @@ class VectorLane(wiring.Component):
         op, a, b, s = self.op, self.a, self.b, self.s
         m.d.comb += self.fn_x.eq(_to_bf16(m, a))
 
-        mul = m.submodules.mul = Fp32Mul()
-        m.d.comb += [mul.a.eq(a), mul.b.eq(Mux(op == VecOp.MUL, b, s))]
+        mul = m.submodules.mul = Fp32Mul(self.bf16_a)
+        m.d.comb += [
+            mul.a.eq(Mux(self.ext, self.ext_a, a)),
+            mul.b.eq(Mux(self.ext, self.ext_b, Mux(op == VecOp.MUL, b, s))),
+            self.product.eq(mul.p),
+        ]
 
         # Stage 1: the product, the adder's operands (MADDS takes the product as its first one in
         # stage 2) and the single-step result.
@@ -94,7 +107,11 @@ class VectorLane(wiring.Component):
 
         # Stage 2: the add, and the result; the function unit's value of stage 1's fn_x arrives now.
         add = m.submodules.add = FpAdd(23, registers=0)
-        m.d.comb += [add.acc.eq(Mux(op1 == VecOp.MADDS, p1, acc1)), add.x.eq(x1)]
+        m.d.comb += [
+            add.acc.eq(Mux(self.ext, self.ext_acc, Mux(op1 == VecOp.MADDS, p1, acc1))),
+            add.x.eq(Mux(self.ext, self.ext_x, x1)),
+            self.sum.eq(add.o),
+        ]
         function1 = Cat(op1 == code for code in sorted(FUNCTION_OPS)).any()
         self._result(m, op1, add.o, p1, Mux(function1, Cat(Const(0, 16), self.fn_y), r1))
 
