@@ -3,6 +3,7 @@ traceback); Ctrl-C and SIGTERM stop a command with a short line, its simulator c
 folder gone. The commands are found by walking the parser, so a new one is covered at once."""
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -157,6 +158,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _wait_for_simulator(proc: subprocess.Popen) -> list[int]:
+    """Wait until ``pyard run`` has started its simulator; return every process it runs then (the
+    simulator, or on a cold cache the SoC's build: make and its compilers), which must go with it."""
+    deadline = time.monotonic() + 600  # a cold SoC build first
+    sims: list[int] = []
+    while time.monotonic() < deadline and not sims:
+        time.sleep(0.5)
+        sims = [p for p in _children(proc.pid) if "soc_sim" in _cmdline(p)]
+        assert proc.poll() is None, proc.stderr.read()
+    assert sims, "the simulator never started"
+    return _descendants(proc.pid)
+
+
 @pytest.mark.parametrize(
     ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
 )
@@ -168,19 +182,17 @@ def test_a_signal_stops_pyard_run_and_its_simulator(sig, status, word, tmp_path)
     proc = subprocess.Popen(
         [*argv, "--max-cycles", str(10**15), str(program)], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 600  # a cold SoC build first
-    sims: list[int] = []
-    while time.monotonic() < deadline and not sims:
-        time.sleep(0.5)
-        sims = [p for p in _children(proc.pid) if "soc_sim" in _cmdline(p)]
-        assert proc.poll() is None, proc.stderr.read()
-    assert sims, "the simulator never started"
-    # Whatever runs now (the simulator, or on a cold cache the SoC's build: make and its compilers)
-    # must be gone with pyard.
-    started = _descendants(proc.pid)
-    proc.send_signal(sig)
-    assert proc.wait(timeout=30) == status
-    assert proc.stderr.read().strip().endswith(f"pyard: {word}")
-    time.sleep(0.5)  # a killed process group is reaped by init
-    assert [pid for pid in started if _alive(pid)] == []
+    started: list[int] = []
+    try:
+        started = _wait_for_simulator(proc)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == status
+        assert proc.stderr.read().strip().endswith(f"pyard: {word}")
+        time.sleep(0.5)  # a killed process group is reaped by init
+        assert [pid for pid in started if _alive(pid)] == []
+    finally:  # a failed check must not leave an endless simulation running
+        for pid in {*started, *_descendants(proc.pid), proc.pid}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("pyard-run-")]
