@@ -12,7 +12,9 @@ it to its unit (or reports its error) until taken, POP removes it from the queue
 holds the command until it is handed over, and a command takes at least three cycles here.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -50,6 +52,31 @@ def _log2(n: int) -> int:
     return n.bit_length() - 1
 
 
+@dataclass(frozen=True)
+class _Transfer:
+    dma: Value
+    sp_target: Value
+    transpose: Value
+    width: Value  # elements of a local row
+    limit: Value  # rows of the local memory
+    esize: Value  # bytes of an element in memory
+    block_bytes: Value  # bytes of memory a local row's width of elements takes
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    wide: Signal  # the head is a split transfer
+    counted: Signal  # SPAN has counted its local rows
+    span: Signal  # ... which are these (or more than the memory has)
+    last: Signal  # the block offered is the transfer's last
+    desc: Signal  # the block's descriptor
+    deps: Signal  # the block's share of the command's tokens
+    start: Signal  # (in) the checked command goes to ISSUE: its first block next
+    advance: Signal  # (in) a block was taken: the next one
+    counting: Signal  # (in) SPAN
+    forget: Signal  # (in) the head is done or gone
+
+
 def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
 
@@ -80,10 +107,11 @@ class Decoder(wiring.Component):
         deps = data.View(deps_layout, Cat(w[0][8:12], w[0][28:30]))
         code = Signal(8)
         vec = self._vec(m, w)
-        self._check(m, w, opcode, deps, code)
-
         desc = Signal(dma_desc_layout())
         self._descriptor(m, w, opcode, desc)
+        transfer = self._transfer(w, opcode)
+        blocks = self._blocks(m, w, transfer, desc, deps)
+        self._check(m, w, opcode, deps, code, transfer, blocks)
         ex = Signal(self.exec.p.op.shape())
         m.d.comb += [
             ex.accumulate.eq(w[0][12]),
@@ -97,11 +125,12 @@ class Decoder(wiring.Component):
         ]
 
         self._gemm(m, w)
-        for port, payload in ((self.load, desc), (self.store, desc), (self.exec, ex), (self.vec, vec)):
-            m.d.comb += [port.p.op.eq(payload), port.p.deps.eq(deps), port.p.seq.eq(self.cmd.p.seq)]
+        for port, payload in ((self.load, blocks.desc), (self.store, blocks.desc), (self.exec, ex), (self.vec, vec)):
+            m.d.comb += [port.p.op.eq(payload), port.p.seq.eq(self.cmd.p.seq)]
+            m.d.comb += port.p.deps.eq(blocks.deps if port in (self.load, self.store) else deps)
 
-        check, issue, pop = range(3)
-        state = Signal(range(3))
+        check, issue, pop, span = range(4)
+        state = Signal(range(4))
         checked = Signal(8)  # the head command's error code, registered in CHECK
         offered = Signal()  # the checked command is offered to its unit (or reported)
         m.d.comb += offered.eq((state == issue) & self.cmd.valid)
@@ -128,15 +157,29 @@ class Decoder(wiring.Component):
             | (is_op["FENCE"] & self.units_idle)
             | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
         )
+        dma_taken = (is_op["LOAD"] & self.load.ready) | (is_op["STORE"] & self.store.ready)
         with m.If((state == check) & self.cmd.valid):
-            m.d.sync += [checked.eq(code), state.eq(issue)]
+            with m.If(blocks.wide & ~blocks.counted):  # count a split transfer's local rows first
+                m.d.sync += state.eq(span)
+            with m.Else():
+                m.d.sync += [checked.eq(code), state.eq(issue)]
+                m.d.comb += blocks.start.eq(1)
+        with m.Elif(state == span):
+            with m.If(~self.cmd.valid):
+                m.d.sync += state.eq(check)
+            with m.Elif(blocks.counted):
+                m.d.sync += state.eq(check)
         with m.Elif(state == issue):
             with m.If(~self.cmd.valid):  # the head went away (a flush): check the next one
                 m.d.sync += state.eq(check)
+            with m.Elif((checked == 0) & dma_taken & ~blocks.last):
+                m.d.comb += blocks.advance.eq(1)  # the next block of a split transfer
             with m.Elif((checked != 0) | accepted):
                 m.d.sync += state.eq(pop)
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
+        m.d.comb += blocks.counting.eq((state == span) & self.cmd.valid)
+        m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~self.cmd.valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
         m.d.comb += self.cmd.ready.eq((state == pop) | self.flush)
@@ -357,29 +400,93 @@ class Decoder(wiring.Component):
             desc.scale.eq(w[5]),
         ]
 
-    def _check(self, m: Module, w, opcode, deps, code) -> None:
+    def _transfer(self, w, opcode) -> _Transfer:
+        """What a LOAD or STORE at the head moves: its local memory, row width and element size."""
+        cfg = self.cfg
+        load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
+        sp_target = Mux(load, ~w[0][12], w[0][12])
+        narrow = store & ~sp_target & (w[0][15:17] == 0)
+        in_bytes, acc_bytes = cfg.in_bits // 8, cfg.acc_bits // 8
+        acc_row_narrow = cfg.cols * self._narrow_bytes()
+        return _Transfer(
+            dma=load | store,
+            sp_target=sp_target,
+            transpose=load & sp_target & w[0][13],
+            width=Mux(sp_target, cfg.dim, cfg.cols),
+            limit=Mux(sp_target, cfg.sp_rows, cfg.acc_rows),
+            esize=Mux(sp_target, in_bytes, Mux(narrow, self._narrow_bytes(), acc_bytes)),
+            block_bytes=Mux(sp_target, cfg.dim * in_bytes, Mux(narrow, acc_row_narrow, cfg.cols * acc_bytes)),
+        )
+
+    def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
+        """A LOAD or STORE with rows longer than a local row is a *split* transfer (docs/isa.md):
+        its memory rows are cut into blocks of one local row's width, block ``j`` of all ``rows``
+        rows at local rows ``first + j·rows``. The decoder hands its unit one ordinary descriptor
+        per block (the first waits for the command's tokens, the last signals them), so the DMA
+        never sees a row wider than a local row.
+
+        Before the checks, a SPAN step counts the local rows a split transfer covers, one block a
+        cycle and at most until it passes the memory's end, so the range check needs no divider or
+        multiplier and takes no longer than writing those rows would."""
+        rows, elems, addr, local = w[3][:16], w[3][16:], w[1], w[4][:16]
+        b = _Blocks(
+            wide=Signal(name="split"),
+            counted=Signal(name="split_counted"),
+            span=Signal(18, name="split_span"),
+            last=Signal(name="block_last"),
+            desc=Signal(dma_desc_layout(), name="block_desc"),
+            deps=Signal(deps_layout, name="block_deps"),
+            start=Signal(name="block_start"),
+            advance=Signal(name="block_advance"),
+            counting=Signal(name="split_counting"),
+            forget=Signal(name="split_forget"),
+        )
+        m.d.comb += b.wide.eq(t.dma & ~t.transpose & (elems > t.width) & (rows != 0))
+        # SPAN: block 0 first, then one block a cycle until the elements or the memory run out.
+        begun, left = Signal(), Signal(16)
+        with m.If(b.counting & ~b.counted):
+            with m.If(~begun):
+                m.d.sync += [begun.eq(1), b.span.eq(rows), left.eq(elems - t.width)]
+            with m.Else():
+                m.d.sync += [b.span.eq(b.span + rows), left.eq(left - t.width)]
+                m.d.sync += b.counted.eq((left <= t.width) | (b.span > t.limit))
+        with m.If(b.forget):
+            m.d.sync += [begun.eq(0), b.counted.eq(0)]
+        # ISSUE: the current block's memory address, local row and elements left from it.
+        blk_addr, blk_local, blk_left, first = Signal(32), Signal(16), Signal(16), Signal()
+        with m.If(b.start):
+            m.d.sync += [blk_addr.eq(addr), blk_local.eq(local), blk_left.eq(elems), first.eq(1)]
+        with m.If(b.advance):
+            m.d.sync += [
+                blk_addr.eq(blk_addr + t.block_bytes),
+                blk_local.eq(blk_local + rows),
+                blk_left.eq(blk_left - t.width),
+                first.eq(0),
+            ]
+        m.d.comb += b.last.eq(blk_left <= t.width)
+        m.d.comb += [
+            b.desc.eq(desc),
+            b.desc.dram_addr.eq(blk_addr),
+            b.desc.local_addr.eq(blk_local),
+            b.desc.elems.eq(Mux(b.last, blk_left, t.width)),
+            b.deps.eq(deps),
+            b.deps.wait_prev.eq(deps.wait_prev & first),
+            b.deps.wait_next.eq(deps.wait_next & first),
+            b.deps.wait_side.eq(deps.wait_side & first),
+            b.deps.signal_prev.eq(deps.signal_prev & b.last),
+            b.deps.signal_next.eq(deps.signal_next & b.last),
+            b.deps.signal_side.eq(deps.signal_side & b.last),
+        ]
+        return b
+
+    def _check(self, m: Module, w, opcode, deps, code, t: _Transfer, blocks: _Blocks) -> None:
         """Set ``code`` to the first rule the command breaks (0: none), in the order of docs/isa.md."""
         cfg = self.cfg
         rows, elems, local = w[3][:16], w[3][16:], w[4][:16]
         load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
-        sp_target = Signal()
-        m.d.comb += sp_target.eq(Mux(load, ~w[0][12], w[0][12]))
-        transpose = load & sp_target & w[0][13]
-        narrow = store & ~sp_target & (w[0][15:17] == 0)
-        esize = Signal(3)
-        in_bytes, acc_bytes = cfg.in_bits // 8, cfg.acc_bits // 8
-        narrow_bytes = 1 if cfg.dtype == "int8" else 2
-        m.d.comb += esize.eq(in_bytes)
-        with m.If(~sp_target):
-            m.d.comb += esize.eq(acc_bytes)
-        with m.If(narrow):
-            m.d.comb += esize.eq(narrow_bytes)
-        misaligned = (((w[1] | w[2]) & (esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
-        width = Signal(16)
-        m.d.comb += width.eq(Mux(sp_target, cfg.dim, cfg.cols))
-        span = Mux(transpose, elems, rows)
-        limit = Mux(sp_target, cfg.sp_rows, cfg.acc_rows)
-        dma = load | store
+        sp_target, transpose, width, limit, dma = t.sp_target, t.transpose, t.width, t.limit, t.dma
+        misaligned = (((w[1] | w[2]) & (t.esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
+        span = Mux(transpose, elems, Mux(blocks.wide, blocks.span, rows))
         ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
         m_rows = w[3][:16]
         b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
@@ -393,7 +500,7 @@ class Decoder(wiring.Component):
             (~(load | store | ex | vec) & (w[0][28:30] != 0), "BAD_DEPS"),
             (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
-            (dma & ((elems > width) | (transpose & (rows > cfg.dim))), "TOO_LARGE"),
+            (dma & transpose & ((elems > width) | (rows > cfg.dim)), "TOO_LARGE"),
             (ex & (k_rows > cfg.rows), "TOO_LARGE"),
             (dma & sp_target & (local + span > limit), "SP_RANGE"),
             (dma & ~sp_target & (local + span > limit), "ACC_RANGE"),

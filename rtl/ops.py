@@ -3,9 +3,20 @@
 Kept apart from the units so the decoder, the loop generators and the gates share one definition.
 """
 
+from typing import NamedTuple
+
 from amaranth.lib import data
 
-__all__ = ["KIND", "MAX_CONV_PIXELS", "MAX_DIM", "GemmCmd", "deps_layout", "dma_desc_layout"]
+__all__ = [
+    "KIND",
+    "MAX_CONV_PIXELS",
+    "MAX_DIM",
+    "GemmCmd",
+    "TransferBlock",
+    "deps_layout",
+    "dma_desc_layout",
+    "transfer_blocks",
+]
 
 # The command set's size limits (docs/isa.md); the loops' counters are as wide as these need.
 MAX_DIM = 65535  # GEMM M, K, N; CONV2D batch, C_in, H, W, C_out; LOAD/STORE rows and elements; EXEC M
@@ -20,6 +31,22 @@ KIND = {"mem_to_sp": 0, "mem_to_acc": 1, "acc_to_mem": 2, "sp_to_mem": 3}
 deps_layout = data.StructLayout(
     {"wait_prev": 1, "wait_next": 1, "signal_prev": 1, "signal_next": 1, "wait_side": 1, "signal_side": 1}
 )
+
+
+class TransferBlock(NamedTuple):
+    addr: int  # memory address of the block's first element in row 0
+    local: int  # its first local row
+    elems: int  # elements of each of its rows
+
+
+def transfer_blocks(addr: int, rows: int, elems: int, local: int, width: int, esize: int) -> list[TransferBlock]:
+    """The blocks of a LOAD or STORE (not transposed) whose rows hold ``elems`` elements of ``esize``
+    bytes in memory, for local rows ``width`` elements wide (docs/isa.md, "Split transfers"):
+    block ``j`` is elements ``[j·width, (j+1)·width)`` of every row, at local rows
+    ``local + j·rows``. A transfer whose rows fit a local row is its own single block. The
+    decoder issues one descriptor per block (rtl/decode.py); this is its model."""
+    starts = range(0, elems, width)
+    return [TransferBlock(addr + e * esize, local + j * rows, min(width, elems - e)) for j, e in enumerate(starts)]
 
 
 def dma_desc_layout() -> data.StructLayout:

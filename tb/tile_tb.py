@@ -22,6 +22,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
 from rtl.gemm_loop_model import loop_result
+from rtl.ops import transfer_blocks
 from tb import operands, stimulus
 from tb.axi_memory import AxiMemory
 from tb.tile_cases import LoopCase, check_exact, conv_case, conv_words, gemm_case, gemm_words, unit_scale
@@ -184,7 +185,8 @@ async def tile_errors(dut) -> None:
     bad = [
         ([0x7E], ERR["BAD_OPCODE"]),
         ([LOAD, 0, 1, 0, 0], ERR["ZERO_DIM"]),
-        ([LOAD, 0, 1, 1 | (cfg.dim + 1) << 16, 0], ERR["TOO_LARGE"]),
+        ([LOAD | 1 << 13, 0, 1, 1 | (cfg.dim + 1) << 16, 0], ERR["TOO_LARGE"]),  # transposed, too wide
+        ([LOAD, 0, 1, 2 | (cfg.dim + 1) << 16, cfg.sp_rows - 3], ERR["SP_RANGE"]),  # a split LOAD's 2nd block
         ([LOAD, 0, 1, 2 | 1 << 16, cfg.sp_rows - 1], ERR["SP_RANGE"]),
         ([EXEC, 0, 0, 1, cfg.acc_rows], ERR["ACC_RANGE"]),
         ([LOAD | ACC_TARGET, 2, 4, 1 | 1 << 16, 0], ERR["MISALIGNED"]),
@@ -199,6 +201,72 @@ async def tile_errors(dut) -> None:
         await ClockCycles(dut.clk, 4)
         assert not (await t.read("STATUS")) & 4 and dut.irq.value == 0
     await run_gemm(t, 5, 6, 7, seed=11)
+
+
+# -- split transfers: LOAD / STORE rows wider than a local row -----------------------------------
+
+
+async def run_commands(t: Tile, commands: list[list[int]], budget: int = 100_000) -> None:
+    for words in [*commands, [FENCE]]:
+        while (await t.read("STATUS")) >> 16 & 0xFF == 0:  # wait for a free queue slot
+            await ClockCycles(t.dut.clk, 16)
+        await t.push(words)
+    status = await t.wait_idle(budget)
+    assert not status & 4, f"error status {status:#x}"
+
+
+async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, seed: int) -> None:
+    """A ``rows × elems`` matrix LOADed with one split command; the local rows read back one by one
+    must be the blocks `transfer_blocks` names (zero past each block's elements), and a split STORE
+    of the same rows must give the matrix back, leaving the bytes between its rows alone."""
+    cfg, rng = t.cfg, np.random.default_rng(seed)
+    width = cfg.cols if acc else cfg.dim
+    if acc:
+        x = stimulus.accumulators(cfg, rng, (rows, elems))
+        flags_load, flags_store, scale = ACC_TARGET, OUT_FULL, unit_scale(cfg)
+    else:
+        x = stimulus.inputs(cfg, rng, (rows, elems), special=0.0)
+        flags_load, flags_store, scale = 0, 1 << 12, 0
+    es, pad = x.itemsize, 3  # rows `pad` elements apart from each other in memory
+    stride, local = (elems + pad) * es, 5
+    src, image, dst = 0x1000, 0x40000, 0x80000
+    put(t, src, np.pad(x, ((0, 0), (0, pad))))
+    guard = rng.integers(0, 256, rows * stride, dtype=np.uint8)
+    t.mem.data[dst : dst + len(guard)] = guard.tobytes()
+    blocks = transfer_blocks(src, rows, elems, local, width, es)
+    span = len(blocks) * rows
+    shape = rows | elems << 16
+    await run_commands(
+        t,
+        [
+            [LOAD | flags_load, src, stride, shape, local],
+            [FENCE],
+            [STORE | flags_store, image, width * es, span | width << 16, local, scale],  # the local image
+            [STORE | flags_store, dst, stride, shape, local, scale],
+        ],
+    )
+    # The scratchpad's rows are zero past a block's elements; the accumulator keeps what it held there.
+    want, written = np.zeros((span, width), x.dtype), np.zeros((span, width), bool)
+    for b in blocks:
+        e, r = (b.addr - src) // es, b.local - local
+        want[r : r + rows, : b.elems] = x[:, e : e + b.elems]
+        written[r : r + rows, : b.elems] = True
+    got = get(t, image, (span, width), x.dtype)
+    bad = np.argwhere((got != want) & (written | (not acc)))
+    assert bad.size == 0, f"local rows of a {rows}x{elems} split LOAD: first wrong at {bad[:4]}"
+    back = np.frombuffer(bytes(t.mem.data[dst : dst + rows * stride]), np.uint8).reshape(rows, stride)
+    expect = guard.reshape(rows, stride).copy()
+    expect[:, : elems * es] = x.view(np.uint8).reshape(rows, elems * es)
+    assert np.array_equal(back, expect), f"split STORE of {rows}x{elems}: not the matrix, or bytes between rows changed"
+
+
+@cocotb.test()
+async def tile_split_transfers(dut) -> None:
+    t = await start(dut)
+    w = t.cfg.dim
+    cases = tb_args(split_cases=[[3, 2 * w + 1, False], [1, 5 * w, False], [4, w, False], [2, 3 * w - 1, True]])
+    for i, (rows, elems, acc) in enumerate(cases["split_cases"]):
+        await split_round_trip(t, rows, elems, acc, seed=i)
 
 
 # -- the GEMM loop command ------------------------------------------------------------------------

@@ -127,10 +127,23 @@ CASES = [
     (load(rows=0), "ZERO_DIM"),
     (store(elems=0), "ZERO_DIM"),
     (execute(m=0), "ZERO_DIM"),
-    (load(elems=9), "TOO_LARGE"),
+    (load(flags=TRANSPOSE, elems=9), "TOO_LARGE"),  # a transposed block is at most dim × dim
     (execute(b=5 << 16), "TOO_LARGE"),  # 5 weight rows on a 4-row mesh
-    (load(flags=ACC, elems=9, stride=36), "TOO_LARGE"),
     (load(flags=TRANSPOSE, rows=9, elems=4), "TOO_LARGE"),
+    # split transfers (rows wider than a local row): the range check covers all their blocks
+    (load(elems=9), None),
+    (load(flags=ACC, elems=9, stride=36), None),
+    (load(local=32760, rows=4, elems=16), None),  # two blocks of 4 rows: the last row is 32767
+    (load(local=32761, rows=4, elems=16), "SP_RANGE"),
+    (load(local=32760, rows=4, elems=17), "SP_RANGE"),  # a third block, of one element
+    (store(local=2048 - 10, rows=2, elems=33, stride=64), None),  # accumulator: 5 blocks of 2 rows
+    (store(local=2048 - 10, rows=2, elems=41, stride=64), "ACC_RANGE"),
+    (load(rows=65535, elems=65535), "SP_RANGE"),  # counting stops at the memory's end
+    (load(rows=1, elems=65535, local=32767 - 8191), None),  # 8192 blocks of one row: every row
+    (load(local=32761, rows=4, elems=16, addr=0, stride=1), "SP_RANGE"),  # range before alignment
+    (load(flags=ACC, local=2041, rows=4, elems=16, stride=2), "ACC_RANGE"),
+    (load(flags=ACC, local=2000, rows=4, elems=16, stride=2), "MISALIGNED"),
+    (load(rows=0, elems=9), "ZERO_DIM"),
     (load(local=32760, rows=9), "SP_RANGE"),
     (load(flags=TRANSPOSE, local=32765, rows=2, elems=4), "SP_RANGE"),  # transposed: spans `elems` rows
     (load(flags=ACC, local=2047, rows=2, stride=32), "ACC_RANGE"),
@@ -142,7 +155,7 @@ CASES = [
     (load(flags=ACC, addr=2, stride=32), "MISALIGNED"),  # int32 elements
     (load(flags=ACC, addr=4, stride=30), "MISALIGNED"),
     (store(flags=1 << 15, addr=2), "MISALIGNED"),  # full int32 output
-    (load(rows=0, elems=9), "ZERO_DIM"),  # the first rule in the list wins
+    (load(rows=0, elems=5, flags=TRANSPOSE | ACC), "BAD_FIELD"),  # the first rule in the list wins
     # codes the tile does not define, and reserved bits, are refused rather than ignored
     (store(flags=2 << 13), "BAD_FIELD"),  # read-out activation 2
     (store(flags=3 << 13), "BAD_FIELD"),
@@ -181,6 +194,10 @@ CASES = [
 ]
 
 
+PORTS = ("load", "store", "exec", "vec", "loop")
+SPAN_CYCLES = 9000  # the longest count above: 8192 blocks
+
+
 def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dict:
     dut = Decoder(cfg)
     out: dict = {}
@@ -193,9 +210,14 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         ctx.set(dut.units_idle, units_idle)
         for port in ("load", "store", "exec", "vec", "loop"):
             ctx.set(getattr(dut, port).ready, 1)
-        # CHECK registers the error code; the command is offered (or reported) in the next cycle.
+        # CHECK registers the error code; the command is offered (or reported) in the next cycle
+        # (a split transfer first counts its blocks, one a cycle).
         assert not ctx.get(dut.cmd.ready) and not ctx.get(dut.error.valid)
         await ctx.tick()
+        for _ in range(SPAN_CYCLES):
+            if ctx.get(dut.error.valid) or any(ctx.get(getattr(dut, p).valid) for p in PORTS):
+                break
+            await ctx.tick()
         out["routes"] = [p for p in ("load", "store", "exec", "vec", "loop") if ctx.get(getattr(dut, p).valid)]
         out["error"] = ctx.get(dut.error.payload.code) if ctx.get(dut.error.valid) else None
         out["error_seq"] = ctx.get(dut.error.payload.seq)
@@ -205,8 +227,10 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
         out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
         out["vec_update"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("update", "g", "kappa", "scalar")}
-        # POP: a command taken (or reported) in ISSUE leaves the queue in the cycle after.
+        # POP: a command taken (or reported) in ISSUE leaves the queue in the cycle after its last block.
         await ctx.tick()
+        while ctx.get(dut.load.valid) or ctx.get(dut.store.valid):  # the blocks after the first
+            await ctx.tick()
         out["ready"] = ctx.get(dut.cmd.ready)
         offered_again = any(ctx.get(getattr(dut, p).valid) for p in ("load", "store", "exec", "vec", "loop"))
         assert not (out["ready"] and (offered_again or ctx.get(dut.error.valid)))  # offered once only
@@ -327,3 +351,97 @@ def test_fence_and_gemm_wait_for_idle_units() -> None:
         assert decode(words, units_idle=1)["ready"] == 1
     assert decode(gemm(), units_idle=0)["routes"] == []
     assert decode(gemm(), units_idle=1)["routes"] == ["loop"]
+
+
+def blocks_issued(words: list[int], cfg: AccelConfig, seed: int) -> tuple[list[dict], int]:
+    """Every descriptor the decoder hands out for ``words``, under random back-pressure; and the
+    cycles until the command left the queue."""
+    import random
+
+    dut = Decoder(cfg)
+    port = "store" if words[0] & 0xFF == STORE else "load"
+    issued: list[dict] = []
+    cycles = [0]
+
+    async def bench(ctx) -> None:
+        rng = random.Random(seed)
+        for k, word in enumerate(words + [0] * (16 - len(words))):
+            ctx.set(dut.cmd.p.words[k], word)
+        ctx.set(dut.cmd.valid, 1)
+        ctx.set(dut.units_idle, 1)
+        unit = getattr(dut, port)
+        while not ctx.get(dut.cmd.ready):
+            assert not ctx.get(dut.error.valid), f"error {ctx.get(dut.error.payload.code)}"
+            ready = rng.random() < 0.6
+            ctx.set(unit.ready, ready)
+            if ready and ctx.get(unit.valid):
+                op = unit.p.op
+                fields = ("dram_addr", "dram_stride", "rows", "elems", "local_addr", "kind", "zero", "scale")
+                issued.append({f: ctx.get(getattr(op, f)) for f in fields} | {"deps": ctx.get(unit.p.deps.as_value())})
+            await ctx.tick()
+            cycles[0] += 1
+            assert cycles[0] < 10_000
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return issued, cycles[0]
+
+
+# deps bits of a LOAD / STORE descriptor: wait_prev 0, wait_next 1, signal_prev 2, signal_next 3,
+# wait_side 4, signal_side 5 (rtl/ops.py deps_layout)
+WAITS, SIGNALS = 0b010011, 0b101100
+
+
+@pytest.mark.parametrize(
+    ("words", "cfg", "esize", "width"),
+    [
+        (load(addr=0x100, stride=40, rows=3, elems=20, local=7, flags=WAIT_NEXT | SIGNAL_NEXT), CFG, 1, 8),
+        (load(addr=0x100, stride=40, rows=3, elems=16, local=7, flags=WAIT_VEC | SIGNAL_VEC), CFG, 1, 8),
+        (load(addr=0x10, stride=6, rows=5, elems=3, local=1), CFG, 1, 8),  # one block
+        (load(flags=ACC | WAIT_NEXT | 1 << 14, addr=0x40, stride=200, rows=2, elems=50, local=9), CFG, 4, 8),
+        (load(flags=1 << 15 | SIGNAL_NEXT, rows=4, elems=17, local=100), CFG, 1, 8),  # zero fill
+        (store(addr=0x200, stride=64, rows=2, elems=33, local=5, scale=3, flags=WAIT_PREV | SIGNAL_PREV), CFG, 1, 8),
+        (store(flags=1 << 15 | SIGNAL_VEC, addr=0x200, stride=160, rows=2, elems=33, local=5), CFG, 4, 8),
+        (store(flags=ACC | WAIT_VEC, addr=0x202, stride=258, rows=4, elems=128, local=64), BF16, 2, 8),
+        (store(flags=2 << 13, addr=0x202, stride=258, rows=4, elems=19, local=64), BF16, 2, 8),  # narrow bf16
+        (load(addr=0x202, stride=1026, rows=4, elems=128, local=64), AccelConfig(rows=3, cols=5, dtype="bf16"), 2, 5),
+    ],
+)
+def test_split_transfers(words: list[int], cfg: AccelConfig, esize: int, width: int) -> None:
+    """A LOAD / STORE wider than a local row: one descriptor per block, as `transfer_blocks`
+    models it, in order, with the command's waits on the first and its signals on the last."""
+    from rtl.ops import transfer_blocks
+
+    rows, elems = words[3] & 0xFFFF, words[3] >> 16
+    want = transfer_blocks(words[1], rows, elems, words[4], width, esize)
+    deps = (words[0] >> 8 & 0xF) | (words[0] >> 28 & 3) << 4
+    for seed in range(3):
+        got, _ = blocks_issued(words, cfg, seed)
+        assert len(got) == len(want)
+        for j, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert (g["dram_addr"], g["local_addr"], g["elems"]) == (w.addr, w.local, w.elems)
+            assert (g["dram_stride"], g["rows"], g["zero"]) == (
+                words[2],
+                rows,
+                words[0] >> 15 & 1 and words[0] & 0xFF == LOAD,
+            )
+            assert g["scale"] == (words[5] if len(words) > 5 else 0)
+            mask = (WAITS if j == 0 else 0) | (SIGNALS if j == len(want) - 1 else 0)
+            assert g["deps"] == deps & mask
+
+
+def test_transfer_blocks_model() -> None:
+    """The model against a plain element map: every element of every row lands once, in its
+    block's row at its column."""
+    from rtl.ops import transfer_blocks
+
+    for rows, elems, width in [(3, 20, 8), (1, 8, 8), (4, 128, 5), (2, 1, 4)]:
+        seen = {}
+        for b in transfer_blocks(1000, rows, elems, 10, width, 2):
+            for r in range(rows):
+                for c in range(b.elems):
+                    element = (b.addr - 1000) // 2 + c
+                    seen[(r, element)] = (b.local + r, c)
+        assert seen == {(r, e): (10 + (e // width) * rows + r, e % width) for r in range(rows) for e in range(elems)}

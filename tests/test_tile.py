@@ -112,7 +112,7 @@ def _command(dtype: str = "int8"):
         addr,
         st.integers(0, 300),
         small,
-        st.integers(0, cfg.dim + 2),
+        st.integers(0, 3 * cfg.dim + 2),  # past a local row: split transfers of up to 4 blocks
         local,
     )
     dma = dma.map(lambda t: [t[0] | t[1] | t[2] << 12, t[3], t[4], t[5] | t[6] << 16, t[7], 0])
