@@ -55,26 +55,33 @@ static inline uint32_t pyard_fp_round_(uint32_t s, int drop, int p, int *e) {{
     return q;
 }}
 
+/* What both adders do first, on fp32 bits (a bf16 operand in the top half): subnormal inputs read
+ * as zero; NaN and ∞ operands settle the sum (1 is returned, the sum in `*r`: ∞ − ∞ and any NaN
+ * give the canonical NaN); otherwise `*a` becomes the operand of larger magnitude, whose sign the
+ * sum takes, and 0 is returned. */
+static inline int pyard_add_order_(uint32_t *a, uint32_t *b, uint32_t *r) {{
+    const uint32_t x = pyard_f32_ftz(*a), y = pyard_f32_ftz(*b);
+    const uint32_t ax = x & ~PYARD_F32_SIGN, ay = y & ~PYARD_F32_SIGN;
+    if (ax > PYARD_F32_INF || ay > PYARD_F32_INF || (ax == PYARD_F32_INF && ay == ax && ((x ^ y) & PYARD_F32_SIGN))) {{
+        *r = PYARD_F32_NAN;
+        return 1;
+    }}
+    if (ax == PYARD_F32_INF || ay == PYARD_F32_INF) {{
+        *r = ax == PYARD_F32_INF ? x : y;
+        return 1;
+    }}
+    *a = ax < ay ? y : x;
+    *b = ax < ay ? x : y;
+    return 0;
+}}
+
 /* a + b of fp32 bits rounded once to `mant` fraction bits (23: fp32 bits; 7: bf16 bits, the
  * bf16 accumulator's adder): rtl.fp_model.fp_add. */
 static inline uint32_t pyard_fp_add(uint32_t a, uint32_t b, int mant) {{
     const int shift = mant == 23 ? 0 : 16;
-    a = pyard_f32_ftz(a);
-    b = pyard_f32_ftz(b);
-    uint32_t aa = a & ~PYARD_F32_SIGN, ab = b & ~PYARD_F32_SIGN;
-    if (aa > PYARD_F32_INF || ab > PYARD_F32_INF) return PYARD_F32_NAN >> shift;
-    if (aa == PYARD_F32_INF || ab == PYARD_F32_INF) {{
-        if (aa == ab && ((a ^ b) & PYARD_F32_SIGN)) return PYARD_F32_NAN >> shift; /* ∞ − ∞ */
-        return (aa == PYARD_F32_INF ? a : b) >> shift;
-    }}
-    if (aa < ab) {{ /* a: the larger magnitude, whose sign the result takes */
-        uint32_t t = a;
-        a = b;
-        b = t;
-        t = aa;
-        aa = ab;
-        ab = t;
-    }}
+    uint32_t r;
+    if (pyard_add_order_(&a, &b, &r)) return r >> shift;
+    const uint32_t aa = a & ~PYARD_F32_SIGN, ab = b & ~PYARD_F32_SIGN;
     if (aa == 0) return (a & b) >> shift; /* ±0 + ±0: −0 only for two −0 */
     const int ea = (int)(aa >> 23), eb = (int)(ab >> 23), d = ea - eb;
     /* significands at bits 30..7: room for the carry above and guard bits below */
@@ -132,23 +139,11 @@ static inline uint16_t pyard_bf16_round(uint32_t w) {{
  * pyard_bf16_round), computed here on the exact integer sum of the two 8-bit significands: it has
  * at most 32 bits while the exponents differ by at most 23, and beyond that the fp32 sum lies
  * within an fp32 ulp of the larger operand, which the bf16 rounding gives back. */
-static inline uint16_t pyard_bf16_add(uint16_t a, uint16_t b) {{
-    if (!(a & 0x7f80u)) a &= 0x8000u;
-    if (!(b & 0x7f80u)) b &= 0x8000u;
-    uint16_t aa = a & 0x7fffu, ab = b & 0x7fffu;
-    if (aa > 0x7f80u || ab > 0x7f80u) return PYARD_BF16_NAN;
-    if (aa == 0x7f80u || ab == 0x7f80u) {{
-        if (aa == ab && ((a ^ b) & 0x8000u)) return PYARD_BF16_NAN; /* ∞ − ∞ */
-        return aa == 0x7f80u ? a : b;
-    }}
-    if (aa < ab) {{ /* a: the larger magnitude, whose sign the result takes */
-        uint16_t t = a;
-        a = b;
-        b = t;
-        t = aa;
-        aa = ab;
-        ab = t;
-    }}
+static inline uint16_t pyard_bf16_add(uint16_t a16, uint16_t b16) {{
+    uint32_t wa = (uint32_t)a16 << 16, wb = (uint32_t)b16 << 16, r;
+    if (pyard_add_order_(&wa, &wb, &r)) return (uint16_t)(r >> 16);
+    const uint16_t a = (uint16_t)(wa >> 16), b = (uint16_t)(wb >> 16);
+    const uint16_t aa = a & 0x7fffu, ab = b & 0x7fffu;
     if (ab == 0) return aa ? a : (uint16_t)(a & b); /* ±0 + ±0: −0 only for two −0 */
     const int eb = ab >> 7, d = (aa >> 7) - eb;
     if (d > 23) return a;
