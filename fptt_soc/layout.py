@@ -270,6 +270,7 @@ class Layout:
             "FPTT_GATE_PARAMS": pr.gate_params,
             "FPTT_W": self.width,
             "FPTT_R": self.r,
+            "FPTT_HEAD_BLOCKS": self.head_blocks.count,
             "FPTT_UPDATE_ROWS": self.update_rows,
             "FPTT_FUSED_UPDATE": int(self.fused_update),
             "FPTT_FUSED_CHUNK": self.fused_chunk,

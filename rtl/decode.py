@@ -61,6 +61,7 @@ class _Transfer:
     limit: Value  # rows of the local memory
     esize: Value  # bytes of an element in memory
     block_bytes: Value  # bytes of memory a local row's width of elements takes
+    row_bytes: Value  # bytes of memory one row of the command's elements takes
 
 
 @dataclass(frozen=True)
@@ -408,27 +409,34 @@ class Decoder(wiring.Component):
         narrow = store & ~sp_target & (w[0][15:17] == 0)
         in_bytes, acc_bytes = cfg.in_bits // 8, cfg.acc_bits // 8
         acc_row_narrow = cfg.cols * self._narrow_bytes()
+        esize = Mux(sp_target, in_bytes, Mux(narrow, self._narrow_bytes(), acc_bytes))
+        elems = w[3][16:]
+        narrow_row = elems << _log2(self._narrow_bytes())
         return _Transfer(
             dma=load | store,
             sp_target=sp_target,
             transpose=load & sp_target & w[0][13],
             width=Mux(sp_target, cfg.dim, cfg.cols),
             limit=Mux(sp_target, cfg.sp_rows, cfg.acc_rows),
-            esize=Mux(sp_target, in_bytes, Mux(narrow, self._narrow_bytes(), acc_bytes)),
+            esize=esize,
+            row_bytes=Mux(sp_target, elems << _log2(in_bytes), Mux(narrow, narrow_row, elems << _log2(acc_bytes))),
             block_bytes=Mux(sp_target, cfg.dim * in_bytes, Mux(narrow, acc_row_narrow, cfg.cols * acc_bytes)),
         )
 
     def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
         """A LOAD or STORE with rows longer than a local row is a *split* transfer (docs/isa.md):
-        its memory rows are cut into blocks of one local row's width, block ``j`` of all ``rows``
-        rows at local rows ``first + j·rows``. The decoder hands its unit one ordinary descriptor
-        per block (the first waits for the command's tokens, the last signals them), so the DMA
-        never sees a row wider than a local row.
+        each memory row fills ``n = ⌈elements / w⌉`` consecutive local rows, ``w`` elements each
+        (the last one the rest), memory row ``r`` from local row ``first + r·n``. The decoder
+        hands its unit ordinary descriptors: one for the whole transfer when the memory rows are
+        contiguous and a multiple of ``w`` long (the local rows are then one contiguous stretch
+        of memory), else per memory row one for its full local rows (contiguous in memory) and one
+        for its partial last row. The first descriptor waits for the command's tokens and the last
+        signals them, so the DMA never sees a row wider than a local row.
 
-        Before the checks, a SPAN step counts the local rows a split transfer covers, one block a
-        cycle and at most until it passes the memory's end, so the range check needs no divider or
+        Before the checks, a SPAN step counts a split transfer's local rows per memory row, one a
+        cycle and at most until the memory's end, so the range check needs no divider or
         multiplier and takes no longer than writing those rows would."""
-        rows, elems, addr, local = w[3][:16], w[3][16:], w[1], w[4][:16]
+        rows, elems, addr, stride, local = w[3][:16], w[3][16:], w[1], w[2], w[4][:16]
         b = _Blocks(
             wide=Signal(name="split"),
             counted=Signal(name="split_counted"),
@@ -442,33 +450,42 @@ class Decoder(wiring.Component):
             forget=Signal(name="split_forget"),
         )
         m.d.comb += b.wide.eq(t.dma & ~t.transpose & (elems > t.width) & (rows != 0))
-        # SPAN: block 0 first, then one block a cycle until the elements or the memory run out.
+        # SPAN: per memory row `full` local rows of w elements and, if `rest` > 0, one of `rest`;
+        # `tail` the bytes of memory before that last one. `span` counts all rows' local rows.
         begun, left = Signal(), Signal(16)
+        full, rest, tail = Signal(16), Signal(range(max(self.cfg.dim, 2))), Signal(32)
         with m.If(b.counting & ~b.counted):
             with m.If(~begun):
-                m.d.sync += [begun.eq(1), b.span.eq(rows), left.eq(elems - t.width)]
+                m.d.sync += [begun.eq(1), b.span.eq(rows), full.eq(1), tail.eq(t.block_bytes), left.eq(elems - t.width)]
+            with m.Elif((left == 0) | (b.span > t.limit)):  # beyond the memory: refused anyway
+                m.d.sync += [b.counted.eq(1), rest.eq(0)]
+            with m.Elif(left < t.width):
+                m.d.sync += [b.counted.eq(1), rest.eq(left), b.span.eq(b.span + rows)]
             with m.Else():
-                m.d.sync += [b.span.eq(b.span + rows), left.eq(left - t.width)]
-                m.d.sync += b.counted.eq((left <= t.width) | (b.span > t.limit))
+                m.d.sync += [full.eq(full + 1), tail.eq(tail + t.block_bytes), left.eq(left - t.width)]
+                m.d.sync += b.span.eq(b.span + rows)
         with m.If(b.forget):
             m.d.sync += [begun.eq(0), b.counted.eq(0)]
-        # ISSUE: the current block's memory address, local row and elements left from it.
-        blk_addr, blk_local, blk_left, first = Signal(32), Signal(16), Signal(16), Signal()
+        # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
+        contiguous = (stride == t.row_bytes) | (rows == 1)
+        whole = ~b.wide | ((rest == 0) & contiguous & (b.span >> 16 == 0))
+        row_addr, row_local, rows_left, at_rest, first = Signal(32), Signal(16), Signal(16), Signal(), Signal()
         with m.If(b.start):
-            m.d.sync += [blk_addr.eq(addr), blk_local.eq(local), blk_left.eq(elems), first.eq(1)]
+            m.d.sync += [row_addr.eq(addr), row_local.eq(local), rows_left.eq(rows), at_rest.eq(0), first.eq(1)]
         with m.If(b.advance):
-            m.d.sync += [
-                blk_addr.eq(blk_addr + t.block_bytes),
-                blk_local.eq(blk_local + rows),
-                blk_left.eq(blk_left - t.width),
-                first.eq(0),
-            ]
-        m.d.comb += b.last.eq(blk_left <= t.width)
+            m.d.sync += first.eq(0)
+            with m.If((rest != 0) & ~at_rest):
+                m.d.sync += at_rest.eq(1)
+            with m.Else():  # the next memory row
+                m.d.sync += [
+                    at_rest.eq(0),
+                    row_addr.eq(row_addr + stride),
+                    row_local.eq(row_local + full + (rest != 0)),
+                    rows_left.eq(rows_left - 1),
+                ]
+        m.d.comb += b.last.eq(whole | ((rows_left == 1) & ((rest == 0) | at_rest)))
         m.d.comb += [
             b.desc.eq(desc),
-            b.desc.dram_addr.eq(blk_addr),
-            b.desc.local_addr.eq(blk_local),
-            b.desc.elems.eq(Mux(b.last, blk_left, t.width)),
             b.deps.eq(deps),
             b.deps.wait_prev.eq(deps.wait_prev & first),
             b.deps.wait_next.eq(deps.wait_next & first),
@@ -477,6 +494,14 @@ class Decoder(wiring.Component):
             b.deps.signal_next.eq(deps.signal_next & b.last),
             b.deps.signal_side.eq(deps.signal_side & b.last),
         ]
+        with m.If(b.wide & whole):
+            m.d.comb += [b.desc.dram_stride.eq(t.block_bytes), b.desc.rows.eq(b.span), b.desc.elems.eq(t.width)]
+        with m.Elif(b.wide):
+            m.d.comb += [b.desc.dram_addr.eq(row_addr), b.desc.local_addr.eq(row_local), b.desc.elems.eq(t.width)]
+            m.d.comb += [b.desc.dram_stride.eq(t.block_bytes), b.desc.rows.eq(full)]
+            with m.If(at_rest):
+                m.d.comb += [b.desc.dram_addr.eq(row_addr + tail), b.desc.local_addr.eq(row_local + full)]
+                m.d.comb += [b.desc.rows.eq(1), b.desc.elems.eq(rest)]
         return b
 
     def _check(self, m: Module, w, opcode, deps, code, t: _Transfer, blocks: _Blocks) -> None:

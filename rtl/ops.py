@@ -34,19 +34,37 @@ deps_layout = data.StructLayout(
 
 
 class TransferBlock(NamedTuple):
-    addr: int  # memory address of the block's first element in row 0
-    local: int  # its first local row
-    elems: int  # elements of each of its rows
+    """One DMA descriptor of a LOAD / STORE: ``rows`` memory rows ``stride`` bytes apart from
+    ``addr``, ``elems`` elements each, to local rows from ``local``."""
+
+    addr: int
+    stride: int
+    rows: int
+    elems: int
+    local: int
 
 
-def transfer_blocks(addr: int, rows: int, elems: int, local: int, width: int, esize: int) -> list[TransferBlock]:
-    """The blocks of a LOAD or STORE (not transposed) whose rows hold ``elems`` elements of ``esize``
-    bytes in memory, for local rows ``width`` elements wide (docs/isa.md, "Split transfers"):
-    block ``j`` is elements ``[j·width, (j+1)·width)`` of every row, at local rows
-    ``local + j·rows``. A transfer whose rows fit a local row is its own single block. The
-    decoder issues one descriptor per block (rtl/decode.py); this is its model."""
-    starts = range(0, elems, width)
-    return [TransferBlock(addr + e * esize, local + j * rows, min(width, elems - e)) for j, e in enumerate(starts)]
+def transfer_blocks(
+    addr: int, stride: int, rows: int, elems: int, local: int, width: int, esize: int
+) -> list[TransferBlock]:
+    """The descriptors of a LOAD or STORE (not transposed) whose rows hold ``elems`` elements of
+    ``esize`` bytes, for local rows ``width`` elements wide (docs/isa.md, "Split transfers"): each
+    memory row fills ``n = ⌈elems / width⌉`` consecutive local rows, memory row ``r`` from local row
+    ``local + r·n``. One descriptor when that is one contiguous stretch of memory (or the rows fit
+    a local row); else, per memory row, one for its full local rows and one for the partial last.
+    The decoder issues exactly these (rtl/decode.py); this is its model."""
+    if elems <= width:
+        return [TransferBlock(addr, stride, rows, elems, local)]
+    full, rest = divmod(elems, width)
+    n, block = full + (rest > 0), width * esize
+    if rest == 0 and (stride == elems * esize or rows == 1) and rows * n < 1 << 16:
+        return [TransferBlock(addr, block, rows * n, width, local)]
+    out = []
+    for r in range(rows):
+        out.append(TransferBlock(addr + r * stride, block, full, width, local + r * n))
+        if rest:
+            out.append(TransferBlock(addr + r * stride + full * block, block, 1, rest, local + r * n + full))
+    return out
 
 
 def dma_desc_layout() -> data.StructLayout:

@@ -22,7 +22,6 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from rtl.cmd import ERR, REG
 from rtl.config import AccelConfig
 from rtl.gemm_loop_model import loop_result
-from rtl.ops import transfer_blocks
 from tb import operands, stimulus
 from tb.axi_memory import AxiMemory
 from tb.tile_cases import LoopCase, check_exact, conv_case, conv_words, gemm_case, gemm_words, unit_scale
@@ -215,10 +214,10 @@ async def run_commands(t: Tile, commands: list[list[int]], budget: int = 100_000
     assert not status & 4, f"error status {status:#x}"
 
 
-async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, seed: int) -> None:
-    """A ``rows × elems`` matrix LOADed with one split command; the local rows read back one by one
-    must be the blocks `transfer_blocks` names (zero past each block's elements), and a split STORE
-    of the same rows must give the matrix back, leaving the bytes between its rows alone."""
+async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, pad: int, seed: int) -> None:
+    """A ``rows × elems`` matrix LOADed with one split command (docs/isa.md, "Split transfers"); the
+    local rows read back must hold each memory row cut into local-row-wide pieces, and a split
+    STORE of the same rows must give the matrix back, leaving the bytes between its rows alone."""
     cfg, rng = t.cfg, np.random.default_rng(seed)
     width = cfg.cols if acc else cfg.dim
     if acc:
@@ -227,14 +226,14 @@ async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, seed: int)
     else:
         x = stimulus.inputs(cfg, rng, (rows, elems), special=0.0)
         flags_load, flags_store, scale = 0, 1 << 12, 0
-    es, pad = x.itemsize, 3  # rows `pad` elements apart from each other in memory
+    es = x.itemsize  # memory rows are `pad` elements apart (0: one contiguous stretch)
     stride, local = (elems + pad) * es, 5
     src, image, dst = 0x1000, 0x40000, 0x80000
     put(t, src, np.pad(x, ((0, 0), (0, pad))))
     guard = rng.integers(0, 256, rows * stride, dtype=np.uint8)
     t.mem.data[dst : dst + len(guard)] = guard.tobytes()
-    blocks = transfer_blocks(src, rows, elems, local, width, es)
-    span = len(blocks) * rows
+    n = -(-elems // width)  # local rows per memory row
+    span = rows * n
     shape = rows | elems << 16
     await run_commands(
         t,
@@ -245,12 +244,14 @@ async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, seed: int)
             [STORE | flags_store, dst, stride, shape, local, scale],
         ],
     )
-    # The scratchpad's rows are zero past a block's elements; the accumulator keeps what it held there.
+    # Memory row r, elements [j·w, (j+1)·w) at local row r·n + j; the scratchpad's rows are zero
+    # past the row's elements, the accumulator keeps what it held there.
     want, written = np.zeros((span, width), x.dtype), np.zeros((span, width), bool)
-    for b in blocks:
-        e, r = (b.addr - src) // es, b.local - local
-        want[r : r + rows, : b.elems] = x[:, e : e + b.elems]
-        written[r : r + rows, : b.elems] = True
+    for r in range(rows):
+        for j in range(n):
+            part = x[r, j * width : (j + 1) * width]
+            want[r * n + j, : len(part)] = part
+            written[r * n + j, : len(part)] = True
     got = get(t, image, (span, width), x.dtype)
     bad = np.argwhere((got != want) & (written | (not acc)))
     assert bad.size == 0, f"local rows of a {rows}x{elems} split LOAD: first wrong at {bad[:4]}"
@@ -264,9 +265,11 @@ async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, seed: int)
 async def tile_split_transfers(dut) -> None:
     t = await start(dut)
     w = t.cfg.dim
-    cases = tb_args(split_cases=[[3, 2 * w + 1, False], [1, 5 * w, False], [4, w, False], [2, 3 * w - 1, True]])
-    for i, (rows, elems, acc) in enumerate(cases["split_cases"]):
-        await split_round_trip(t, rows, elems, acc, seed=i)
+    cases = [[3, 2 * w + 1, False, 3], [1, 5 * w, False, 3], [4, w, False, 3], [2, 3 * w - 1, True, 0]]
+    cases += [[4, 4 * w, False, 0], [4, 4 * w, False, 1], [3, 2 * w, True, 0]]
+    cases = tb_args(split_cases=cases)
+    for i, (rows, elems, acc, pad) in enumerate(cases["split_cases"]):
+        await split_round_trip(t, rows, elems, acc, pad, seed=i)
 
 
 # -- the GEMM loop command ------------------------------------------------------------------------

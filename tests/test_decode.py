@@ -400,6 +400,8 @@ WAITS, SIGNALS = 0b010011, 0b101100
         (load(addr=0x100, stride=40, rows=3, elems=20, local=7, flags=WAIT_NEXT | SIGNAL_NEXT), CFG, 1, 8),
         (load(addr=0x100, stride=40, rows=3, elems=16, local=7, flags=WAIT_VEC | SIGNAL_VEC), CFG, 1, 8),
         (load(addr=0x10, stride=6, rows=5, elems=3, local=1), CFG, 1, 8),  # one block
+        (load(addr=0x100, stride=16, rows=3, elems=16, local=7, flags=SIGNAL_NEXT), CFG, 1, 8),  # contiguous: one
+        (store(flags=ACC | WAIT_VEC, addr=0x200, stride=256, rows=4, elems=128, local=64), BF16, 2, 8),  # one
         (load(flags=ACC | WAIT_NEXT | 1 << 14, addr=0x40, stride=200, rows=2, elems=50, local=9), CFG, 4, 8),
         (load(flags=1 << 15 | SIGNAL_NEXT, rows=4, elems=17, local=100), CFG, 1, 8),  # zero fill
         (store(addr=0x200, stride=64, rows=2, elems=33, local=5, scale=3, flags=WAIT_PREV | SIGNAL_PREV), CFG, 1, 8),
@@ -415,33 +417,44 @@ def test_split_transfers(words: list[int], cfg: AccelConfig, esize: int, width: 
     from rtl.ops import transfer_blocks
 
     rows, elems = words[3] & 0xFFFF, words[3] >> 16
-    want = transfer_blocks(words[1], rows, elems, words[4], width, esize)
+    want = transfer_blocks(words[1], words[2], rows, elems, words[4], width, esize)
     deps = (words[0] >> 8 & 0xF) | (words[0] >> 28 & 3) << 4
     for seed in range(3):
         got, _ = blocks_issued(words, cfg, seed)
         assert len(got) == len(want)
         for j, (g, w) in enumerate(zip(got, want, strict=True)):
-            assert (g["dram_addr"], g["local_addr"], g["elems"]) == (w.addr, w.local, w.elems)
-            assert (g["dram_stride"], g["rows"], g["zero"]) == (
-                words[2],
-                rows,
-                words[0] >> 15 & 1 and words[0] & 0xFF == LOAD,
-            )
+            assert (g["dram_addr"], g["dram_stride"], g["rows"], g["elems"], g["local_addr"]) == tuple(w)
+            assert g["zero"] == (words[0] >> 15 & 1 and words[0] & 0xFF == LOAD)
             assert g["scale"] == (words[5] if len(words) > 5 else 0)
             mask = (WAITS if j == 0 else 0) | (SIGNALS if j == len(want) - 1 else 0)
             assert g["deps"] == deps & mask
 
 
 def test_transfer_blocks_model() -> None:
-    """The model against a plain element map: every element of every row lands once, in its
-    block's row at its column."""
+    """The model against a plain element map: element ``e`` of memory row ``r`` lands once, in
+    local row ``r·⌈elems / width⌉ + e // width`` at column ``e % width``; contiguous rows that
+    are a multiple of ``width`` long take one descriptor."""
     from rtl.ops import transfer_blocks
 
-    for rows, elems, width in [(3, 20, 8), (1, 8, 8), (4, 128, 5), (2, 1, 4)]:
+    cases = [
+        (3, 20, 8, 40),
+        (1, 8, 8, 16),
+        (4, 128, 5, 256),
+        (2, 1, 4, 2),
+        (4, 16, 8, 32),
+        (4, 16, 8, 34),
+        (1, 24, 8, 0),
+    ]
+    for rows, elems, width, stride in cases:
+        blocks = transfer_blocks(1000, stride, rows, elems, 10, width, 2)
         seen = {}
-        for b in transfer_blocks(1000, rows, elems, 10, width, 2):
-            for r in range(rows):
+        for b in blocks:
+            for i in range(b.rows):
+                start = b.addr + i * b.stride - 1000
+                r, first = divmod(start, stride) if stride else (0, start)
                 for c in range(b.elems):
-                    element = (b.addr - 1000) // 2 + c
-                    seen[(r, element)] = (b.local + r, c)
-        assert seen == {(r, e): (10 + (e // width) * rows + r, e % width) for r in range(rows) for e in range(elems)}
+                    assert (r, first // 2 + c) not in seen
+                    seen[(r, first // 2 + c)] = (b.local + i, c)
+        n = -(-elems // width)
+        assert seen == {(r, e): (10 + r * n + e // width, e % width) for r in range(rows) for e in range(elems)}
+        assert (len(blocks) == 1) == (elems <= width or (elems % width == 0 and (stride == 2 * elems or rows == 1)))

@@ -72,10 +72,9 @@ static void store(void *addr, unsigned rows, unsigned local, uint32_t flags) {
   push(w, 6);
 }
 
-/* A (B, H) tensor whose rows are `row` elements apart in memory, into (or out of) the scratchpad in
- * one split LOAD / STORE (docs/isa.md, "Split transfers"): elements [j·W, (j+1)·W) of the B rows at
- * scratchpad rows local + j·B. Every (B, H) tensor of the cell is held so; the element-wise programs
- * see only whole tensors of FPTT_R rows, so their order does not matter to them. */
+/* A (B, H) tensor whose rows are `row` elements apart in memory, into (or out of) its batch-major
+ * scratchpad rows (sequence b's H elements in rows local + b·H/W on) in one split LOAD / STORE
+ * (docs/isa.md, "Split transfers"). */
 static void load_bh(const uint16_t *base, size_t row, unsigned local, uint32_t flags) {
   const uint32_t w[5] = {PYARD_OP_LOAD | flags, (uint32_t)(uintptr_t)base, row * 2, FPTT_B | FPTT_H << 16, local};
   push(w, 5);
@@ -358,18 +357,24 @@ static void forward_step(unsigned t) {
 /* The softmax program and dlogits = (p − onehot)·weight/B on the engine, part p's scale its last scalar. */
 static void loss_gradient(unsigned p) {
   const uint16_t *lg = logits + (size_t)p * FPTT_C * FPTT_B;
-  /* (classes, batch) tensors, held transposed: a split LOAD / STORE puts block k of FPTT_W
-   * sequences at rows k·C on, the head program's layout (fptt_soc/layout.py, head_blocks) */
-  const uint32_t shape = FPTT_C | FPTT_B << 16;
-  const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)lg, FPTT_B * 2, shape, FPTT_SP_L};
-  const uint32_t ow[5] = {PYARD_OP_LOAD | FPTT_LOAD_SIGNAL_VEC, (uint32_t)(uintptr_t)onehot, FPTT_B * 2, shape,
-                          FPTT_SP_OH};
-  push(lw, 5);
-  push(ow, 5);
+  /* (classes, batch) tensors, transposed: one LOAD / STORE per block of FPTT_W sequences */
+  for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
+    const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
+    const uint32_t shape = FPTT_C | elems << 16, last = k + 1 == FPTT_HEAD_BLOCKS ? FPTT_LOAD_SIGNAL_VEC : 0;
+    const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)(lg + k * FPTT_W), FPTT_B * 2, shape,
+                            FPTT_SP_L + k * FPTT_C};
+    const uint32_t ow[5] = {PYARD_OP_LOAD | last, (uint32_t)(uintptr_t)(onehot + k * FPTT_W), FPTT_B * 2, shape,
+                            FPTT_SP_OH + k * FPTT_C};
+    push(lw, 5);
+    push(ow, 5);
+  }
   program(fptt_head, FPTT_HEAD_LEN, 0, part_scale[p]);
-  const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | PYARD_WAIT_VEC, (uint32_t)(uintptr_t)dlogits, FPTT_B * 2, shape,
-                          FPTT_SP_DL, 0};
-  push(sw, 6);
+  for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
+    const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
+    const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | (k ? 0 : PYARD_WAIT_VEC), (uint32_t)(uintptr_t)(dlogits + k * FPTT_W),
+                            FPTT_B * 2, FPTT_C | elems << 16, FPTT_SP_DL + k * FPTT_C, 0};
+    push(sw, 6);
+  }
 }
 
 /* One backward step of the cell as the engine's program (fptt_backward_cell, by the flags). */
