@@ -1,0 +1,74 @@
+"""The SoC on a board: clock and reset, main memory in block RAM, the console on a UART, LEDs.
+
+The simulation-only parts of ``SocSim`` (the DPI main memory, the registered debug port, the
+gated tile clock, no reset) are left out: ``Soc`` itself is the FPGA block, and this top gives it
+what the harness gives ``SocSim`` in simulation.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, Signal
+from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.wiring import connect
+
+from boards.block_ram import AxiBlockRam
+from boards.boards import Board
+from boards.uart import UartTx
+from soc.config import SocConfig
+from soc.image import MemoryImage
+from soc.memmap import MEM_BASE
+from soc.soc import TILE_ID_BITS, Soc
+
+__all__ = ["BAUD", "BoardTop"]
+
+BAUD = 115_200
+
+
+class BoardTop(Elaboratable):
+    """``Soc`` with ``image`` preloaded, ``mem_bytes`` of block RAM as main memory, and:
+
+    * the clock: the board's oscillator, or its clock generator's output;
+    * reset: the board's button (synchronized; also held until a clock generator locks);
+    * the console on the UART's ``tx`` at :data:`BAUD` baud, 8N1 (a console write waits while
+      the transmitter is busy, so every byte the firmware writes is sent);
+    * LED 0: the program has exited; LED 1: it exited with code 0; LED 2: the UART is sending.
+    """
+
+    def __init__(self, board: Board, cfg: SocConfig, image: MemoryImage, mem_bytes: int) -> None:
+        self.board, self.cfg, self.image, self.mem_bytes = board, cfg, image, mem_bytes
+        self.divisor = round(board.clock_hz / BAUD)
+
+    def elaborate(self, platform) -> Module:  # noqa: ANN001 (an amaranth platform, or None in tests)
+        m = Module()
+        m.domains.sync = ClockDomain()
+        self._clock_and_reset(m, platform)
+        cfg = self.cfg
+        m.submodules.soc = soc = Soc(cfg, image=self.image)
+        m.submodules.mem = mem = AxiBlockRam(MEM_BASE, self.mem_bytes, cfg.mem_bits, TILE_ID_BITS + 1, self.image.mem)
+        m.submodules.uart = uart = UartTx(self.divisor)
+        connect(m, soc.m_axi, mem.axi)
+        # The byte on console_valid reaches the UART a cycle after the write was accepted: a write
+        # in that cycle must wait too, or it would find the transmitter busy and be lost.
+        m.d.comb += [uart.valid.eq(soc.console_valid), uart.data.eq(soc.console_data)]
+        m.d.comb += soc.console_ready.eq(uart.ready & ~soc.console_valid)
+        self.uart_tx = uart.tx
+        if platform is not None:
+            m.d.comb += platform.request("uart", 0).tx.o.eq(uart.tx)
+            lights = (soc.exit_valid, soc.exit_valid & (soc.exit_code == 0), ~uart.ready)
+            for n, light in enumerate(lights[: self.board.leds]):
+                m.d.comb += platform.request("led", n).o.eq(light)
+        return m
+
+    def _clock_and_reset(self, m: Module, platform) -> None:  # noqa: ANN001
+        """In a test (no platform) the sync domain is driven by the simulator."""
+        if platform is None:
+            return
+        board = self.board
+        osc = platform.request(board.clock, 0).i
+        button = platform.request(board.reset, 0).i
+        if board.clock_gen is None:
+            clock, locked = osc, Signal(init=1)
+        else:
+            clock, locked = board.clock_gen(m, osc)
+        m.d.comb += ClockSignal("sync").eq(clock)
+        m.submodules.reset_sync = ResetSynchronizer(button | ~locked, domain="sync")
