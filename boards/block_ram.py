@@ -29,7 +29,9 @@ class AxiBlockRam(wiring.Component):
             raise ValueError(f"init of {len(init) * 4} bytes does not fit a main memory of {size} bytes")
         per_row = data_bits // 32
         words = list(init) + [0] * (-len(init) % per_row)
-        self.init = [sum(w << (32 * i) for i, w in enumerate(words[r : r + per_row])) for r in range(0, len(words), per_row)]
+        self.init = [
+            sum(w << (32 * i) for i, w in enumerate(words[r : r + per_row])) for r in range(0, len(words), per_row)
+        ]
         super().__init__({"axi": In(Axi4Signature(data_bits, id_bits=id_bits))})
 
     def elaborate(self, platform: object) -> Module:

@@ -91,5 +91,3 @@ def board_named(name: str) -> Board:
     if name not in BOARDS:
         raise ConfigError("board", name, ", ".join(BOARDS))
     return BOARDS[name]
-
-

@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=None if args.json else 2))
     if not result.timing_met:
         t = result.timing
-        print(f"pyard: timing not met: fmax {t['fmax_mhz']} MHz < the board clock {t['target_mhz']} MHz", file=sys.stderr)
+        print(
+            f"pyard: timing not met: fmax {t['fmax_mhz']} MHz < the board clock {t['target_mhz']} MHz", file=sys.stderr
+        )
         return 1
     return 0

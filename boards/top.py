@@ -8,6 +8,7 @@ what the harness gives ``SocSim`` in simulation.
 from __future__ import annotations
 
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, Signal
+from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import connect
 
@@ -53,10 +54,14 @@ class BoardTop(Elaboratable):
         m.d.comb += soc.console_ready.eq(uart.ready & ~soc.console_valid)
         self.uart_tx = uart.tx
         if platform is not None:
-            m.d.comb += platform.request("uart", 0).tx.o.eq(uart.tx)
             lights = (soc.exit_valid, soc.exit_valid & (soc.exit_code == 0), ~uart.ready)
-            for n, light in enumerate(lights[: self.board.leds]):
-                m.d.comb += platform.request("led", n).o.eq(light)
+            outputs = [(platform.request("uart", 0, dir="-").tx, uart.tx)]
+            outputs += [
+                (platform.request("led", n, dir="-"), light) for n, light in enumerate(lights[: self.board.leds])
+            ]
+            for n, (port, value) in enumerate(outputs):
+                m.submodules[f"out{n}"] = buffer = io.Buffer("o", port)
+                m.d.comb += buffer.o.eq(value)
         return m
 
     def _clock_and_reset(self, m: Module, platform) -> None:  # noqa: ANN001
@@ -64,8 +69,9 @@ class BoardTop(Elaboratable):
         if platform is None:
             return
         board = self.board
-        osc = platform.request(board.clock, 0).i
-        button = platform.request(board.reset, 0).i
+        m.submodules.osc = osc_buffer = io.Buffer("i", platform.request(board.clock, 0, dir="-"))
+        m.submodules.button = button_buffer = io.Buffer("i", platform.request(board.reset, 0, dir="-"))
+        osc, button = osc_buffer.i, button_buffer.i
         if board.clock_gen is None:
             clock, locked = osc, Signal(init=1)
         else:

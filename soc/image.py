@@ -31,7 +31,11 @@ class MemoryImage:
 
         ``mem_bytes`` is the size of the main memory that holds the image (a board's block RAM
         can be smaller than ``cfg.mem_bytes``, the address range the SoC decodes)."""
-        regions = {"itcm": (ITCM_BASE, cfg.itcm_bytes), "dram": (DRAM_BASE, cfg.dram_bytes), "mem": (MEM_BASE, mem_bytes)}
+        regions = {
+            "itcm": (ITCM_BASE, cfg.itcm_bytes),
+            "dram": (DRAM_BASE, cfg.dram_bytes),
+            "mem": (MEM_BASE, mem_bytes),
+        }
         images = {name: bytearray() for name in regions}
         for addr, data in segments:
             name = _region_of(regions, addr, len(data))

@@ -126,4 +126,13 @@ def run_tool(cmd: list[str], cwd: Path, log: str) -> None:
         raise SynthError(f"{cmd[0]} failed ({cwd / log}): " + " | ".join(tail))
 
 
-__all__ = ["FAMILIES", "Options", "SynthError", "kept_blocks", "run_tool", "synthesize", "tool_versions", "yosys_script"]
+__all__ = [
+    "FAMILIES",
+    "Options",
+    "SynthError",
+    "kept_blocks",
+    "run_tool",
+    "synthesize",
+    "tool_versions",
+    "yosys_script",
+]
