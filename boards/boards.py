@@ -31,7 +31,7 @@ class Board:
     leds: int = 0
     nextpnr: tuple[str, ...] = field(default=())  # the device options of nextpnr-ecp5
 
-    def make_platform(self):  # noqa: ANN201 (amaranth's platform classes are untyped)
+    def make_platform(self):
         import importlib
 
         module, cls = self.platform.split(":")

@@ -40,7 +40,7 @@ def program_names() -> list[str]:
     return sorted(p.stem for p in PROGRAMS.glob("*.c"))
 
 
-def soc_config(args: argparse.Namespace):  # noqa: ANN201
+def soc_config(args: argparse.Namespace):
     from soc.config import SocConfig
 
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -50,7 +50,7 @@ def soc_config(args: argparse.Namespace):  # noqa: ANN201
     return SocConfig(accel=accel, cores=args.cores, **fields)
 
 
-def firmware(args: argparse.Namespace, cfg) -> Path:  # noqa: ANN001
+def firmware(args: argparse.Namespace, cfg) -> Path:
     from rtl.config import check_choice
     from sim.cli import UsageError
     from sim.elf_check import check_elf

@@ -39,7 +39,7 @@ class BoardTop(Elaboratable):
         self.board, self.cfg, self.image, self.mem_bytes = board, cfg, image, mem_bytes
         self.divisor = round(board.clock_hz / BAUD)
 
-    def elaborate(self, platform) -> Module:  # noqa: ANN001 (an amaranth platform, or None in tests)
+    def elaborate(self, platform) -> Module:
         m = Module()
         m.domains.sync = ClockDomain()
         self._clock_and_reset(m, platform)
@@ -64,7 +64,7 @@ class BoardTop(Elaboratable):
                 m.d.comb += buffer.o.eq(value)
         return m
 
-    def _clock_and_reset(self, m: Module, platform) -> None:  # noqa: ANN001
+    def _clock_and_reset(self, m: Module, platform) -> None:
         """In a test (no platform) the sync domain is driven by the simulator."""
         if platform is None:
             return

@@ -5,7 +5,6 @@ the ECP5 flow end to end."""
 import json
 import random
 import time
-from pathlib import Path
 
 import pytest
 from amaranth.sim import Simulator
