@@ -35,24 +35,25 @@ class BoardTop(Elaboratable):
     * LED 0: the program has exited; LED 1: it exited with code 0; LED 2: the UART is sending.
     """
 
-    def __init__(self, board: Board, cfg: SocConfig, image: MemoryImage, mem_bytes: int) -> None:
+    def __init__(self, board: Board, cfg: SocConfig, image: MemoryImage, mem_bytes: int, baud: float = BAUD) -> None:
         self.board, self.cfg, self.image, self.mem_bytes = board, cfg, image, mem_bytes
-        self.divisor = round(board.clock_hz / BAUD)
+        # Made here, not in elaborate, so that a simulation can watch the UART's line and the exit.
+        self.soc = Soc(cfg, image=image)
+        self.uart = UartTx(round(board.clock_hz / baud))  # a test simulates a faster line
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.domains.sync = ClockDomain()
         self._clock_and_reset(m, platform)
         cfg = self.cfg
-        m.submodules.soc = soc = Soc(cfg, image=self.image)
+        m.submodules.soc = soc = self.soc
         m.submodules.mem = mem = AxiBlockRam(MEM_BASE, self.mem_bytes, cfg.mem_bits, TILE_ID_BITS + 1, self.image.mem)
-        m.submodules.uart = uart = UartTx(self.divisor)
+        m.submodules.uart = uart = self.uart
         connect(m, soc.m_axi, mem.axi)
         # The byte on console_valid reaches the UART a cycle after the write was accepted: a write
         # in that cycle must wait too, or it would find the transmitter busy and be lost.
         m.d.comb += [uart.valid.eq(soc.console_valid), uart.data.eq(soc.console_data)]
         m.d.comb += soc.console_ready.eq(uart.ready & ~soc.console_valid)
-        self.uart_tx = uart.tx
         if platform is not None:
             lights = (soc.exit_valid, soc.exit_valid & (soc.exit_code == 0), ~uart.ready)
             outputs = [(platform.request("uart", 0, dir="-").tx, uart.tx)]
