@@ -80,7 +80,7 @@ def build_board(board: Board, cfg: SocConfig, image: MemoryImage, mem_bytes: int
 def _key(board: Board, out: Path, files: list[Path]) -> str:
     from synth.flow import tool_versions
 
-    digest = hashlib.sha256(f"{board}\0{tool_versions()}".encode())
+    digest = hashlib.sha256(f"{board.name} {board.nextpnr} {board.clock_hz}\0{tool_versions()}".encode())
     for path in sorted(files):
         if path.suffix in (".il", ".ys", ".lpf"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())

@@ -74,15 +74,20 @@ def run(args: argparse.Namespace) -> int:
     from boards.build import build_board
     from rtl.config import check_pow2
     from sim.build import BUILD_ROOT
+    from sim.cli import UsageError
     from sim.toolchain import load_elf
     from soc.image import MemoryImage
+    from synth.flow import SynthError
 
     board = board_named(args.board)
     check_pow2("mem_kib", args.mem_kib, 1, 1024)
     cfg = soc_config(args)
     elf = firmware(args, cfg)
     image = MemoryImage.from_segments(cfg, load_elf(elf).segments, args.mem_kib * 1024)
-    result = build_board(board, cfg, image, args.mem_kib * 1024, args.out, BUILD_ROOT)
+    try:
+        result = build_board(board, cfg, image, args.mem_kib * 1024, args.out, BUILD_ROOT)
+    except SynthError as err:  # a tool failed: its last lines, in one line, as `pyard synth` does
+        raise UsageError(str(err)) from None
     summary = {
         "board": board.name,
         "config": cfg.name,
