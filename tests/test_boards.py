@@ -21,7 +21,7 @@ from soc.image import MemoryImage
 from soc.memmap import DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE
 from soc.mmio import Mmio
 
-SMALL_SOC = SocConfig(accel=load_config("1x1-int8").replace(sp_kib=16, acc_kib=16), itcm_kib=4, dram_kib=8)
+SMALL_SOC = SocConfig(accel=load_config("1x1-int8").replace(sp_kib=16, acc_kib=16), itcm_kib=8, dram_kib=8)
 
 
 def _decode_uart(samples: list[int], divisor: int) -> bytes:
