@@ -6,10 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from boards.boards import BOARDS
 from sim.arg_types import integer, output_dir
 from sim.config_args import add_config_args, config_from_args
+
+if TYPE_CHECKING:
+    from soc.config import SocConfig
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "firmware" / "examples"
@@ -40,7 +44,7 @@ def program_names() -> list[str]:
     return sorted(p.stem for p in PROGRAMS.glob("*.c"))
 
 
-def soc_config(args: argparse.Namespace):
+def soc_config(args: argparse.Namespace) -> SocConfig:
     from soc.config import SocConfig
 
     given = {k: v for k, v in vars(args).items() if v is not None}
@@ -50,7 +54,7 @@ def soc_config(args: argparse.Namespace):
     return SocConfig(accel=accel, cores=args.cores, **fields)
 
 
-def firmware(args: argparse.Namespace, cfg) -> Path:
+def firmware(args: argparse.Namespace, cfg: SocConfig) -> Path:
     from rtl.config import check_choice
     from sim.cli import UsageError
     from sim.elf_check import check_elf
