@@ -19,7 +19,15 @@ from sim import progress
 from sim.toolchain import ToolchainError
 
 # Modules that contribute sub-commands, in the order `pyard --help` lists them.
-COMMAND_MODULES = ("sim.verilog_cmd", "sim.run", "sim.bench_cmd", "synth.cli", "sim.fptt_cli", "sweep.cli")
+COMMAND_MODULES = (
+    "sim.verilog_cmd",
+    "sim.run",
+    "sim.bench_cmd",
+    "synth.cli",
+    "boards.cli",
+    "sim.fptt_cli",
+    "sweep.cli",
+)
 
 
 class UsageError(Exception):

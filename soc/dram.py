@@ -1,5 +1,7 @@
 """The shared data RAM: word-interleaved banks, round-robin per bank, AMOs and LR/SC for every master."""
 
+from collections.abc import Sequence
+
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
@@ -20,11 +22,14 @@ class BankedRam(wiring.Component):
     write one cycle later, holding their bank for that cycle, so no other access falls in between.
     Each master has one LR reservation; any write to the reserved word by any master breaks it
     (all accesses to a word go through its bank, so reservation checks and writes are ordered).
-    The address decoder in front only sends addresses inside the RAM.
+    The address decoder in front only sends addresses inside the RAM. ``init`` is the first
+    words' contents at power-up (word ``w`` goes to bank ``w % banks``).
     """
 
-    def __init__(self, size: int, banks: int, masters: int) -> None:
-        self.size, self.banks, self.n = size, banks, masters
+    def __init__(self, size: int, banks: int, masters: int, init: Sequence[int] = ()) -> None:
+        if len(init) > size // 4:
+            raise ValueError(f"init of {len(init)} words does not fit a data RAM of {size // 4} words")
+        self.size, self.banks, self.n, self.init = size, banks, masters, tuple(init)
         self.bank_bits = (banks - 1).bit_length()
         self.row_bits = (size // 4 // banks - 1).bit_length() or 1
         super().__init__({"ports": In(BusSignature()).array(masters)})
@@ -57,7 +62,7 @@ class BankedRam(wiring.Component):
         return m
 
     def _bank(self, m: Module, b: int, bank_rdata, resv_valid, resv_word, rsp_bank, rsp_sc) -> tuple:
-        mem = Memory(shape=32, depth=self.size // 4 // self.banks, init=[])
+        mem = Memory(shape=32, depth=self.size // 4 // self.banks, init=self.init[b :: self.banks])
         self._mems = [*getattr(self, "_mems", []), mem]  # for tests that inspect the contents
         m.submodules[f"bank{b}"] = mem
         rp, wp = mem.read_port(), mem.write_port(granularity=8)

@@ -1,5 +1,7 @@
 """A hart's private instruction memory: a fetch port, a data port and a loader write port."""
 
+from collections.abc import Sequence
+
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -25,10 +27,13 @@ class Itcm(wiring.Component):
     write code (a loader, a JIT): ``fence.i`` then makes it visible to fetch. AMOs answer ``err``
     (store access fault). The address decoder in front of the data port only sends ITCM-range
     addresses. The loader's writes (harts held) take the write port before the data port's.
+    ``init`` is the first words' contents at power-up (a program preloaded on an FPGA).
     """
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, init: Sequence[int] = ()) -> None:
+        if len(init) > size // 4:
+            raise ValueError(f"init of {len(init)} words does not fit an ITCM of {size // 4} words")
+        self.size, self.init = size, tuple(init)
         self.words = size // 4
         super().__init__(
             {
@@ -40,7 +45,7 @@ class Itcm(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.mem = mem = self.mem = Memory(shape=32, depth=self.words, init=[])
+        m.submodules.mem = mem = self.mem = Memory(shape=32, depth=self.words, init=self.init)
         index = slice(2, 2 + (self.words - 1).bit_length())
         for bus, is_data in ((self.fetch, False), (self.data, True)):
             rp = mem.read_port()

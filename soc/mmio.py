@@ -17,6 +17,11 @@ class Mmio(wiring.Component):
     EXIT write and holds with ``exit_code``. MTIME counts cycles since reset; hart h's timer
     interrupt is MTIME >= MTIMECMP[h] (MTIMECMP resets to all ones: no interrupt), its software
     interrupt is MSIP[h] bit 0.
+
+    ``console_ready`` low holds a CONSOLE write (the request waits, unanswered) until it rises: a
+    console slower than the harts (a board's UART) stalls the writer instead of losing bytes. It
+    is sampled when the write is accepted, so a receiver that cannot take a byte right after the
+    one on ``console_valid`` must lower it in that cycle. Left undriven it is 1 (simulation).
     """
 
     def __init__(self, harts: int) -> None:
@@ -26,6 +31,7 @@ class Mmio(wiring.Component):
                 "bus": In(BusSignature()),
                 "console_valid": Out(1),
                 "console_data": Out(8),
+                "console_ready": In(1, init=1),
                 "exit_valid": Out(1),
                 "exit_code": Out(32),
                 "timer_irq": Out(harts),
@@ -44,10 +50,13 @@ class Mmio(wiring.Component):
             m.d.comb += [self.timer_irq[h].eq(mtime >= mtimecmp[h]), self.soft_irq[h].eq(msip[h])]
 
         rdata, err = Signal(32), Signal()
-        m.d.comb += [bus.req_ready.eq(1), bus.rdata.eq(rdata), bus.err.eq(err)]
-        access = bus.req_valid & (bus.amo == AmoOp.NONE)
+        console = bus.addr == MMIO_BASE + MMIO["CONSOLE"]
+        valid = Signal()  # a request accepted this cycle
+        m.d.comb += bus.req_ready.eq(~(bus.req_valid & bus.write & console & ~self.console_ready))
+        m.d.comb += [valid.eq(bus.req_valid & bus.req_ready), bus.rdata.eq(rdata), bus.err.eq(err)]
+        access = valid & (bus.amo == AmoOp.NONE)
         write = access & bus.write
-        m.d.sync += [bus.rsp_valid.eq(bus.req_valid), err.eq(bus.req_valid), rdata.eq(0), self.console_valid.eq(0)]
+        m.d.sync += [bus.rsp_valid.eq(valid), err.eq(valid), rdata.eq(0), self.console_valid.eq(0)]
         # Registers as (offset, read value, write target or None); the per-hart ones are unrolled.
         regs = [
             (MMIO["CONSOLE"], 0, None),
@@ -68,7 +77,7 @@ class Mmio(wiring.Component):
                     if target is not None:
                         with m.If(write):
                             m.d.sync += target.eq(bus.wdata)
-        with m.If(write & (bus.addr == MMIO_BASE + MMIO["CONSOLE"]) & bus.mask[0]):
+        with m.If(write & console & bus.mask[0]):
             m.d.sync += [self.console_valid.eq(1), self.console_data.eq(bus.wdata[:8])]
         with m.If(write & (bus.addr == MMIO_BASE + MMIO["EXIT"]) & ~self.exit_valid):
             m.d.sync += [self.exit_valid.eq(1), self.exit_code.eq(bus.wdata)]

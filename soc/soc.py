@@ -23,6 +23,7 @@ from soc.bridge import BusToAxi
 from soc.config import SocConfig
 from soc.decoder import BusDecoder
 from soc.dram import BankedRam
+from soc.image import MemoryImage
 from soc.itcm import Itcm
 from soc.main_memory import MainMemory
 from soc.memmap import ACCEL_BASE, ACCEL_SIZE, DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, MMIO_SIZE
@@ -87,14 +88,16 @@ def _run_ports(cfg: SocConfig) -> dict:
 
 class Soc(wiring.Component):
     """``gate_tile`` stops the tile's clock while it is idle and leaves it without a reset: for
-    simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard."""
+    simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard.
+    ``image`` preloads the ITCMs and the data RAM (a program on an FPGA, where no harness loads it)."""
 
-    def __init__(self, cfg: SocConfig, *, gate_tile: bool = False) -> None:
-        self.cfg, self.gate_tile = cfg, gate_tile
+    def __init__(self, cfg: SocConfig, *, gate_tile: bool = False, image: MemoryImage | None = None) -> None:
+        self.cfg, self.gate_tile, self.image = cfg, gate_tile, image or MemoryImage()
         members = {
             "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
             "dbg": In(BusSignature()),
             "hold": In(1),
+            "console_ready": In(1, init=1),  # low: a console write waits (a board's UART is busy)
             **_run_ports(cfg),
         }
         if gate_tile:
@@ -114,7 +117,7 @@ class Soc(wiring.Component):
         cfg, n = self.cfg, self.cfg.cores
         regions = self._regions()
         data_targets = (regions["itcm"], regions["dram"], regions["periph"])
-        m.submodules.dram = dram = BankedRam(cfg.dram_bytes, cfg.dram_banks, n + 1)
+        m.submodules.dram = dram = BankedRam(cfg.dram_bytes, cfg.dram_banks, n + 1, self.image.dram)
         m.submodules.periph_arbiter = arbiter = BusArbiter(n + 1)
         m.submodules.mmio = mmio = self._mmio(m)
         from rtl.tile import Tile  # the tile pulls in every accelerator block
@@ -130,7 +133,7 @@ class Soc(wiring.Component):
         for h in range(n):
             core = Core(cfg.core.__class__(hart_id=h, reset_pc=ITCM_BASE, fetch_depth=cfg.core.fetch_depth))
             m.submodules[f"core{h}"] = ResetInserter({"sync": self.hold})(core)
-            m.submodules[f"itcm{h}"] = itcm = Itcm(cfg.itcm_bytes)
+            m.submodules[f"itcm{h}"] = itcm = Itcm(cfg.itcm_bytes, self.image.itcm)
             m.submodules[f"dec{h}"] = dec = BusDecoder(data_targets)
             _connect_unless(m, core.ibus, itcm.fetch, self.hold)
             _connect_unless(m, core.dbus, dec.bus, self.hold)
@@ -155,6 +158,7 @@ class Soc(wiring.Component):
             self.console_data.eq(mmio.console_data),
             self.exit_valid.eq(mmio.exit_valid),
             self.exit_code.eq(mmio.exit_code),
+            mmio.console_ready.eq(self.console_ready),
         ]
         return mmio
 

