@@ -99,13 +99,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _on_sigterm():
-    """Make SIGTERM raise :class:`Terminated` in the main thread; the handler it replaces."""
+    """Make SIGTERM raise :class:`Terminated` and SIGINT :class:`KeyboardInterrupt` in the main
+    thread; the SIGTERM handler it replaces. SIGINT is set explicitly because Python leaves it
+    ignored when pyard was started with it ignored (a parent's ``SIG_IGN`` is inherited across
+    exec, as under some test runners and job controls), and then Ctrl-C would not stop a build."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def raise_terminated(signum, frame) -> None:
         raise Terminated
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return signal.signal(signal.SIGTERM, raise_terminated)
 
 

@@ -179,8 +179,15 @@ def test_a_signal_stops_pyard_run_and_its_simulator(sig, status, word, tmp_path)
     program.write_text(FOREVER)
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     argv = [sys.executable, "-m", "sim.cli", "run", "--config", "4x4-int8", "--cores", "2"]
+    # Started with SIGINT ignored, as some runners start their jobs (the setting is inherited across
+    # exec): pyard must still stop on it.
     proc = subprocess.Popen(
-        [*argv, "--max-cycles", str(10**15), str(program)], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
+        [*argv, "--max-cycles", str(10**15), str(program)],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     started: list[int] = []
     try:
