@@ -407,20 +407,20 @@ class Decoder(wiring.Component):
         load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
         sp_target = Mux(load, ~w[0][12], w[0][12])
         narrow = store & ~sp_target & (w[0][15:17] == 0)
-        in_bytes, acc_bytes = cfg.in_bits // 8, cfg.acc_bits // 8
-        acc_row_narrow = cfg.cols * self._narrow_bytes()
-        esize = Mux(sp_target, in_bytes, Mux(narrow, self._narrow_bytes(), acc_bytes))
-        elems = w[3][16:]
-        narrow_row = elems << _log2(self._narrow_bytes())
+        # Element sizes are 1, 2 or 4 bytes: every byte count below is a shift by this.
+        size_log2 = Mux(
+            sp_target, _log2(cfg.in_bits // 8), Mux(narrow, _log2(self._narrow_bytes()), _log2(cfg.acc_bits // 8))
+        )
+        width = Mux(sp_target, cfg.dim, cfg.cols)
         return _Transfer(
             dma=load | store,
             sp_target=sp_target,
             transpose=load & sp_target & w[0][13],
-            width=Mux(sp_target, cfg.dim, cfg.cols),
+            width=width,
             limit=Mux(sp_target, cfg.sp_rows, cfg.acc_rows),
-            esize=esize,
-            row_bytes=Mux(sp_target, elems << _log2(in_bytes), Mux(narrow, narrow_row, elems << _log2(acc_bytes))),
-            block_bytes=Mux(sp_target, cfg.dim * in_bytes, Mux(narrow, acc_row_narrow, cfg.cols * acc_bytes)),
+            esize=Const(1, 3) << size_log2,
+            row_bytes=w[3][16:] << size_log2,
+            block_bytes=width << size_log2,
         )
 
     def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
