@@ -104,8 +104,7 @@ def gemm_commands(cfg: AccelConfig, m: int, k: int, n: int, addr: dict[str, int]
             cmds.append([EXEC | flags, b_base, a_base, m, c_base])
         c_addr = addr["C"] + n0 * acc_bytes
         cmds.append([STORE | WAIT_PREV | OUT_FULL, c_addr, n * acc_bytes, m | nw << 16, c_base, unit_scale(cfg)])
-    cmds.append([FENCE])
-    return cmds
+    return cmds  # run_commands ends them with a FENCE
 
 
 def gemm_reference(cfg: AccelConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -141,6 +140,16 @@ def tb_args(**defaults) -> dict:
     return defaults | json.loads(os.environ.get("PYARD_TB_ARGS", "{}"))
 
 
+async def run_commands(t: Tile, commands: list[list[int]], budget: int = 100_000) -> None:
+    """Push ``commands`` and a FENCE as queue slots free up; wait for idle without an error."""
+    for words in [*commands, [FENCE]]:
+        while (await t.read("STATUS")) >> 16 & 0xFF == 0:  # wait for a free queue slot
+            await ClockCycles(t.dut.clk, 16)
+        await t.push(words)
+    status = await t.wait_idle(budget)
+    assert not status & 4, f"error status {status:#x}"
+
+
 async def run_gemm(t: Tile, m: int, k: int, n: int, seed: int) -> None:
     cfg = t.cfg
     rng = np.random.default_rng(seed)
@@ -149,12 +158,7 @@ async def run_gemm(t: Tile, m: int, k: int, n: int, seed: int) -> None:
     addr = {"A": 0x1000, "B": 0x40000, "C": 0x80000}
     put(t, addr["A"], a)
     put(t, addr["B"], b)
-    for cmd in gemm_commands(cfg, m, k, n, addr):
-        while (await t.read("STATUS")) >> 16 & 0xFF == 0:  # wait for a free queue slot
-            await ClockCycles(t.dut.clk, 16)
-        await t.push(cmd)
-    status = await t.wait_idle(200_000)
-    assert not status & 4, f"error status {status:#x}"
+    await run_commands(t, gemm_commands(cfg, m, k, n, addr), budget=200_000)
     acc_bytes = cfg.acc_bits // 8
     got = get(t, addr["C"], (m, n), np.uint32 if acc_bytes == 4 else np.uint16)
     want = gemm_reference(cfg, a, b)
@@ -203,15 +207,6 @@ async def tile_errors(dut) -> None:
 
 
 # -- split transfers: LOAD / STORE rows wider than a local row -----------------------------------
-
-
-async def run_commands(t: Tile, commands: list[list[int]], budget: int = 100_000) -> None:
-    for words in [*commands, [FENCE]]:
-        while (await t.read("STATUS")) >> 16 & 0xFF == 0:  # wait for a free queue slot
-            await ClockCycles(t.dut.clk, 16)
-        await t.push(words)
-    status = await t.wait_idle(budget)
-    assert not status & 4, f"error status {status:#x}"
 
 
 async def split_round_trip(t: Tile, rows: int, elems: int, acc: bool, pad: int, seed: int) -> None:
