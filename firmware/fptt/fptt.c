@@ -60,30 +60,37 @@ static void push(const uint32_t *w, unsigned n) {
   if (!err) err = pyard_push(w, n);
 }
 
-/* Memory rows of `rows` × FPTT_W elements at `addr` into scratchpad rows from `local`. */
-static void load(const void *addr, unsigned rows, unsigned local, uint32_t flags) {
-  const uint32_t w[5] = {PYARD_OP_LOAD | flags, (uint32_t)(uintptr_t)addr, ROW_BYTES, rows | FPTT_W << 16, local};
+/* `rows` memory rows of `elems` elements, `stride` bytes apart from `addr`, into (or out of) the
+ * scratchpad from row `local`; rows longer than a scratchpad row fill consecutive scratchpad rows
+ * (docs/isa.md, "Split transfers"). */
+static void load_rows(const void *addr, size_t stride, unsigned rows, unsigned elems, unsigned local, uint32_t flags) {
+  const uint32_t w[5] = {PYARD_OP_LOAD | flags, (uint32_t)(uintptr_t)addr, stride, rows | elems << 16, local};
   push(w, 5);
+}
+
+static void store_rows(void *addr, size_t stride, unsigned rows, unsigned elems, unsigned local, uint32_t flags) {
+  const uint32_t w[6] = {PYARD_OP_STORE | 1u << 12 | flags, (uint32_t)(uintptr_t)addr, stride, rows | elems << 16,
+                         local, 0};
+  push(w, 6);
+}
+
+/* Memory rows of FPTT_W elements, one after another at `addr`, into scratchpad rows from `local`. */
+static void load(const void *addr, unsigned rows, unsigned local, uint32_t flags) {
+  load_rows(addr, ROW_BYTES, rows, FPTT_W, local, flags);
 }
 
 static void store(void *addr, unsigned rows, unsigned local, uint32_t flags) {
-  const uint32_t w[6] = {PYARD_OP_STORE | 1u << 12 | flags, (uint32_t)(uintptr_t)addr, ROW_BYTES,
-                         rows | FPTT_W << 16, local, 0};
-  push(w, 6);
+  store_rows(addr, ROW_BYTES, rows, FPTT_W, local, flags);
 }
 
 /* A (B, H) tensor whose rows are `row` elements apart in memory, into (or out of) its batch-major
- * scratchpad rows (sequence b's H elements in rows local + b·H/W on) in one split LOAD / STORE
- * (docs/isa.md, "Split transfers"). */
+ * scratchpad rows (sequence b's H elements in rows local + b·H/W on) in one split LOAD / STORE. */
 static void load_bh(const uint16_t *base, size_t row, unsigned local, uint32_t flags) {
-  const uint32_t w[5] = {PYARD_OP_LOAD | flags, (uint32_t)(uintptr_t)base, row * 2, FPTT_B | FPTT_H << 16, local};
-  push(w, 5);
+  load_rows(base, row * 2, FPTT_B, FPTT_H, local, flags);
 }
 
 static void store_bh(uint16_t *base, size_t row, unsigned local, uint32_t flags) {
-  const uint32_t w[6] = {PYARD_OP_STORE | 1u << 12 | flags, (uint32_t)(uintptr_t)base, row * 2,
-                         FPTT_B | FPTT_H << 16, local, 0};
-  push(w, 6);
+  store_rows(base, row * 2, FPTT_B, FPTT_H, local, flags);
 }
 
 /* A contiguous (B, H) tensor. */
@@ -360,20 +367,14 @@ static void loss_gradient(unsigned p) {
   /* (classes, batch) tensors, transposed: one LOAD / STORE per block of FPTT_W sequences */
   for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
     const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
-    const uint32_t shape = FPTT_C | elems << 16, last = k + 1 == FPTT_HEAD_BLOCKS ? FPTT_LOAD_SIGNAL_VEC : 0;
-    const uint32_t lw[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)(lg + k * FPTT_W), FPTT_B * 2, shape,
-                            FPTT_SP_L + k * FPTT_C};
-    const uint32_t ow[5] = {PYARD_OP_LOAD | last, (uint32_t)(uintptr_t)(onehot + k * FPTT_W), FPTT_B * 2, shape,
-                            FPTT_SP_OH + k * FPTT_C};
-    push(lw, 5);
-    push(ow, 5);
+    load_rows(lg + k * FPTT_W, FPTT_B * 2, FPTT_C, elems, FPTT_SP_L + k * FPTT_C, 0);
+    load_rows(onehot + k * FPTT_W, FPTT_B * 2, FPTT_C, elems, FPTT_SP_OH + k * FPTT_C,
+              k + 1 == FPTT_HEAD_BLOCKS ? FPTT_LOAD_SIGNAL_VEC : 0);
   }
   program(fptt_head, FPTT_HEAD_LEN, 0, part_scale[p]);
   for (unsigned k = 0; k < FPTT_HEAD_BLOCKS; k++) {
     const unsigned elems = FPTT_B - k * FPTT_W < FPTT_W ? FPTT_B - k * FPTT_W : FPTT_W;
-    const uint32_t sw[6] = {PYARD_OP_STORE | 1u << 12 | (k ? 0 : PYARD_WAIT_VEC), (uint32_t)(uintptr_t)(dlogits + k * FPTT_W),
-                            FPTT_B * 2, FPTT_C | elems << 16, FPTT_SP_DL + k * FPTT_C, 0};
-    push(sw, 6);
+    store_rows(dlogits + k * FPTT_W, FPTT_B * 2, FPTT_C, elems, FPTT_SP_DL + k * FPTT_C, k ? 0 : PYARD_WAIT_VEC);
   }
 }
 
