@@ -1,7 +1,8 @@
 """The SoC in Verilator through the run manager: atomics across harts, traps on unmapped addresses,
 the timer and software interrupts, MMIO, main memory, exit codes, the cycle budget and the console.
 
-Every test shares one build (4x4-int8, 2 harts), made once and cached under build/sim/.
+Every test shares one build (4x4-int8, 2 harts), made once and cached under build/sim/, but the
+traced one, which is a build of its own anyway and so uses the smallest SoC.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ from sim.run import BUDGET_EXIT_STATUS, RunResult, run_elf
 from sim.toolchain import load_elf
 from soc.config import SocConfig
 from soc.memmap import ACCEL_BASE, DRAM_BASE, MEM_BASE, MMIO_BASE, mmio_addr
+from tests.test_boards import SMALL_SOC
 
 CFG = SocConfig.from_name("4x4-int8", cores=2)
+# A 1x1 tile with small memories and one hart: tracing does not depend on the SoC's size, and this
+# one compiles in a fraction of the time.
+TRACED = SMALL_SOC
 ITERS_AMO, ITERS_LRSC = 1000, 400
 
 
-def _build(tmp_path: Path, name: str, source: str, **defines: object) -> Path:
+def _build(tmp_path: Path, name: str, source: str, cfg: SocConfig = CFG, **defines: object) -> Path:
     path = tmp_path / f"{name}.c"
     path.write_text(source)
-    return build_firmware(CFG, [path], defines=defines or None)
+    return build_firmware(cfg, [path], defines=defines or None)
 
 
 def _words(result: RunResult, name: str) -> list[int]:
@@ -34,10 +39,10 @@ def _words(result: RunResult, name: str) -> list[int]:
     return list(struct.unpack(f"<{len(data) // 4}I", data))
 
 
-def _run(elf: Path, symbols: dict[str, int], max_cycles: int = 2_000_000, **kw) -> RunResult:
+def _run(elf: Path, symbols: dict[str, int], max_cycles: int = 2_000_000, cfg: SocConfig = CFG, **kw) -> RunResult:
     table = load_elf(elf).symbols
     dumps = {name: (table[name], size) for name, size in symbols.items()}
-    return run_elf(CFG, elf, max_cycles, dumps=dumps, **kw)
+    return run_elf(cfg, elf, max_cycles, dumps=dumps, **kw)
 
 
 ATOMICS = r"""
@@ -280,9 +285,9 @@ def test_trace_records_the_run(tmp_path) -> None:
     console and exit ports tell the same story as the run's result."""
     import pywellen
 
-    elf = _build(tmp_path, "traced", SPIN, SPIN_ITERS=10, EXIT_CODE=42)
+    elf = _build(tmp_path, "traced", SPIN, TRACED, SPIN_ITERS=10, EXIT_CODE=42)
     fst = tmp_path / "run.fst"
-    result = _run(elf, {}, trace=fst)
+    result = _run(elf, {}, cfg=TRACED, trace=fst)
     assert result.exit_code == 42 and result.console == "first\nsecond\n"
     wave = pywellen.Waveform(str(fst))
     ports = {v.full_name: v.signal for v in wave.all_vars() if v.full_name.count(".") == 1}
