@@ -21,7 +21,7 @@
 //                                    `budget` cycles             -> u8 0, the run record (below)
 //   'Q'                              quit
 // A request outside the memory or malformed -> u8 1, len:u32, the message. The run record: u8
-// interrupt, cycles:u64, STATUS, ERROR_SEQ, then the 12 counters of kCounters (u32 each). After an
+// interrupt, cycles:u64, commands pushed (u32; pushing stops at an error), STATUS, ERROR_SEQ, then the 12 counters of kCounters (u32 each). After an
 // error the harness clears it (CONTROL), so the tile takes the next batch; a run past its budget
 // leaves the tile as it is, and the runtime stops this process.
 
@@ -135,18 +135,24 @@ std::vector<uint32_t> read_words(const char* path) {
 }
 
 // Pushes each command of `stream` (count, words) when the queue has a slot, then waits for the
-// interrupt; false if it did not come within `max_cycles` of the first write.
-bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycles, uint64_t* cycles) {
+// interrupt; false if it did not come within `max_cycles` of the first write. Pushing stops at an
+// error (the tile would drop the rest); `*pushed` counts the commands pushed.
+bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycles, uint64_t* cycles,
+                uint32_t* pushed) {
     Vtile_sim* top = sim.top.get();
     const uint64_t start = sim.cycles;
+    *pushed = 0;
     for (size_t i = 0; i < stream.size();) {
         const uint32_t n = stream[i++];
         if (n > 16 || i + n > stream.size()) die("malformed command stream");
-        while ((sim.read(STATUS) >> 16 & 0xFF) == 0 && sim.cycles - start < max_cycles) {
+        uint32_t status;
+        while (((status = sim.read(STATUS)) >> 16 & 0xFF) == 0 && !(status & 4) && sim.cycles - start < max_cycles) {
             for (int k = 0; k < 16; k++) sim.tick();  // the queue is full: wait for a slot
         }
+        if (status & 4) break;
         for (uint32_t k = 0; k < n; k++) sim.write(CMD0 + 4 * k, stream[i + k]);
         sim.write(CMD_PUSH, 1);
+        ++*pushed;
         i += n;
     }
     bool irq = false;
@@ -198,11 +204,13 @@ void serve_run(Sim& sim) {
     }
     sim.write(CONTROL, 0b101);  // clear done, zero the counters: the record is this batch's
     uint64_t cycles = 0;
-    const bool irq = run_stream(sim, stream, budget, &cycles);
+    uint32_t pushed = 0;
+    const bool irq = run_stream(sim, stream, budget, &cycles, &pushed);
     const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
     put_value<uint8_t>(0);
     put_value<uint8_t>(irq);
     put_value<uint64_t>(cycles);
+    put_value<uint32_t>(pushed);
     put_value<uint32_t>(status);
     put_value<uint32_t>(error_seq);
     for (const auto& c : kCounters) put_value<uint32_t>(sim.read(c.offset));
@@ -278,7 +286,8 @@ int main(int argc, char** argv) {
     start_tile(sim);
     const auto wall = std::chrono::steady_clock::now();
     uint64_t cycles = 0;
-    const bool irq = run_stream(sim, stream, max_cycles, &cycles);
+    uint32_t pushed = 0;
+    const bool irq = run_stream(sim, stream, max_cycles, &cycles, &pushed);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
     const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
 

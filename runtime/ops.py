@@ -1,0 +1,250 @@
+"""GPTPU's operators (its Table 1) with its tensorizer (§6.2): each operator is cut into blocks that
+fit one device instruction (runtime/kernels.py), the blocks are spread over the devices first come
+first served, and the host combines the partial results.
+
+| operator | on the device | on the host |
+| --- | --- | --- |
+| gemm / fully_connected | GEMM command per (M, K, N) block, full accumulators | sum of K partials |
+| conv2d | CONV2D command per (image, C_out) block, full accumulators | — |
+| add, sub, mul, relu, tanh | VEC ADD / SUB / MUL / RELU / TANH per block of rows | — |
+| mean, max | VEC fold of each row (sum into the accumulator / max) | fold of the row results |
+| crop, ext | — | slicing / zero padding |
+
+int8 operands are quantized with the operation's scale factors (runtime/quant.py) and the results
+divided by them; bf16 operands are rounded to bf16 and results read as fp32 (accumulators) or bf16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from rtl.config import AccelConfig
+from rtl.vector.ops import VecOp
+from runtime import kernels, quant
+from runtime.device import Device
+from runtime.kernels import Block
+
+__all__ = ["ELEMENTWISE", "Pool", "conv2d", "crop", "elementwise", "ext", "gemm", "reduce"]
+
+Instruction = Callable[[Device], Block]
+# Element-wise operators: the VEC op and the tile types that define it.
+ELEMENTWISE = {
+    "add": (VecOp.ADD, ("int8", "bf16")),
+    "sub": (VecOp.SUB, ("int8", "bf16")),
+    "mul": (VecOp.MUL, ("int8", "bf16")),
+    "relu": (VecOp.RELU, ("int8", "bf16")),
+    "tanh": (VecOp.TANH, ("bf16",)),
+}
+
+
+class Pool(Protocol):
+    """The devices of one tile type (runtime/api.py)."""
+
+    cfg: AccelConfig
+    budget: int
+    block: int
+
+    def submit(self, instruction: Instruction) -> Future[Block]: ...
+
+
+def _run(pool: Pool, instructions: list[Instruction]) -> list[Block]:
+    """All ``instructions`` queued at once (any free device takes the next), results in order."""
+    futures = [pool.submit(i) for i in instructions]
+    return [f.result() for f in futures]
+
+
+def _spans(size: int, block: int) -> list[tuple[int, int]]:
+    return [(lo, min(size, lo + block)) for lo in range(0, size, block)]
+
+
+def _encode(pool: Pool, x: npt.NDArray, f: float) -> npt.NDArray:
+    return quant.quantize(x, f) if pool.cfg.dtype == "int8" else quant.bf16_bits(x)
+
+
+def _accumulators(pool: Pool, blocks: npt.NDArray, f: float) -> npt.NDArray[np.float64]:
+    """Full accumulators (int32 or fp32 patterns, or their int64 / float32 sums) as float64."""
+    if pool.cfg.acc_dtype == "int32":
+        return np.asarray(blocks, np.int64).astype(np.float64) / f
+    return np.asarray(blocks, np.float32).astype(np.float64)
+
+
+def _check_2d(name: str, x: npt.NDArray) -> None:
+    if x.ndim != 2 or 0 in x.shape:
+        raise ValueError(f"{name}: must be a non-empty 2-D array (got shape {x.shape})")
+
+
+# -- GEMM ---------------------------------------------------------------------------------------
+
+
+def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
+    """``a @ b``: (M, K, N) blocks of at most ``pool.block`` on each edge, K partials summed on
+    the host (int64 for int8, float32 in K order for bf16)."""
+    _check_2d("a", a)
+    _check_2d("b", b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"b: must have {a.shape[1]} rows (the columns of a), got {b.shape[0]}")
+    fa, fb = (quant.factor(x) for x in (a, b)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
+    qa, qb = _encode(pool, a, fa), _encode(pool, b, fb)
+    partials = gemm_partials(pool, qa, qb)
+    return _accumulators(pool, partials, fa * fb)
+
+
+def gemm_partials(pool: Pool, qa: npt.NDArray, qb: npt.NDArray) -> npt.NDArray:
+    """The tile's A·B on encoded operands, blocked: int64 (int8 tiles) or float32 (bf16) sums of
+    the K blocks' full accumulators, in K order."""
+    (m, k), n = qa.shape, qb.shape[1]
+    rows, inner, cols = (_spans(size, pool.block) for size in (m, k, n))
+    jobs = [(r, i, c) for r in rows for c in cols for i in inner]
+    blocks = _run(
+        pool,
+        [partial(kernels.gemm, a=qa[r[0] : r[1], i[0] : i[1]], b=qb[i[0] : i[1], c[0] : c[1]], budget=pool.budget)
+         for r, i, c in jobs],
+    )  # fmt: skip
+    wide = pool.cfg.acc_dtype == "int32"
+    out = np.zeros((m, n), np.int64 if wide else np.float32)
+    for (r, _, c), block in zip(jobs, blocks, strict=True):
+        part = block.out.view(np.int32).astype(np.int64) if wide else block.out.view(np.float32)
+        out[r[0] : r[1], c[0] : c[1]] += part
+    return out
+
+
+# -- conv2D -------------------------------------------------------------------------------------
+
+
+def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray[np.float64]:
+    """NHWC ``x`` with HWIO ``w`` on the CONV2D command, one instruction per image and block of
+    output channels."""
+    if x.ndim != 4 or w.ndim != 4 or 0 in x.shape or 0 in w.shape:
+        raise ValueError(f"conv2d: x must be N×H×W×C_in and w kh×kw×C_in×C_out (got {x.shape}, {w.shape})")
+    if w.shape[2] != x.shape[3]:
+        raise ValueError(f"w: must have C_in = {x.shape[3]} (the channels of x), got {w.shape[2]}")
+    if not (1 <= w.shape[0] <= 7 and 1 <= w.shape[1] <= 7):
+        raise ValueError(f"w: kernel must be 1-7 × 1-7, got {w.shape[0]} × {w.shape[1]}")
+    if not (1 <= stride <= 255 and 0 <= pad <= 255):
+        raise ValueError(f"stride / pad: must be 1-255 / 0-255, got {stride} / {pad}")
+    if min(x.shape[1] + 2 * pad - w.shape[0], x.shape[2] + 2 * pad - w.shape[1]) < 0:
+        raise ValueError(f"w: kernel {w.shape[:2]} larger than the padded input {x.shape[1:3]}")
+    fx, fw = (quant.factor(v) for v in (x, w)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
+    qx, qw = _encode(pool, x, fx), _encode(pool, w, fw)
+    jobs = [(n, c) for n in range(x.shape[0]) for c in _spans(w.shape[3], pool.block)]
+    blocks = _run(
+        pool,
+        [partial(kernels.conv2d, x=qx[n : n + 1], w=qw[..., c[0] : c[1]], stride=stride, pad=pad, budget=pool.budget)
+         for n, c in jobs],
+    )  # fmt: skip
+    out = np.concatenate(
+        [np.concatenate([b.out for (n2, _), b in zip(jobs, blocks, strict=True) if n2 == n], axis=3)
+         for n in range(x.shape[0])]
+    )  # fmt: skip
+    signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
+    return _accumulators(pool, signed, fx * fw)
+
+
+# -- element-wise -------------------------------------------------------------------------------
+
+
+def _rows(pool: Pool, flat: npt.NDArray, fill: int) -> npt.NDArray:
+    """A flat operand as scratchpad rows of ``dim`` elements, the last padded with ``fill``."""
+    dim = pool.cfg.dim
+    rows = -(-flat.size // dim)
+    out = np.full(rows * dim, fill, flat.dtype)
+    out[: flat.size] = flat
+    return out.reshape(rows, dim)
+
+
+def _row_blocks(pool: Pool, rows: int, regions: int) -> list[tuple[int, int]]:
+    return _spans(rows, min(pool.block, kernels.max_vec_rows(pool.cfg, regions)))
+
+
+def elementwise(pool: Pool, name: str, a: npt.NDArray, b: npt.NDArray | None = None) -> npt.NDArray[np.float64]:
+    """``name`` (ELEMENTWISE) element by element on the vector engine, blocks of rows."""
+    op, types = ELEMENTWISE[name]
+    if pool.cfg.dtype not in types:
+        raise ValueError(f"precision: {name} runs on {' or '.join(types)} tiles, not {pool.cfg.dtype}")
+    if a.size == 0:
+        raise ValueError(f"a: must not be empty (shape {a.shape})")
+    if b is not None and b.shape != a.shape:
+        raise ValueError(f"b: must have the shape of a, {a.shape}, got {b.shape}")
+    qa, qb, shift, scale = _elementwise_operands(pool, op, a, b)
+    ra = _rows(pool, qa.ravel(), 0)
+    rb = _rows(pool, qb.ravel(), 0) if qb is not None else None
+    spans = _row_blocks(pool, ra.shape[0], 3)
+    blocks = _run(
+        pool,
+        [partial(kernels.vec, op=op, a=ra[lo:hi], b=None if rb is None else rb[lo:hi], budget=pool.budget,
+                 shift=shift) for lo, hi in spans],
+    )  # fmt: skip
+    out = np.concatenate([blk.out for blk in blocks]).ravel()[: a.size].reshape(a.shape)
+    if pool.cfg.dtype == "int8":
+        return quant.dequant(out, 8, scale)
+    return quant.from_bf16(out)
+
+
+def _elementwise_operands(
+    pool: Pool, op: VecOp, a: npt.NDArray, b: npt.NDArray | None
+) -> tuple[npt.NDArray, npt.NDArray | None, int, float]:
+    """Encoded operands, the VEC shift and the result's factor (eqs. 6-8 for int8)."""
+    if pool.cfg.dtype == "bf16":
+        return quant.bf16_bits(a), None if b is None else quant.bf16_bits(b), 0, 1.0
+    if op in (VecOp.ADD, VecOp.SUB):
+        f = quant.add_factor(a, b)
+        return quant.quantize(a, f), quant.quantize(b, f), 0, f
+    if op == VecOp.MUL:
+        fa, fb = quant.factor(a), quant.factor(b)
+        return quant.quantize(a, fa), quant.quantize(b, fb), quant.MUL_SHIFT, fa * fb / 2**quant.MUL_SHIFT
+    f = quant.factor(a)
+    return quant.quantize(a, f), None, 0, f
+
+
+# -- matrix-wise: mean, max ---------------------------------------------------------------------
+
+
+def reduce(pool: Pool, name: str, a: npt.NDArray) -> float:
+    """``mean`` or ``max`` of all elements: each row of ``dim`` elements folded on the vector
+    engine (sum into the accumulator, or max), the row results folded on the host (GPTPU §6.2.1)."""
+    if a.size == 0:
+        raise ValueError(f"a: must not be empty (shape {a.shape})")
+    is_max = name == "max"
+    f = quant.factor(a) if pool.cfg.dtype == "int8" else 1.0
+    q = _encode(pool, a, f).ravel()
+    rows = _rows(pool, q, q[0] if is_max else 0)  # padding that changes neither the max nor the sum
+    # A max keeps input and result rows in the scratchpad; a sum has one accumulator row per row.
+    limit = kernels.max_vec_rows(pool.cfg, 2) if is_max else min(kernels.max_vec_rows(pool.cfg, 1), pool.cfg.acc_rows)
+    spans = _spans(rows.shape[0], min(pool.block, limit))
+    blocks = _run(pool, [partial(kernels.fold, a=rows[lo:hi], reduce_max=is_max, budget=pool.budget) for lo, hi in spans])
+    parts = np.concatenate([blk.out for blk in blocks])
+    if is_max:
+        values = quant.dequant(parts, 8, f) if pool.cfg.dtype == "int8" else quant.from_bf16(parts)
+        return float(values.max())
+    if pool.cfg.acc_dtype == "int32":
+        return float(parts.view(np.int32).astype(np.int64).sum()) / f / a.size
+    return float(parts.view(np.float32).astype(np.float64).sum()) / a.size
+
+
+# -- host-side shape operators ------------------------------------------------------------------
+
+
+def crop(a: npt.NDArray, top: int, left: int, height: int, width: int) -> npt.NDArray:
+    """The ``height × width`` sub-matrix at (``top``, ``left``) (host-side)."""
+    _check_2d("a", a)
+    if not (0 <= top and 0 <= left and height >= 1 and width >= 1):
+        raise ValueError("crop: top, left must be ≥ 0 and height, width ≥ 1")
+    if top + height > a.shape[0] or left + width > a.shape[1]:
+        raise ValueError(f"crop: the window {height}×{width} at ({top}, {left}) leaves a {a.shape[0]}×{a.shape[1]} a")
+    return a[top : top + height, left : left + width].copy()
+
+
+def ext(a: npt.NDArray, rows: int, cols: int) -> npt.NDArray:
+    """``a`` zero-padded to ``rows × cols`` (host-side)."""
+    _check_2d("a", a)
+    if rows < a.shape[0] or cols < a.shape[1]:
+        raise ValueError(f"ext: rows, cols must be at least {a.shape[0]}, {a.shape[1]} (got {rows}, {cols})")
+    out = np.zeros((rows, cols), a.dtype)
+    out[: a.shape[0], : a.shape[1]] = a
+    return out
