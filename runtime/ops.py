@@ -5,7 +5,7 @@ first served, and the host combines the partial results.
 | operator | on the device | on the host |
 | --- | --- | --- |
 | gemm / fully_connected | GEMM command per (M, K, N) block, full accumulators | sum of K partials |
-| conv2d | CONV2D command per (image, C_out) block, full accumulators | — |
+| conv2d | CONV2D command per (image, band of output rows, C_out) block, full accumulators | zero padding |
 | add, sub, mul, relu, tanh | VEC ADD / SUB / MUL / RELU / TANH per block of rows | — |
 | mean, max | VEC fold of each row (sum into the accumulator / max) | fold of the row results |
 | crop, ext | — | slicing / zero padding |
@@ -118,8 +118,31 @@ def gemm_partials(pool: Pool, qa: npt.NDArray, qb: npt.NDArray) -> npt.NDArray:
 
 
 def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray[np.float64]:
-    """NHWC ``x`` with HWIO ``w`` on the CONV2D command, one instruction per image and block of
-    output channels."""
+    """NHWC ``x`` with HWIO ``w`` on the CONV2D command. The input is zero-padded on the host, then
+    cut into instructions of one image, a band of output rows (at most ``block`` output pixels, at
+    least one row) and at most ``block`` output channels; each band reads its input rows with the
+    kernel's halo."""
+    _check_conv(x, w, stride, pad)
+    fx, fw = (quant.factor(v) for v in (x, w)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
+    qx = np.pad(_encode(pool, x, fx), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    qw = _encode(pool, w, fw)
+    kh, kw, _, cout = w.shape
+    oh, ow = (qx.shape[1] - kh) // stride + 1, (qx.shape[2] - kw) // stride + 1
+    bands = _spans(oh, max(1, pool.block // ow))
+    jobs = [(n, r, c) for n in range(x.shape[0]) for r in bands for c in _spans(cout, pool.block)]
+    blocks = _run(
+        pool,
+        [partial(kernels.conv2d, x=qx[n : n + 1, r[0] * stride : (r[1] - 1) * stride + kh], w=qw[..., c[0] : c[1]],
+                 stride=stride, pad=0, budget=pool.budget) for n, r, c in jobs],
+    )  # fmt: skip
+    out = np.zeros((x.shape[0], oh, ow, cout), np.uint32)
+    for (n, r, c), block in zip(jobs, blocks, strict=True):
+        out[n, r[0] : r[1], :, c[0] : c[1]] = block.out[0]
+    signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
+    return _accumulators(pool, signed, fx * fw)
+
+
+def _check_conv(x: npt.NDArray, w: npt.NDArray, stride: int, pad: int) -> None:
     if x.ndim != 4 or w.ndim != 4 or 0 in x.shape or 0 in w.shape:
         raise ValueError(f"conv2d: x must be N×H×W×C_in and w kh×kw×C_in×C_out (got {x.shape}, {w.shape})")
     if w.shape[2] != x.shape[3]:
@@ -127,23 +150,9 @@ def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int
     if not (1 <= w.shape[0] <= 7 and 1 <= w.shape[1] <= 7):
         raise ValueError(f"w: kernel must be 1-7 × 1-7, got {w.shape[0]} × {w.shape[1]}")
     if not (1 <= stride <= 255 and 0 <= pad <= 255):
-        raise ValueError(f"stride / pad: must be 1-255 / 0-255, got {stride} / {pad}")
+        raise ValueError(f"stride, pad: must be 1-255 and 0-255, got {stride} and {pad}")
     if min(x.shape[1] + 2 * pad - w.shape[0], x.shape[2] + 2 * pad - w.shape[1]) < 0:
         raise ValueError(f"w: kernel {w.shape[:2]} larger than the padded input {x.shape[1:3]}")
-    fx, fw = (quant.factor(v) for v in (x, w)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
-    qx, qw = _encode(pool, x, fx), _encode(pool, w, fw)
-    jobs = [(n, c) for n in range(x.shape[0]) for c in _spans(w.shape[3], pool.block)]
-    blocks = _run(
-        pool,
-        [partial(kernels.conv2d, x=qx[n : n + 1], w=qw[..., c[0] : c[1]], stride=stride, pad=pad, budget=pool.budget)
-         for n, c in jobs],
-    )  # fmt: skip
-    out = np.concatenate(
-        [np.concatenate([b.out for (n2, _), b in zip(jobs, blocks, strict=True) if n2 == n], axis=3)
-         for n in range(x.shape[0])]
-    )  # fmt: skip
-    signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
-    return _accumulators(pool, signed, fx * fw)
 
 
 # -- element-wise -------------------------------------------------------------------------------
