@@ -71,7 +71,9 @@ class _Pool:
             self.close()
             raise
         for device in self.devices:
-            thread = threading.Thread(target=self._serve, args=(device,), daemon=True, name=f"pyard-device-{device.index}")
+            thread = threading.Thread(
+                target=self._serve, args=(device,), daemon=True, name=f"pyard-device-{device.index}"
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -139,7 +141,9 @@ class Runtime:
         """The devices for ``precision`` (started on first use)."""
         precision = precision or self.default_precision
         if precision not in self.configs:
-            raise ValueError(f"precision: must be one of {', '.join(self.configs)} (the opened tile types), got {precision!r}")
+            raise ValueError(
+                f"precision: must be one of {', '.join(self.configs)} (the opened tile types), got {precision!r}"
+            )
         with self._lock:
             if precision not in self._pools:
                 self._pools[precision] = _Pool(self.configs[precision], self.devices, self.budget, self.block)
@@ -224,7 +228,9 @@ class Runtime:
     def max(self, a: Any, *, precision: str | None = None) -> float:
         return ops.reduce(self.pool(precision), "max", _array(a))
 
-    def crop(self, a: Any, top: int, left: int, height: int, width: int, *, precision: str | None = None) -> npt.NDArray:
+    def crop(
+        self, a: Any, top: int, left: int, height: int, width: int, *, precision: str | None = None
+    ) -> npt.NDArray:
         return ops.crop(_array(a), top, left, height, width)
 
     def ext(self, a: Any, rows: int, cols: int, *, precision: str | None = None) -> npt.NDArray:
@@ -233,4 +239,3 @@ class Runtime:
 
 def _array(x: Any) -> npt.NDArray:
     return x.array if isinstance(x, Buffer) else np.asarray(x)
-

@@ -59,7 +59,9 @@ def _place(sizes: list[int]) -> list[int]:
 def _check_memory(dev: Device, sizes: list[int], what: str) -> list[int]:
     addrs = _place(sizes)
     if addrs[-1] + sizes[-1] > dev.mem_bytes:
-        raise ValueError(f"{what}: {addrs[-1] + sizes[-1]} bytes of operands exceed the device memory of {dev.mem_bytes}")
+        raise ValueError(
+            f"{what}: {addrs[-1] + sizes[-1]} bytes of operands exceed the device memory of {dev.mem_bytes}"
+        )
     return addrs
 
 

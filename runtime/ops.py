@@ -226,7 +226,9 @@ def reduce(pool: Pool, name: str, a: npt.NDArray) -> float:
     # A max keeps input and result rows in the scratchpad; a sum has one accumulator row per row.
     limit = kernels.max_vec_rows(pool.cfg, 2) if is_max else min(kernels.max_vec_rows(pool.cfg, 1), pool.cfg.acc_rows)
     spans = _spans(rows.shape[0], min(pool.block, limit))
-    blocks = _run(pool, [partial(kernels.fold, a=rows[lo:hi], reduce_max=is_max, budget=pool.budget) for lo, hi in spans])
+    blocks = _run(
+        pool, [partial(kernels.fold, a=rows[lo:hi], reduce_max=is_max, budget=pool.budget) for lo, hi in spans]
+    )
     parts = np.concatenate([blk.out for blk in blocks])
     if is_max:
         values = quant.dequant(parts, 8, f) if pool.cfg.dtype == "int8" else quant.from_bf16(parts)
@@ -242,7 +244,7 @@ def reduce(pool: Pool, name: str, a: npt.NDArray) -> float:
 def crop(a: npt.NDArray, top: int, left: int, height: int, width: int) -> npt.NDArray:
     """The ``height × width`` sub-matrix at (``top``, ``left``) (host-side)."""
     _check_2d("a", a)
-    if not (0 <= top and 0 <= left and height >= 1 and width >= 1):
+    if not (top >= 0 and left >= 0 and height >= 1 and width >= 1):
         raise ValueError("crop: top, left must be ≥ 0 and height, width ≥ 1")
     if top + height > a.shape[0] or left + width > a.shape[1]:
         raise ValueError(f"crop: the window {height}×{width} at ({top}, {left}) leaves a {a.shape[0]}×{a.shape[1]} a")

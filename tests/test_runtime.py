@@ -121,7 +121,11 @@ def test_elementwise_bf16_exact(rt, name) -> None:
     qa, qb = quant.bf16_bits(a), quant.bf16_bits(b)
     rows = lambda q: np.pad(q.ravel(), (0, -q.size % 4)).reshape(-1, 4)  # noqa: E731
     want = quant.from_bf16(kernels.vec_model(BF16, op, rows(qa), rows(qb)).ravel()[: a.size]).reshape(a.shape)
-    got = getattr(rt, name)(a, b, precision="bf16") if name in ("add", "sub", "mul") else getattr(rt, name)(a, precision="bf16")
+    got = (
+        getattr(rt, name)(a, b, precision="bf16")
+        if name in ("add", "sub", "mul")
+        else getattr(rt, name)(a, precision="bf16")
+    )
     assert np.array_equal(got, want)
 
 
