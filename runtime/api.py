@@ -70,6 +70,7 @@ class _Pool:
         except BaseException:
             self.close()
             raise
+        self.mem_bytes = self.devices[0].mem_bytes
         for device in self.devices:
             thread = threading.Thread(
                 target=self._serve, args=(device,), daemon=True, name=f"pyard-device-{device.index}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
+from math import isqrt
 from typing import Protocol
 
 import numpy as np
@@ -30,7 +31,7 @@ from runtime import kernels, quant
 from runtime.device import Device
 from runtime.kernels import Block
 
-__all__ = ["ELEMENTWISE", "Pool", "conv2d", "crop", "elementwise", "ext", "gemm", "reduce"]
+__all__ = ["ELEMENTWISE", "Pool", "conv2d", "crop", "elementwise", "ext", "gemm", "gemm_edge", "reduce"]
 
 Instruction = Callable[[Device], Block]
 # Element-wise operators: the VEC op and the tile types that define it.
@@ -49,6 +50,7 @@ class Pool(Protocol):
     cfg: AccelConfig
     budget: int
     block: int
+    mem_bytes: int
 
     def submit(self, instruction: Instruction) -> Future[Block]: ...
 
@@ -83,8 +85,9 @@ def _check_2d(name: str, x: npt.NDArray) -> None:
 
 
 def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
-    """``a @ b``: (M, K, N) blocks of at most ``pool.block`` on each edge, K partials summed on
-    the host (int64 for int8, float32 in K order for bf16)."""
+    """``a @ b``: (M, K, N) blocks of at most ``pool.block`` on each edge (less where the device
+    memory would not hold them: :func:`gemm_edge`), K partials summed on the host (int64 for int8,
+    float32 in K order for bf16)."""
     _check_2d("a", a)
     _check_2d("b", b)
     if a.shape[1] != b.shape[0]:
@@ -95,11 +98,19 @@ def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
     return _accumulators(pool, partials, fa * fb)
 
 
+def gemm_edge(cfg: AccelConfig, block: int, mem_bytes: int) -> int:
+    """The largest block edge up to ``block`` whose A, B (input type) and C (accumulators) fit in
+    the device memory together, with their alignment gaps."""
+    per_element = 2 * cfg.in_bits // 8 + 4
+    return max(1, min(block, isqrt((mem_bytes - 3 * kernels.ALIGN) // per_element)))
+
+
 def gemm_partials(pool: Pool, qa: npt.NDArray, qb: npt.NDArray) -> npt.NDArray:
     """The tile's A·B on encoded operands, blocked: int64 (int8 tiles) or float32 (bf16) sums of
     the K blocks' full accumulators, in K order."""
     (m, k), n = qa.shape, qb.shape[1]
-    rows, inner, cols = (_spans(size, pool.block) for size in (m, k, n))
+    edge = gemm_edge(pool.cfg, pool.block, pool.mem_bytes)
+    rows, inner, cols = (_spans(size, edge) for size in (m, k, n))
     jobs = [(r, i, c) for r in rows for c in cols for i in inner]
     blocks = _run(
         pool,

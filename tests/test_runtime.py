@@ -12,7 +12,7 @@ import pytest
 
 from rtl.config import AccelConfig
 from rtl.vector.ops import VecOp
-from runtime import DeviceError, DeviceHung, Runtime, kernels, quant
+from runtime import DeviceError, DeviceHung, Runtime, kernels, ops, quant
 from runtime.device import Device
 from sim.cli import main
 
@@ -63,6 +63,15 @@ def test_gemm_bf16_exact(rt, m, k, n) -> None:
     got = rt.gemm(a, b, precision="bf16")
     assert np.array_equal(got, want.astype(np.float64))
     assert np.allclose(got, quant.from_bf16(qa) @ quant.from_bf16(qb), rtol=1e-2, atol=1e-2)
+
+
+def test_gemm_blocks_fit_the_device_memory() -> None:
+    """The block edge shrinks until A, B and C fit; the largest edge that fits is taken."""
+    for cfg, block, mem in [(INT8, 65535, 16 << 20), (BF16, 65535, 16 << 20), (INT8, 64, 4096), (BF16, 8, 1 << 20)]:
+        edge, per_element = ops.gemm_edge(cfg, block, mem), 2 * cfg.in_bits // 8 + 4
+        need = [e * e * per_element + 3 * kernels.ALIGN for e in (edge, edge + 1)]
+        assert edge <= block and need[0] <= mem
+        assert edge == block or need[1] > mem
 
 
 def test_fully_connected_vector(rt) -> None:
