@@ -6,6 +6,10 @@ the ones tests/test_tilesim.py builds."""
 
 import json
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,6 +239,37 @@ def test_cycle_budget_stops_the_device() -> None:
     for p in pids:  # closed and reaped: no process left behind
         with pytest.raises(ProcessLookupError):
             os.kill(p, 0)
+
+
+@pytest.mark.parametrize("end", ["exit", "sigkill"])
+def test_no_device_outlives_its_runtime(end) -> None:
+    """A program that never closes its runtime (atexit closes it), or is killed (the devices read
+    the end of their input and quit), leaves no simulator running."""
+    script = (
+        "import sys; from runtime import Runtime; rt = Runtime('4x4-int8', devices=2); rt.gemm([[1.0]], [[2.0]]);"
+        "print(*[d.pid for d in rt.pool().devices], flush=True); sys.stdin.read()"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    if end == "exit":
+        proc.stdin.close()
+    else:
+        proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in pids)
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie waiting to be reaped by init."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
 
 
 def test_device_memory_range_is_checked() -> None:
