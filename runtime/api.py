@@ -39,6 +39,7 @@ __all__ = ["MAX_DEVICES", "Buffer", "Runtime", "Task"]
 MAX_DEVICES = 8
 DEFAULT_BUDGET = 50_000_000  # device cycles one block instruction may take before it is stopped
 DEFAULT_BLOCK = 64  # the tensorizer's largest block edge (GEMM M, K, N; element-wise rows; conv pixels)
+SCALINGS = ("balanced", "tensor")  # int8 GEMM / conv2D factors (runtime/quant.py)
 OPERATORS = ("gemm", "fully_connected", "conv2d", *ops.ELEMENTWISE, "mean", "max", "crop", "ext")
 
 
@@ -59,8 +60,8 @@ Task = Future  # enqueue's handle: rt.wait(task) returns what the kernel functio
 class _Pool:
     """The devices of one tile type and the queue they take block instructions from."""
 
-    def __init__(self, cfg: AccelConfig, count: int, budget: int, block: int) -> None:
-        self.cfg, self.budget, self.block = cfg, budget, block
+    def __init__(self, cfg: AccelConfig, count: int, budget: int, block: int, scaling: str) -> None:
+        self.cfg, self.budget, self.block, self.scaling = cfg, budget, block, scaling
         self._queue: queue.SimpleQueue[tuple[Callable[[Device], Block], Future] | None] = queue.SimpleQueue()
         self.devices: list[Device] = []
         self._threads: list[threading.Thread] = []
@@ -115,11 +116,14 @@ class Runtime:
         *,
         budget: int = DEFAULT_BUDGET,
         block: int = DEFAULT_BLOCK,
+        scaling: str = "balanced",
     ) -> None:
         if not isinstance(devices, int) or not 1 <= devices <= MAX_DEVICES:
             raise ValueError(f"devices: must be 1-{MAX_DEVICES}, got {devices!r}")
         if not isinstance(block, int) or not 1 <= block <= 65535:
             raise ValueError(f"block: must be 1-65535, got {block!r}")
+        if scaling not in SCALINGS:
+            raise ValueError(f"scaling: must be one of {', '.join(SCALINGS)}, got {scaling!r}")
         if not isinstance(budget, int) or budget < 1:
             raise ValueError(f"budget: must be a positive number of cycles, got {budget!r}")
         configs = [config] if isinstance(config, str | AccelConfig) else list(config)
@@ -130,7 +134,7 @@ class Runtime:
                 raise ValueError(f"config: one config per tile type (int8, bf16), got two {cfg.dtype}")
             self.configs[cfg.dtype] = cfg
         self.default_precision = next(iter(self.configs))
-        self.devices, self.budget, self.block = devices, budget, block
+        self.devices, self.budget, self.block, self.scaling = devices, budget, block, scaling
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
         self._tasks: list[Task] = []
@@ -147,7 +151,9 @@ class Runtime:
             )
         with self._lock:
             if precision not in self._pools:
-                self._pools[precision] = _Pool(self.configs[precision], self.devices, self.budget, self.block)
+                self._pools[precision] = _Pool(
+                    self.configs[precision], self.devices, self.budget, self.block, self.scaling
+                )
             return self._pools[precision]
 
     def device_cycles(self) -> dict[str, list[int]]:

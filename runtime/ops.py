@@ -51,6 +51,7 @@ class Pool(Protocol):
     budget: int
     block: int
     mem_bytes: int
+    scaling: str  # int8 GEMM / conv2D factors: "balanced" or "tensor" (runtime/quant.py)
 
     def submit(self, instruction: Instruction) -> Future[Block]: ...
 
@@ -69,7 +70,7 @@ def _encode(pool: Pool, x: npt.NDArray, f: float) -> npt.NDArray:
     return quant.quantize(x, f) if pool.cfg.dtype == "int8" else quant.bf16_bits(x)
 
 
-def _accumulators(pool: Pool, blocks: npt.NDArray, f: float) -> npt.NDArray[np.float64]:
+def _accumulators(pool: Pool, blocks: npt.NDArray, f: float | npt.NDArray) -> npt.NDArray[np.float64]:
     """Full accumulators (int32 or fp32 patterns, or their int64 / float32 sums) as float64."""
     if pool.cfg.acc_dtype == "int32":
         return np.asarray(blocks, np.int64).astype(np.float64) / f
@@ -92,9 +93,15 @@ def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
     _check_2d("b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"b: must have {a.shape[1]} rows (the columns of a), got {b.shape[0]}")
-    fa, fb = (quant.factor(x) for x in (a, b)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
-    qa, qb = _encode(pool, a, fa), _encode(pool, b, fb)
-    partials = gemm_partials(pool, qa, qb)
+    if pool.cfg.dtype != "int8":
+        return _accumulators(pool, gemm_partials(pool, quant.bf16_bits(a), quant.bf16_bits(b)), 1.0)
+    if pool.scaling == "balanced":
+        d = quant.balance(a, b)
+        a, b = a * d, b / d[:, None]
+        fa, fb = quant.factors(a, 1), quant.factors(b, 0)
+    else:
+        fa, fb = quant.factor(a), quant.factor(b)
+    partials = gemm_partials(pool, quant.quantize(a, fa), quant.quantize(b, fb))
     return _accumulators(pool, partials, fa * fb)
 
 
@@ -134,7 +141,9 @@ def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int
     least one row) and at most ``block`` output channels; each band reads its input rows with the
     kernel's halo."""
     _check_conv(x, w, stride, pad)
-    fx, fw = (quant.factor(v) for v in (x, w)) if pool.cfg.dtype == "int8" else (1.0, 1.0)
+    fx, fw = 1.0, 1.0
+    if pool.cfg.dtype == "int8":
+        fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2)) if pool.scaling == "balanced" else quant.factor(w)
     qx = np.pad(_encode(pool, x, fx), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
     qw = _encode(pool, w, fw)
     kh, kw, _, cout = w.shape

@@ -10,6 +10,10 @@ taken as the largest magnitude (the tile's int8 is symmetric):
 * eq. 5 (conv2D, FullyConnected): the output bound ``K · max|a| · max|b|`` is checked against the
   int32 accumulator (``127² · K < 2³¹``) rather than used to shrink the inputs, since the runtime
   reads the accumulators at full width and sums K blocks on the host in int64.
+* ``scaling="balanced"`` (the runtime's default) refines eq. 4 for GEMM and conv2D: a factor per
+  row of A and per column of B (per output channel of conv2D weights), after weighting GEMM's K
+  slices so both operands' slices have the same range (:func:`balance`); ``scaling="tensor"`` is
+  GPTPU's one factor per tensor.
 * eq. 6 (add, sub): one factor for both inputs, ``f = 127 / (2 · max(max|a|, max|b|))``, so
   ``a + b`` cannot saturate the int8 result.
 * eq. 7 (mul): ``f = 127 / max|x|`` per input and the product shifted right by 7 on the tile
@@ -25,9 +29,11 @@ import numpy.typing as npt
 __all__ = [
     "MUL_SHIFT",
     "add_factor",
+    "balance",
     "bf16_bits",
     "dequant",
     "factor",
+    "factors",
     "from_bf16",
     "from_fp32",
     "quantize",
@@ -41,6 +47,23 @@ def factor(*arrays: npt.ArrayLike) -> float:
     """``127 / max|x|`` over ``arrays`` (eqs. 4 and 8); 1 for all-zero inputs."""
     peak = max(float(np.max(np.abs(a), initial=0.0)) for a in arrays)
     return QMAX / peak if peak > 0 else 1.0
+
+
+def factors(x: npt.ArrayLike, axis: int | tuple[int, ...]) -> npt.NDArray[np.float64]:
+    """``127 / max|x|`` along ``axis`` (kept as size-1 dimensions): a factor per row, column or
+    output channel; 1 where the slice is all zero."""
+    peak = np.max(np.abs(np.asarray(x, np.float64)), axis=axis, keepdims=True)
+    return np.where(peak > 0, QMAX / np.where(peak > 0, peak, 1.0), 1.0)
+
+
+def balance(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Per-K weights ``d`` with ``A·B = (A·diag(d))·(diag(d)⁻¹·B)`` and column k of ``A·diag(d)``
+    as large as row k of ``diag(d)⁻¹·B`` (the geometric mean of the two), so neither operand's
+    small K slices lose their int8 steps to another slice's range; 1 where either is zero."""
+    pa = np.max(np.abs(np.asarray(a, np.float64)), axis=0)
+    pb = np.max(np.abs(np.asarray(b, np.float64)), axis=1)
+    ok = (pa > 0) & (pb > 0)
+    return np.where(ok, np.sqrt(np.where(ok, pb, 1.0) / np.where(ok, pa, 1.0)), 1.0)
 
 
 def add_factor(a: npt.ArrayLike, b: npt.ArrayLike) -> float:

@@ -41,16 +41,45 @@ def _spans(size: int) -> list[tuple[int, int]]:
 # -- GEMM ---------------------------------------------------------------------------------------
 
 
+def _int8_operands(a: np.ndarray, b: np.ndarray, scaling: str) -> tuple:
+    """The documented int8 factors of a GEMM (runtime/quant.py): per tensor (GPTPU), or per row of
+    A and column of B after balancing K."""
+    if scaling == "tensor":
+        fa, fb = quant.factor(a), quant.factor(b)
+    else:
+        d = quant.balance(a, b)
+        a, b = a * d, b / d[:, None]
+        fa, fb = quant.factors(a, 1), quant.factors(b, 0)
+    return quant.quantize(a, fa), quant.quantize(b, fb), fa * fb
+
+
+@pytest.fixture(scope="module")
+def runtimes(rt):
+    with Runtime(INT8, devices=2, block=BLOCK, scaling="tensor") as tensor:
+        yield {"balanced": rt, "tensor": tensor}
+
+
+@pytest.mark.parametrize("scaling", ["balanced", "tensor"])
 @pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (5, 7, 3), (9, 4, 10)])
-def test_gemm_int8_exact(rt, m, k, n) -> None:
+def test_gemm_int8_exact(runtimes, scaling, m, k, n) -> None:
     a, b = _rng(m).normal(0, 3, (m, k)), _rng(n).uniform(-1, 2, (k, n))
-    fa, fb = quant.factor(a), quant.factor(b)
-    qa, qb = quant.quantize(a, fa), quant.quantize(b, fb)
+    qa, qb, f = _int8_operands(a, b, scaling)
     exact = qa.view(np.int8).astype(np.int64) @ qb.view(np.int8).astype(np.int64)
     assert np.array_equal(kernels.gemm_model(INT8, qa, qb).view(np.int32), exact)  # the tile's model agrees
-    got = rt.gemm(a, b, precision="int8")
-    assert np.array_equal(got, exact / (fa * fb))
+    got = runtimes[scaling].gemm(a, b, precision="int8")
+    assert np.array_equal(got, exact / f)
     assert np.max(np.abs(got - a @ b)) < 0.05 * np.max(np.abs(a @ b)) + 1e-9
+
+
+def test_balanced_scaling_keeps_small_slices() -> None:
+    """PageRank's case: columns of very different size; balancing K keeps each column's steps."""
+    a = np.array([[1.0, 0.01], [0.5, 0.02]])
+    b = np.array([[0.001], [1.0]])
+    qa, qb, f = _int8_operands(a, b, "balanced")
+    got = (qa.view(np.int8).astype(np.int64) @ qb.view(np.int8).astype(np.int64)) / f
+    qa, qb, f = _int8_operands(a, b, "tensor")
+    per_tensor = (qa.view(np.int8).astype(np.int64) @ qb.view(np.int8).astype(np.int64)) / f
+    assert np.max(np.abs(got / (a @ b) - 1)) < 0.01 < np.max(np.abs(per_tensor / (a @ b) - 1))
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(5, 9, 6), (4, 8, 4)])
@@ -91,8 +120,8 @@ def test_conv2d_exact(rt, dtype) -> None:
     """Bands of output rows and blocks of output channels give the CONV2D model's result."""
     cfg = INT8 if dtype == "int8" else BF16
     x, w = _rng(5).normal(size=(2, 5, 6, 3)), _rng(6).normal(size=(3, 3, 3, 6))
-    if dtype == "int8":
-        fx, fw = quant.factor(x), quant.factor(w)
+    if dtype == "int8":  # a factor per output channel of the weights (the runtime's balanced scaling)
+        fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2))
         qx, qw = quant.quantize(x, fx), quant.quantize(w, fw)
         want = kernels.conv2d_model(cfg, qx, qw, 2, 1).view(np.int32) / (fx * fw)
     else:
