@@ -77,6 +77,15 @@ def _accumulators(pool: Pool, blocks: npt.NDArray, f: float | npt.NDArray) -> np
     return np.asarray(blocks, np.float32).astype(np.float64)
 
 
+def _check_int8(pool: Pool, **operands: npt.NDArray | None) -> None:
+    """int8 scale factors need finite operands (bf16 carries Inf and NaN through the tile)."""
+    if pool.cfg.dtype != "int8":
+        return
+    for name, x in operands.items():
+        if x is not None and not np.isfinite(x).all():
+            raise ValueError(f"{name}: int8 operands must be finite (NaN / Inf have no int8 value); use bf16")
+
+
 def _check_2d(name: str, x: npt.NDArray) -> None:
     if x.ndim != 2 or 0 in x.shape:
         raise ValueError(f"{name}: must be a non-empty 2-D array (got shape {x.shape})")
@@ -93,6 +102,7 @@ def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
     _check_2d("b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"b: must have {a.shape[1]} rows (the columns of a), got {b.shape[0]}")
+    _check_int8(pool, a=a, b=b)
     if pool.cfg.dtype != "int8":
         return _accumulators(pool, gemm_partials(pool, quant.bf16_bits(a), quant.bf16_bits(b)), 1.0)
     if pool.scaling == "balanced":
@@ -141,6 +151,7 @@ def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int
     least one row) and at most ``block`` output channels; each band reads its input rows with the
     kernel's halo."""
     _check_conv(x, w, stride, pad)
+    _check_int8(pool, x=x, w=w)
     fx, fw = 1.0, 1.0
     if pool.cfg.dtype == "int8":
         fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2)) if pool.scaling == "balanced" else quant.factor(w)
@@ -200,6 +211,7 @@ def elementwise(pool: Pool, name: str, a: npt.NDArray, b: npt.NDArray | None = N
         raise ValueError(f"a: must not be empty (shape {a.shape})")
     if b is not None and b.shape != a.shape:
         raise ValueError(f"b: must have the shape of a, {a.shape}, got {b.shape}")
+    _check_int8(pool, a=a, b=b)
     qa, qb, shift, scale = _elementwise_operands(pool, op, a, b)
     ra = _rows(pool, qa.ravel(), 0)
     rb = _rows(pool, qb.ravel(), 0) if qb is not None else None
@@ -239,6 +251,7 @@ def reduce(pool: Pool, name: str, a: npt.NDArray) -> float:
     engine (sum into the accumulator, or max), the row results folded on the host (GPTPU §6.2.1)."""
     if a.size == 0:
         raise ValueError(f"a: must not be empty (shape {a.shape})")
+    _check_int8(pool, a=a)
     is_max = name == "max"
     f = quant.factor(a) if pool.cfg.dtype == "int8" else 1.0
     q = _encode(pool, a, f).ravel()

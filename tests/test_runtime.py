@@ -231,6 +231,8 @@ def test_tasks_wait_and_sync(rt) -> None:
         (lambda rt: rt.conv2d(np.ones((1, 4, 4, 2)), np.ones((3, 3, 3, 1))), "w: must have C_in = 2"),
         (lambda rt: rt.conv2d(np.ones((1, 4, 4, 2)), np.ones((8, 8, 2, 1))), "w: kernel must be 1-7"),
         (lambda rt: rt.invoke("fft", np.ones(2)), "op: must be one of"),
+        (lambda rt: rt.mean([1.0, np.nan], precision="int8"), "a: int8 operands must be finite"),
+        (lambda rt: rt.gemm([[1.0]], [[np.inf]], precision="int8"), "b: int8 operands must be finite"),
     ],
 )
 def test_bad_shapes_raise_value_error(rt, call, match) -> None:
