@@ -109,9 +109,11 @@ def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
         d = quant.balance(a, b)
         a, b = a * d, b / d[:, None]
         fa, fb = quant.factors(a, 1), quant.factors(b, 0)
+        qb = quant.quantize_sums(b, fb)
     else:
         fa, fb = quant.factor(a), quant.factor(b)
-    partials = gemm_partials(pool, quant.quantize(a, fa), quant.quantize(b, fb))
+        qb = quant.quantize(b, fb)
+    partials = gemm_partials(pool, quant.quantize(a, fa), qb)
     return _accumulators(pool, partials, fa * fb)
 
 
@@ -152,11 +154,8 @@ def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int
     kernel's halo."""
     _check_conv(x, w, stride, pad)
     _check_int8(pool, x=x, w=w)
-    fx, fw = 1.0, 1.0
-    if pool.cfg.dtype == "int8":
-        fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2)) if pool.scaling == "balanced" else quant.factor(w)
-    qx = np.pad(_encode(pool, x, fx), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    qw = _encode(pool, w, fw)
+    qx, qw, f = _conv_operands(pool, x, w)
+    qx = np.pad(qx, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
     kh, kw, _, cout = w.shape
     oh, ow = (qx.shape[1] - kh) // stride + 1, (qx.shape[2] - kw) // stride + 1
     bands = _spans(oh, max(1, pool.block // ow))
@@ -170,7 +169,22 @@ def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int
     for (n, r, c), block in zip(jobs, blocks, strict=True):
         out[n, r[0] : r[1], :, c[0] : c[1]] = block.out[0]
     signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
-    return _accumulators(pool, signed, fx * fw)
+    return _accumulators(pool, signed, f)
+
+
+def _conv_operands(pool: Pool, x: npt.NDArray, w: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray | float]:
+    """Encoded input and weights and the output's factor (runtime/quant.py)."""
+    if pool.cfg.dtype != "int8":
+        return quant.bf16_bits(x), quant.bf16_bits(w), 1.0
+    if pool.scaling == "tensor":
+        fx, fw = quant.factor(x), quant.factor(w)
+        return quant.quantize(x, fx), quant.quantize(w, fw), fx * fw
+    # As GEMM's K: the input channels weighted so x's and w's slices share their range.
+    d = quant.balance(x.reshape(-1, x.shape[3]), w.transpose(2, 0, 1, 3).reshape(w.shape[2], -1))
+    x, w = x * d, w / d[:, None]
+    fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2))
+    qw = quant.quantize_sums(w.reshape(-1, w.shape[3]), fw.reshape(1, -1)).reshape(w.shape)
+    return quant.quantize(x, fx), qw, fx * fw
 
 
 def _check_conv(x: npt.NDArray, w: npt.NDArray, stride: int, pad: int) -> None:

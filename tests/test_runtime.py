@@ -50,6 +50,7 @@ def _int8_operands(a: np.ndarray, b: np.ndarray, scaling: str) -> tuple:
         d = quant.balance(a, b)
         a, b = a * d, b / d[:, None]
         fa, fb = quant.factors(a, 1), quant.factors(b, 0)
+        return quant.quantize(a, fa), quant.quantize_sums(b, fb), fa * fb
     return quant.quantize(a, fa), quant.quantize(b, fb), fa * fb
 
 
@@ -69,6 +70,16 @@ def test_gemm_int8_exact(runtimes, scaling, m, k, n) -> None:
     got = runtimes[scaling].gemm(a, b, precision="int8")
     assert np.array_equal(got, exact / f)
     assert np.max(np.abs(got - a @ b)) < 0.05 * np.max(np.abs(a @ b)) + 1e-9
+
+
+def test_quantize_sums_keeps_each_column_sum() -> None:
+    w = _rng(15).uniform(-1, 1, (40, 6))
+    f = quant.factors(w, 0)
+    q = quant.quantize_sums(w, f).view(np.int8).astype(np.int64)
+    assert np.array_equal(q.sum(axis=0), np.rint((w * f).sum(axis=0)))
+    assert np.max(np.abs(q - w * f)) < 1  # each weight still within one step
+    stencil = np.array([[0.375, 0.125, 0.125, 0.125, 0.125, 0.0625, 0.0625]]).T
+    assert quant.quantize_sums(stencil, 127 / 0.375).view(np.int8).sum() == 339  # rint(127 / 0.375)
 
 
 def test_balanced_scaling_keeps_small_slices() -> None:
@@ -120,9 +131,11 @@ def test_conv2d_exact(rt, dtype) -> None:
     """Bands of output rows and blocks of output channels give the CONV2D model's result."""
     cfg = INT8 if dtype == "int8" else BF16
     x, w = _rng(5).normal(size=(2, 5, 6, 3)), _rng(6).normal(size=(3, 3, 3, 6))
-    if dtype == "int8":  # a factor per output channel of the weights (the runtime's balanced scaling)
-        fx, fw = quant.factor(x), quant.factors(w, (0, 1, 2))
-        qx, qw = quant.quantize(x, fx), quant.quantize(w, fw)
+    if dtype == "int8":  # the runtime's balanced scaling: channels weighted, a factor per output channel
+        d = quant.balance(x.reshape(-1, 3), w.transpose(2, 0, 1, 3).reshape(3, -1))
+        xb, wb = x * d, w / d[:, None]
+        fx, fw = quant.factor(xb), quant.factors(wb, (0, 1, 2))
+        qx, qw = quant.quantize(xb, fx), quant.quantize_sums(wb.reshape(-1, 6), fw.reshape(1, -1)).reshape(w.shape)
         want = kernels.conv2d_model(cfg, qx, qw, 2, 1).view(np.int32) / (fx * fw)
     else:
         qx, qw = quant.bf16_bits(x), quant.bf16_bits(w)
