@@ -7,9 +7,9 @@ factors. GPTPU's factors ``S`` bound the output range; here ``f = 127 · S`` wit
 taken as the largest magnitude (the tile's int8 is symmetric):
 
 * eq. 4/8 (ReLU, max, mean, conv2D and FullyConnected inputs): ``f = 127 / max|x|``, per input.
-* eq. 5 (conv2D, FullyConnected): the output bound ``K · max|a| · max|b|`` is checked against the
-  int32 accumulator (``127² · K < 2³¹``) rather than used to shrink the inputs, since the runtime
-  reads the accumulators at full width and sums K blocks on the host in int64.
+* eq. 5 (conv2D, FullyConnected): not needed to shrink the inputs. Its output bound
+  ``K · 127²`` fits the int32 accumulator for every block (K ≤ 65535), the runtime reads the
+  accumulators at full width and sums K blocks on the host in int64.
 * ``scaling="balanced"`` (the runtime's default) refines eq. 4 for GEMM and conv2D: a factor per
   row of A and per column of B (per output channel of conv2D weights), after weighting GEMM's K
   slices so both operands' slices have the same range (:func:`balance`; conv2D: its input
