@@ -25,6 +25,7 @@ class AppResult:
     rmse: float  # root mean square of (got − want) / want, in percent
     cycles_total: int  # device cycles summed over the devices
     cycles_max: int  # the busiest device's cycles: the run's length on devices working in parallel
+    device_cycles: list[int]  # each device's cycles
 
 
 def errors(got: Array, want: Array) -> tuple[float, float]:
@@ -143,7 +144,7 @@ def run_app(rt: Runtime, app: str, size: int | None = None, seed: int = 0, preci
     after = _cycles(rt)
     spent = [a - b for a, b in zip(after, before + [0] * (len(after) - len(before)), strict=True)]
     mape, rmse = errors(np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel())
-    return AppResult(app, str(size), round(mape, 4), round(rmse, 4), sum(spent), max(spent, default=0))
+    return AppResult(app, str(size), round(mape, 4), round(rmse, 4), sum(spent), max(spent, default=0), spent)
 
 
 def _cycles(rt: Runtime) -> list[int]:

@@ -330,4 +330,5 @@ def test_bench_runtime(capsys) -> None:
     result = json.loads(capsys.readouterr().out)
     assert result["app"] == "gemm" and result["devices"] == 2 and result["size"] == "12"
     assert 0 <= result["mape"] < 1.0  # GPTPU's bound
-    assert 0 < result["cycles_max"] < result["cycles_total"]
+    assert 0 < result["cycles_max"] < result["cycles_total"] == sum(result["device_cycles"])
+    assert len(result["device_cycles"]) == 2 and max(result["device_cycles"]) == result["cycles_max"]
