@@ -1,6 +1,6 @@
-"""Imports flow one way: rtl <- soc <- sim / synth / tb. A hardware layer never reaches up into the
-run manager, the tools or the testbenches (checked on every import statement, also inside
-functions)."""
+"""Imports flow one way: rtl <- soc <- sim / synth / tb / runtime. A hardware layer never reaches up into
+the run manager, the tools, the testbenches or the host runtime, and the runtime uses no testbench
+code (checked on every import statement, also inside functions)."""
 
 import ast
 from pathlib import Path
@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-ABOVE = {"rtl": {"soc", "sim", "synth", "tb", "boards", "tests"}, "soc": {"sim", "synth", "tb", "boards", "tests"}}
+ABOVE = {
+    "rtl": {"soc", "sim", "synth", "tb", "boards", "tests", "runtime"},
+    "soc": {"sim", "synth", "tb", "boards", "tests", "runtime"},
+    "runtime": {"synth", "tb", "boards", "tests"},  # a deployment target: no testbench code in it
+}
 
 
 def imported_packages(path: Path) -> set[str]:

@@ -9,6 +9,21 @@
 //
 // IMG: the first bytes of main memory (from address 0). CMDS: little-endian words, each command
 // as its word count followed by its words. Verilator spells the port s_axil__x as s_axil___05Fx.
+//
+//   tile_sim --serve
+//
+// A persistent device for the host runtime (runtime/device.py): requests on stdin, replies on
+// stdout, all little-endian, so the tile keeps its memory between batches of commands. On start it
+// writes ID, HWCFG (u32 each) and the memory size (u64). Requests, each a one-byte code:
+//   'W' addr:u64 len:u64 bytes       write memory                -> u8 0
+//   'R' addr:u64 len:u64             read memory                 -> u8 0, the bytes
+//   'E' budget:u64 n:u32 words[n]    push the commands (as CMDS) and run until the interrupt or
+//                                    `budget` cycles             -> u8 0, the run record (below)
+//   'Q'                              quit
+// A request outside the memory or malformed -> u8 1, len:u32, the message. The run record: u8
+// interrupt, cycles:u64, commands pushed (u32; pushing stops at an error), STATUS, ERROR_SEQ, then the 12 counters of kCounters (u32 each). After an
+// error the harness clears it (CONTROL), so the tile takes the next batch; a run past its budget
+// leaves the tile as it is, and the runtime stops this process.
 
 #include <cstdint>
 #include <cstdio>
@@ -119,9 +134,128 @@ std::vector<uint32_t> read_words(const char* path) {
     return words;
 }
 
+// Pushes each command of `stream` (count, words) when the queue has a slot, then waits for the
+// interrupt; false if it did not come within `max_cycles` of the first write. Pushing stops at an
+// error (the tile would drop the rest); `*pushed` counts the commands pushed.
+bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycles, uint64_t* cycles,
+                uint32_t* pushed) {
+    Vtile_sim* top = sim.top.get();
+    const uint64_t start = sim.cycles;
+    *pushed = 0;
+    for (size_t i = 0; i < stream.size();) {
+        const uint32_t n = stream[i++];
+        if (n > 16 || i + n > stream.size()) die("malformed command stream");
+        uint32_t status;
+        while (((status = sim.read(STATUS)) >> 16 & 0xFF) == 0 && !(status & 4) && sim.cycles - start < max_cycles) {
+            for (int k = 0; k < 16; k++) sim.tick();  // the queue is full: wait for a slot
+        }
+        if (status & 4) break;
+        for (uint32_t k = 0; k < n; k++) sim.write(CMD0 + 4 * k, stream[i + k]);
+        sim.write(CMD_PUSH, 1);
+        ++*pushed;
+        i += n;
+    }
+    bool irq = false;
+    while (sim.cycles - start < max_cycles) {
+        if (top->irq) {
+            irq = true;
+            break;
+        }
+        sim.tick();
+    }
+    *cycles = sim.cycles - start;
+    return irq;
+}
+
+void start_tile(Sim& sim) {
+    for (int i = 0; i < 4; i++) sim.tick();
+    sim.write(IRQ_ENABLE, 0b11);
+    sim.write(CONTROL, 0b101);  // clear done, zero the counters
+}
+
+// --serve: stdin/stdout requests (the header comment). Reads block; EOF on stdin ends the process.
+void get(void* p, size_t n) {
+    if (n && std::fread(p, 1, n, stdin) != n) std::exit(0);  // the runtime has gone
+}
+void put(const void* p, size_t n) { std::fwrite(p, 1, n, stdout); }
+template <typename T>
+T get_value() {
+    T v;
+    get(&v, sizeof v);
+    return v;
+}
+template <typename T>
+void put_value(T v) {
+    put(&v, sizeof v);
+}
+void refuse(const std::string& msg) {
+    put_value<uint8_t>(1);
+    put_value<uint32_t>(msg.size());
+    put(msg.data(), msg.size());
+}
+bool in_memory(uint64_t addr, uint64_t len) { return addr <= g_mem.size() * 4 && len <= g_mem.size() * 4 - addr; }
+
+void serve_run(Sim& sim) {
+    const uint64_t budget = get_value<uint64_t>();
+    std::vector<uint32_t> stream(get_value<uint32_t>());
+    get(stream.data(), stream.size() * 4);
+    for (size_t i = 0; i < stream.size(); i += 1 + stream[i]) {
+        if (stream[i] > 16 || i + 1 + stream[i] > stream.size()) return refuse("malformed command stream");
+    }
+    sim.write(CONTROL, 0b101);  // clear done, zero the counters: the record is this batch's
+    uint64_t cycles = 0;
+    uint32_t pushed = 0;
+    const bool irq = run_stream(sim, stream, budget, &cycles, &pushed);
+    const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
+    put_value<uint8_t>(0);
+    put_value<uint8_t>(irq);
+    put_value<uint64_t>(cycles);
+    put_value<uint32_t>(pushed);
+    put_value<uint32_t>(status);
+    put_value<uint32_t>(error_seq);
+    for (const auto& c : kCounters) put_value<uint32_t>(sim.read(c.offset));
+    if (irq && (status & 4)) sim.write(CONTROL, 0b011);  // clear the error: the tile takes new work
+}
+
+int serve() {
+    Sim sim;
+    start_tile(sim);
+    put_value<uint32_t>(sim.read(0x000));
+    put_value<uint32_t>(sim.read(0x004));
+    put_value<uint64_t>(g_mem.size() * 4);
+    std::fflush(stdout);
+    auto* bytes = reinterpret_cast<char*>(g_mem.data());
+    for (;;) {
+        const uint8_t code = get_value<uint8_t>();
+        if (code == 'Q') return 0;
+        if (code == 'E') {
+            serve_run(sim);
+        } else if (code == 'W' || code == 'R') {
+            const uint64_t addr = get_value<uint64_t>(), len = get_value<uint64_t>();
+            if (!in_memory(addr, len)) {
+                if (code == 'W') {  // consume the bytes so the stream stays in step
+                    std::vector<char> skip(len);
+                    get(skip.data(), len);
+                }
+                refuse("range outside the device memory");
+            } else if (code == 'W') {
+                get(bytes + addr, len);
+                put_value<uint8_t>(0);
+            } else {
+                put_value<uint8_t>(0);
+                put(bytes + addr, len);
+            }
+        } else {
+            die("unknown request " + std::to_string(code));
+        }
+        std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 2 && std::string(argv[1]) == "--serve") return serve();
     const char *image = nullptr, *commands = nullptr, *result = nullptr;
     uint64_t max_cycles = 100000000;
     std::vector<Dump> dumps;
@@ -149,31 +283,11 @@ int main(int argc, char** argv) {
     const std::vector<uint32_t> stream = read_words(commands);
 
     Sim sim;
-    Vtile_sim* top = sim.top.get();
-    for (int i = 0; i < 4; i++) sim.tick();
-    sim.write(IRQ_ENABLE, 0b11);
-    sim.write(CONTROL, 0b101);  // clear done, zero the counters
+    start_tile(sim);
     const auto wall = std::chrono::steady_clock::now();
-    const uint64_t start = sim.cycles;
-    for (size_t i = 0; i < stream.size();) {
-        const uint32_t n = stream[i++];
-        if (n > 16 || i + n > stream.size()) die("malformed command stream");
-        while ((sim.read(STATUS) >> 16 & 0xFF) == 0 && sim.cycles - start < max_cycles) {
-            for (int k = 0; k < 16; k++) sim.tick();  // the queue is full: wait for a slot
-        }
-        for (uint32_t k = 0; k < n; k++) sim.write(CMD0 + 4 * k, stream[i + k]);
-        sim.write(CMD_PUSH, 1);
-        i += n;
-    }
-    bool irq = false;
-    while (sim.cycles - start < max_cycles) {
-        if (top->irq) {
-            irq = true;
-            break;
-        }
-        sim.tick();
-    }
-    const uint64_t cycles = sim.cycles - start;
+    uint64_t cycles = 0;
+    uint32_t pushed = 0;
+    const bool irq = run_stream(sim, stream, max_cycles, &cycles, &pushed);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
     const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
 
