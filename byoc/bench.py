@@ -19,7 +19,7 @@ __all__ = ["BF16_BOUND", "register", "run_model"]
 
 # The bf16 error bound: max |pyard - onnxruntime| <= BF16_BOUND * max |onnxruntime|. Each operator
 # rounds its operands to bf16 (relative error 2^-9) and element-wise results again; over the
-# models' 3-13 layers that compounds to a few 2^-9, so 2^-6 leaves a margin of ~2x over the
+# models' 3-13 layers that compounds to a few 2^-9, so 2^-6 leaves a margin of ~3x over the
 # largest error measured (docs/byoc.md).
 BF16_BOUND = 2.0**-6
 MODEL_NAMES = ["cnn", "lstm", "mlp", "split"]  # byoc/models.py (not imported here: onnx is optional)
