@@ -23,7 +23,7 @@ from tvm import relax
 
 from byoc.partition import DEFAULT_MACS_PER_BYTE, Region, partition_for_pyard
 from rtl.config import AccelConfig
-from runtime import Runtime
+from runtime import Runtime, ops
 
 __all__ = ["Program", "PyardExecutable", "Step", "build"]
 
@@ -84,14 +84,18 @@ def _compile_region(func: relax.Function) -> Program:
 
 
 def _step(composite: relax.Function, inputs: list[int], out: int) -> Step:
+    """The composite's call as a step; ``inputs`` are the slots of its arguments, in the order of
+    its parameters (for float composites the order of the pattern: x, w[, bias] or a[, b])."""
     kind = str(composite.attrs["Composite"]).removeprefix("pyard.")
+    slot_of = dict(zip(composite.params, inputs, strict=True))
     step = Step(kind, inputs, out)
-    for block in composite.body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, relax.Call) and b.value.op.name == "relax.nn.conv2d":
-                step.stride = int(b.value.attrs.strides[0])
-                step.pad = int(b.value.attrs.padding[0])
-    # The composite's parameters are in the order of its call's arguments (x, w[, bias] or a[, b]).
+    calls = [b.value for block in composite.body.blocks for b in block.bindings if isinstance(b.value, relax.Call)]
+    for call in calls:
+        if call.op.name == "relax.nn.conv2d":
+            step.stride, step.pad = int(call.attrs.strides[0]), int(call.attrs.padding[0])
+    if kind == "qdense":  # TVM shares equal constants among the parameters: find each by its role
+        dqx, dqw, q = (c for c in calls if c.op.name != "relax.matmul")
+        step.inputs = [slot_of[e] for e in (dqx.args[0], dqw.args[0], dqx.args[1], dqw.args[1], q.args[1])]
     return step
 
 
@@ -110,7 +114,7 @@ def _packed(program: Program) -> Any:
         start = time.perf_counter()
         outs = run_program(runtime, program, [t.numpy() for t in tensors[: program.params]])
         for tensor, out in zip(tensors[program.params :], outs, strict=True):
-            tensor.copyfrom(out.astype(np.float32))
+            tensor.copyfrom(np.ascontiguousarray(out, str(tensor.dtype)))
         stats.calls += 1
         stats.seconds += time.perf_counter() - start
         stats.per_region[program.name] = stats.per_region.get(program.name, 0) + 1
@@ -130,6 +134,8 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     kind = step.kind
     if kind in ("add", "sub", "mul", "relu", "tanh"):
         return getattr(rt, kind)(*xs)
+    if kind == "qdense":
+        return _qdense(rt, *xs)
     if kind.startswith("dense"):
         y = rt.gemm(xs[0], xs[1])
     else:  # conv2d: NCHW / OIHW in Relax, NHWC / HWIO on the tile
@@ -140,6 +146,19 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     if kind.endswith("_relu"):
         y = rt.relu(y)
     return y
+
+
+def _qdense(
+    rt: Runtime, xq: npt.NDArray, wq: npt.NDArray, sx: npt.NDArray, sw: npt.NDArray, sy: npt.NDArray
+) -> npt.NDArray:
+    """The int8 tile's GEMM on the model's integers (exact int32 accumulators, summed over K blocks
+    in int64), requantized on the host as onnxruntime's QLinearMatMul does: ``rint(float32(acc) *
+    float32(sx * sw / sy))``, clipped to int8. The runtime reads the accumulators at full width, so
+    the read-out's own requantization is not used (docs/byoc.md)."""
+    acc = ops.gemm_partials(rt.pool("int8"), xq.view(np.uint8), wq.view(np.uint8))
+    f32 = np.float32
+    scale = f32(f32(sx) * f32(sw)) / f32(sy)
+    return np.clip(np.rint(acc.astype(f32) * scale), -128, 127).astype(np.int8)
 
 
 def _bias_shape(bias: npt.NDArray, y: npt.NDArray) -> tuple[int, ...]:

@@ -105,6 +105,25 @@ def lstm(g: _Graph) -> tuple[onnx.ModelProto, list[int]]:
     return g.model("lstm", [steps, batch, n_in], g.dense(h, hidden, 10, relu=False), [batch, 10]), [steps, batch, n_in]
 
 
+def qmlp(g: _Graph) -> tuple[onnx.ModelProto, list[int]]:
+    """An int8 QDQ MLP (16 x 64 -> 64 -> 32): per-tensor scales, zero points 0, int8 weights; each
+    MatMul between DequantizeLinear of its operands and a QuantizeLinear of its result."""
+    zero = _const(g, np.array(0, np.int8))
+
+    def qdq(x: str, scale: float) -> str:
+        s = _const(g, np.array(scale, np.float32))
+        return g.node("DequantizeLinear", [g.node("QuantizeLinear", [x, s, zero]), s, zero])
+
+    def qdense(x: str, k: int, n: int, out_scale: float) -> str:
+        wq = g.name("wq")
+        g.inits.append(numpy_helper.from_array(g.rng.integers(-127, 128, (k, n)).astype(np.int8), wq))
+        w = g.node("DequantizeLinear", [wq, _const(g, np.array(1 / (127 * np.sqrt(k)), np.float32)), zero])
+        return qdq(g.node("MatMul", [x, w]), out_scale)
+
+    h = qdense(qdq("x", 1 / 127), 64, 64, 3 / 127)
+    return g.model("qmlp", [16, 64], qdense(h, 64, 32, 6 / 127), [16, 32]), [16, 64]
+
+
 def _const(g: _Graph, value: npt.NDArray) -> str:
     name = g.name("c")
     g.inits.append(numpy_helper.from_array(value, name))
@@ -112,7 +131,7 @@ def _const(g: _Graph, value: npt.NDArray) -> str:
 
 
 MODELS: dict[str, Callable[[_Graph], tuple[onnx.ModelProto, list[int]]]] = {
-    "mlp": mlp, "cnn": cnn, "split": split, "lstm": lstm}  # fmt: skip
+    "mlp": mlp, "cnn": cnn, "split": split, "lstm": lstm, "qmlp": qmlp}  # fmt: skip
 
 
 def make_model(name: str, seed: int = 0) -> tuple[onnx.ModelProto, npt.NDArray[np.float32]]:

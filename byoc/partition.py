@@ -47,6 +47,13 @@ def _numel(expr: relax.Expr) -> int:
     return n
 
 
+def _bytes(expr: relax.Expr, element_bytes: int) -> int:
+    """Bytes on the device: int8 tensors (QDQ) as they are, float tensors in the tile's input type."""
+    if isinstance(expr, relax.Tuple):
+        return sum(_bytes(f, element_bytes) for f in expr.fields)
+    return _numel(expr) * (1 if str(expr.ty.dtype) == "int8" else element_bytes)
+
+
 def op_counts(func: relax.Function) -> tuple[int, int]:
     """Relax operator calls in ``func``'s own bindings and the MACs of its matmuls and conv2ds
     (output elements times the reduction length)."""
@@ -75,7 +82,8 @@ def _call_sites(main: relax.Function) -> dict[str, int]:
 
 
 def regions_of(mod: tvm.IRModule, element_bytes: int) -> list[Region]:
-    """The regions (functions with ``Codegen = "pyard"``) of a partitioned module."""
+    """The regions (functions with ``Codegen = "pyard"``) of a partitioned module; ``element_bytes``
+    is the size of a float element on the tile (2 for bf16)."""
     out, sites = [], _call_sites(mod["main"])
     for gv, func in mod.functions.items():
         if not isinstance(func, relax.Function) or not func.attrs or func.attrs.get("Codegen") != "pyard":
@@ -92,8 +100,9 @@ def regions_of(mod: tvm.IRModule, element_bytes: int) -> list[Region]:
                     ops, macs = op_counts(composite)
                     region.relax_ops += ops
                     region.macs += macs
-        elements = sum(_numel(p) for p in func.params) + _numel(func.body.body)
-        region.transfer_bytes = elements * element_bytes
+        region.transfer_bytes = sum(_bytes(p, element_bytes) for p in func.params) + _bytes(
+            func.body.body, element_bytes
+        )
         region.calls = sites.get(gv.name_hint, 0)
         out.append(region)
     return out

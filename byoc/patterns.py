@@ -114,12 +114,38 @@ def _elementwise(op: str, name: str) -> FusionPattern:
     return FusionPattern(f"pyard.{name}", root, {"root": root}, _check_elementwise)
 
 
+def _scalar(expr: relax.Expr) -> float | None:
+    """The value of a scalar constant (a QDQ scale or zero point), else None."""
+    if not isinstance(expr, tvm.ir.expr.Constant):
+        return None
+    value = expr.value.numpy()
+    return float(value) if value.ndim == 0 else None
+
+
+def _check_qdense(ctx: PatternCheckContext) -> bool:
+    """Per-tensor scales, zero points 0 (the tile's int8 is symmetric), int8 operands and result."""
+    calls = [ctx.annotated_expr[k] for k in ("dqx", "dqw", "root")]
+    if any(_scalar(c.args[1]) is None or _scalar(c.args[2]) != 0 for c in calls):
+        return False
+    ints = (calls[0].args[0], calls[1].args[0], calls[2])
+    return all(str(e.ty.dtype) == "int8" and len(e.ty.shape) == 2 for e in ints)
+
+
+def _qdense() -> FusionPattern:
+    """``quantize(dequantize(xq) @ dequantize(wq))``: an ONNX QDQ MatMul."""
+    dqx = is_op("relax.dequantize")(wildcard(), wildcard(), wildcard())
+    dqw = is_op("relax.dequantize")(wildcard(), wildcard(), wildcard())
+    root = is_op("relax.quantize")(is_op("relax.matmul")(dqx, dqw), wildcard(), wildcard())
+    return FusionPattern("pyard.qdense", root, {"dqx": dqx, "dqw": dqw, "root": root}, _check_qdense)
+
+
 def pyard_patterns() -> list[FusionPattern]:
     """The patterns, registered once with TVM's registry; highest priority first (as TVM returns them)."""
     if not _registered:
         table = [_elementwise(op, name) for op, name in ELEMENTWISE.items()]
         table += [_compute(kind, bias, relu) for kind in ("dense", "conv2d") for bias in (False, True)
                   for relu in (False, True)]  # fmt: skip
+        table.append(_qdense())
         register_patterns(table)
         _registered.extend(table)
     return list(get_patterns_with_prefix("pyard."))

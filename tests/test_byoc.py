@@ -100,6 +100,22 @@ def test_models_within_the_bf16_bound_of_onnxruntime(name: str) -> None:
     assert 0 < row["macs_offloaded"] <= row["macs"]
 
 
+def test_qdq_mlp_is_exact_on_the_int8_tile(rt: Runtime) -> None:
+    """int8 QDQ: the tile's integer GEMM and the host's requantization (QLinearMatMul's) give
+    onnxruntime's output exactly, with its graph optimizations on (fused QLinearMatMul) or off
+    (float DequantizeLinear / MatMul / QuantizeLinear)."""
+    row = run_model("qmlp")
+    assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qdense", "qdense"], ["int8"])
+    assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 16 * 64 * (64 + 32)
+    model, x = make_model("qmlp")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        got = build(from_onnx(model, keep_params_in_input=False), both)(x)
+    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+
+
 def test_cnn_table_row() -> None:
     """ResNet-8: every conv in one region; the 64x10 classifier (640 MACs, 1,448 bytes) fails the
     cost rule and stays on the CPU with the pooling."""
