@@ -60,6 +60,7 @@ class Stats:
 
 
 _PROGRAMS: dict[str, Program] = {}
+_builds = 0  # builds so far: each build's region symbols are its own
 _bound = threading.local()  # the Runtime regions run on, set by PyardExecutable.__call__
 
 
@@ -110,7 +111,9 @@ def _codegen(functions: list[relax.Function], options: Any, constant_names: Any)
 
 def _packed(program: Program) -> Any:
     def run(*tensors: Any) -> None:
-        runtime, stats = _bound.runtime, _bound.stats
+        runtime, stats = getattr(_bound, "runtime", None), getattr(_bound, "stats", None)
+        if runtime is None or stats is None:
+            raise RuntimeError(f"pyard region {program.name}: run the model through its PyardExecutable")
         start = time.perf_counter()
         outs = run_program(runtime, program, [t.numpy() for t in tensors[: program.params]])
         for tensor, out in zip(tensors[program.params :], outs, strict=True):
@@ -181,6 +184,18 @@ class PyardExecutable:
         return out.numpy()
 
 
+def _unique_symbols(mod: tvm.IRModule) -> tvm.IRModule:
+    """Region symbols unique to this build: they name global functions, and two models (or two
+    builds of one) may have regions TVM names alike."""
+    global _builds
+    _builds += 1
+    out = mod
+    for index, (gv, func) in enumerate(mod.functions.items()):
+        if isinstance(func, relax.Function) and func.attrs and func.attrs.get("Codegen") == "pyard":
+            out[gv] = func.with_attr("global_symbol", f"pyard_b{_builds}_r{index}")
+    return out
+
+
 def build(
     mod: tvm.IRModule,
     runtime: Runtime,
@@ -191,6 +206,6 @@ def build(
     """Partition ``mod`` for pyard, run the codegen, compile the rest for the CPU."""
     cfg = config or runtime.configs[runtime.default_precision]
     mod, regions = partition_for_pyard(mod, cfg, min_macs_per_byte=min_macs_per_byte)
-    mod = relax.transform.RunCodegen()(mod)
+    mod = relax.transform.RunCodegen()(_unique_symbols(mod))
     executable = tvm.compile(mod, target="llvm")
     return PyardExecutable(relax.VirtualMachine(executable, tvm.cpu()), runtime, regions)

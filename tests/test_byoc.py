@@ -83,6 +83,18 @@ def test_mlp_regions_equal_the_runtime_operators(rt: Runtime) -> None:
     np.testing.assert_array_equal(got, h.astype(np.float32))
 
 
+def test_builds_keep_their_own_regions(rt: Runtime) -> None:
+    """Region symbols are global functions: a second build must not replace the first's."""
+    first_mod, x, _ = _relax("mlp")
+    first = build(first_mod, rt)
+    want = first(x)
+    second_mod, x2, _ = _relax("split")
+    second = build(second_mod, rt)
+    second(x2)
+    np.testing.assert_array_equal(first(x), want)
+    assert set(first.stats.per_region).isdisjoint(second.stats.per_region)
+
+
 def test_split_model_has_two_regions_around_the_cpu_sigmoid() -> None:
     mod, _, _ = _relax("split")
     parted, regions = partition_for_pyard(mod)
