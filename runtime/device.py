@@ -77,6 +77,7 @@ class Device:
         self.executable = build_tile_sim(cfg, mem_bytes, LATENCY).executable
         self.mem_bytes = mem_bytes
         self.cycles = 0  # device cycles of every batch run so far
+        self.bytes_written = self.bytes_read = 0  # host <-> device memory traffic so far
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._seq = 0  # the tile's sequence number of the next command pushed (ERROR_SEQ's count)
@@ -125,11 +126,13 @@ class Device:
         with self._lock:
             self._send(struct.pack("<cQQ", b"W", addr, len(data)) + data)
             self._status("write", addr, len(data))
+            self.bytes_written += len(data)
 
     def read(self, addr: int, length: int) -> bytes:
         with self._lock:
             self._send(struct.pack("<cQQ", b"R", addr, length))
             self._status("read", addr, length)
+            self.bytes_read += length
             return self._read(length)
 
     def run(self, commands: list[list[int]], budget: int) -> RunRecord:

@@ -25,11 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     register_sim_speed(kinds)
     register_multicore(kinds)
+    from byoc.bench import register as register_byoc
     from fptt_soc.bench import register as register_fptt
     from runtime.bench import register as register_runtime
 
     register_fptt(kinds)
     register_runtime(kinds)
+    register_byoc(kinds)
     mesh = kinds.add_parser("mesh", help="mesh timing for one weight tile, Verilog generation and build time")
     add_config_args(mesh)
     mesh.add_argument("--fresh", action="store_true", help="build in a temporary directory to time a cold build")

@@ -9,9 +9,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ABOVE = {
-    "rtl": {"soc", "sim", "synth", "tb", "boards", "tests", "runtime"},
-    "soc": {"sim", "synth", "tb", "boards", "tests", "runtime"},
-    "runtime": {"synth", "tb", "boards", "tests"},  # a deployment target: no testbench code in it
+    "rtl": {"soc", "sim", "synth", "tb", "boards", "tests", "runtime", "byoc"},
+    "soc": {"sim", "synth", "tb", "boards", "tests", "runtime", "byoc"},
+    "runtime": {"synth", "tb", "boards", "tests", "byoc"},  # a deployment target: no testbench code in it
+    "byoc": {"synth", "tb", "boards", "tests"},  # on top of the runtime; only the CLI's bench imports it
 }
 
 

@@ -1,0 +1,149 @@
+"""The TVM BYOC backend (byoc/): patterns and partition on models imported with TVM's ONNX frontend,
+the cost rule, the codegen's regions equal to the same runtime operators called directly, every
+model within the bf16 bound of onnxruntime, and the bench's table and argument errors. Skipped
+where the optional [tvm] extra (apache-tvm, onnx, onnxruntime) is not installed."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
+
+from byoc.bench import BF16_BOUND, run_model  # noqa: E402
+from byoc.codegen import build  # noqa: E402
+from byoc.models import make_model  # noqa: E402
+from byoc.partition import partition_for_pyard  # noqa: E402
+from runtime import Runtime  # noqa: E402
+
+MLP_MACS = 16 * 64 * 64 + 16 * 64 * 32 + 16 * 32 * 10  # x(16x64) through 64 -> 64 -> 32 -> 10
+
+
+@pytest.fixture(scope="module")
+def rt():
+    with Runtime("4x4-bf16") as runtime:
+        yield runtime
+
+
+def _relax(name: str):
+    model, x = make_model(name)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return from_onnx(model, keep_params_in_input=False), x, want
+
+
+def test_mlp_is_one_region_of_three_fused_layers() -> None:
+    mod, _, _ = _relax("mlp")
+    parted, regions = partition_for_pyard(mod, "4x4-bf16")
+    assert [(r.ops, r.macs, r.calls, r.offloaded) for r in regions] == [
+        (["dense_bias_relu", "dense_bias_relu", "dense_bias"], MLP_MACS, 1, True)
+    ]
+    # Parameters (x, 3 weights, 3 biases) and the output, 2 bytes each in bf16.
+    elements = 16 * 64 + 64 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10 + 16 * 10
+    assert regions[0].transfer_bytes == 2 * elements
+    assert [f.attrs["Codegen"] for f in parted.functions.values() if f.attrs and "Codegen" in f.attrs] == ["pyard"]
+
+
+def test_cost_rule_keeps_regions_below_the_threshold_on_the_cpu() -> None:
+    mod, _, _ = _relax("mlp")
+    ratio = MLP_MACS / partition_for_pyard(mod)[1][0].transfer_bytes
+    assert partition_for_pyard(mod, min_macs_per_byte=ratio)[1][0].offloaded
+    kept, regions = partition_for_pyard(mod, min_macs_per_byte=ratio * 1.01)
+    assert not regions[0].offloaded
+    assert not [f for f in kept.functions.values() if f.attrs and "Codegen" in f.attrs]
+    with pytest.raises(ValueError, match="min_macs_per_byte"):
+        partition_for_pyard(mod, min_macs_per_byte=-1)
+
+
+def test_rejected_regions_run_on_tvm_cpu_in_fp32(rt: Runtime) -> None:
+    mod, x, want = _relax("mlp")
+    before = sum(rt.device_cycles().get("bf16", [0]))
+    got = build(mod, rt, min_macs_per_byte=1e9)(x)
+    assert sum(rt.device_cycles().get("bf16", [0])) == before  # nothing ran on the device
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_regions_equal_the_runtime_operators(rt: Runtime) -> None:
+    """The codegen's program is the runtime's operators in the graph's order, nothing else: the
+    same calls made by hand give the same bits."""
+    model, x = make_model("mlp")
+    w = {t.name: np.frombuffer(t.raw_data, np.float32).reshape(t.dims) for t in model.graph.initializer}
+    names = [n.input[1] for n in model.graph.node if n.op_type in ("MatMul", "Add")]
+    h = x
+    for layer in range(3):
+        weight, bias = w[names[2 * layer]], w[names[2 * layer + 1]]
+        h = rt.add(rt.gemm(h, weight), np.broadcast_to(bias, (16, bias.size)))
+        h = rt.relu(h) if layer < 2 else h
+    got = build(from_onnx(model, keep_params_in_input=False), rt)(x)
+    np.testing.assert_array_equal(got, h.astype(np.float32))
+
+
+def test_builds_keep_their_own_regions(rt: Runtime) -> None:
+    """Region symbols are global functions: a second build must not replace the first's."""
+    first_mod, x, _ = _relax("mlp")
+    first = build(first_mod, rt)
+    want = first(x)
+    second_mod, x2, _ = _relax("split")
+    second = build(second_mod, rt)
+    second(x2)
+    np.testing.assert_array_equal(first(x), want)
+    assert set(first.stats.per_region).isdisjoint(second.stats.per_region)
+
+
+def test_split_model_has_two_regions_around_the_cpu_sigmoid() -> None:
+    mod, _, _ = _relax("split")
+    parted, regions = partition_for_pyard(mod)
+    assert [r.ops for r in regions] == [["dense_bias_relu"], ["dense_bias_relu"]]
+    assert all(r.offloaded for r in regions)
+    assert "R.sigmoid" in parted["main"].script()
+
+
+@pytest.mark.parametrize("name", ["mlp", "split", "cnn", "lstm"])
+def test_models_within_the_bf16_bound_of_onnxruntime(name: str) -> None:
+    row = run_model(name)
+    assert row["within_bound"], row["max_err_rel"]
+    assert 0 < row["max_err_rel"] <= BF16_BOUND  # bf16, so never exactly fp32's result
+    assert row["cycles_total"] > 0 and row["transfer_bytes"] >= row["region_bytes"] > 0
+    assert 0 < row["macs_offloaded"] <= row["macs"]
+
+
+def test_qdq_mlp_is_exact_on_the_int8_tile(rt: Runtime) -> None:
+    """int8 QDQ: the tile's integer GEMM and the host's requantization (QLinearMatMul's) give
+    onnxruntime's output exactly, with its graph optimizations on (fused QLinearMatMul) or off
+    (float DequantizeLinear / MatMul / QuantizeLinear)."""
+    row = run_model("qmlp")
+    assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qdense", "qdense"], ["int8"])
+    assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 16 * 64 * (64 + 32)
+    model, x = make_model("qmlp")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        got = build(from_onnx(model, keep_params_in_input=False), both)(x)
+    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+
+
+def test_cnn_table_row() -> None:
+    """ResNet-8: every conv in one region; the 64x10 classifier (640 MACs, 1,448 bytes) fails the
+    cost rule and stays on the CPU with the pooling."""
+    row = run_model("cnn")
+    conv_macs = (
+        1 * 16 * 16 * 16 * 27 + 16 * 16 * 16 * 144 * 2 + 8 * 8 * 32 * (144 + 288 + 16) + 4 * 4 * 64 * (288 + 576 + 32)
+    )
+    assert (row["regions"], row["regions_kept_on_cpu"], row["macs_offloaded"]) == (1, 1, conv_macs)
+    assert row["macs"] == conv_macs + 64 * 10
+
+
+def test_bench_cli_json_and_errors() -> None:
+    run = [sys.executable, "-m", "sim.cli", "bench", "byoc"]
+    out = subprocess.run([*run, "--model", "mlp", "--json"], capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout)
+    assert (row["model"], row["config"], row["macs_offloaded"], row["regions"]) == ("mlp", "4x4-bf16", MLP_MACS, 1)
+    for bad, field in ((["--model", "resnet50"], "--model"), (["--min-macs-per-byte", "-1"], "--min-macs-per-byte")):
+        err = subprocess.run([*run, *bad], capture_output=True, text=True)
+        assert err.returncode == 2 and field in err.stderr and "Traceback" not in err.stderr
