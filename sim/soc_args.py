@@ -9,7 +9,7 @@ from sim.config_args import add_config_args, config_from_args
 from soc.config import SocConfig
 
 # option → SocConfig field, on top of the accelerator options of sim/config_args.py.
-SOC_OPTIONS = ("cores", "itcm_kib", "dram_kib", "dram_banks", "mem_mib", "mem_latency", "stack_kib")
+SOC_OPTIONS = ("cores", "tiles", "itcm_kib", "dram_kib", "dram_banks", "mem_mib", "mem_latency", "stack_kib")
 
 
 def add_soc_args(parser: argparse.ArgumentParser) -> None:
