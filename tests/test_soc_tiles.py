@@ -24,7 +24,7 @@ from soc.soc import Soc, address_regions, mem_id_bits
 
 REPO = Path(__file__).resolve().parent.parent
 CFG = SocConfig.from_name("4x4-int8", cores=2, tiles=2)
-JOBS, M, K, N = 4, 16, 32, 16  # the defaults of firmware/examples/tiles.c
+JOBS, M, K, N = 4, 16, 32, 16  # smaller than firmware/examples/tiles.c's defaults
 
 
 @pytest.mark.parametrize("tiles", [0, 9, 2.0, True])
@@ -78,7 +78,9 @@ def _grid(data: bytes, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
 def test_two_harts_share_two_tiles_through_the_resource_manager() -> None:
     """Every GEMM equals NumPy's exactly; both tiles served jobs; no tile was ever held twice; each
     tile's own MAC counter (read through its own window) matches the jobs it ran."""
-    elf = build_firmware(CFG, [REPO / "firmware/examples/tiles.c"])
+    elf = build_firmware(
+        CFG, [REPO / "firmware/examples/tiles.c"], defines={"JOBS": JOBS, "GEMM_M": M, "GEMM_K": K, "GEMM_N": N}
+    )
     sym = load_elf(elf).symbols
     h = CFG.cores
     dumps = {
