@@ -1,4 +1,5 @@
-"""Command-line options of the commands that take a SoC config (``pyard run``, ``pyard bench sim-speed``)."""
+"""Command-line options of the commands that take a SoC config (``pyard run``, ``pyard verilog``,
+``pyard bench sim-speed``): the accelerator's, and the SoC's (``--cores``, ``--tiles`` …)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The SoC top: harts with private ITCMs, the banked data RAM, MMIO, the accelerator tile and main memory.
+"""The SoC top: harts with private ITCMs, the banked data RAM, MMIO, the accelerator tiles and main memory.
 
-``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``), shared
-by the harts (through a core-bus → AXI4 bridge) and the tile's DMA. ``SocSim`` adds the simulated
-main memory (soc/main_memory.py) for Verilator runs, and is built for simulation speed (no reset,
-registered inputs, the tile's clock gated while it is idle). See docs/soc.md for the memory map and
-the blocks.
+``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``),
+shared by the harts (through a core-bus → AXI4 bridge) and the tiles' DMA (docs/tiles.md).
+``SocSim`` adds the simulated main memory (soc/main_memory.py) for Verilator runs, and is built for
+simulation speed (no reset, registered inputs, each tile's clock gated while it is idle). See
+docs/soc.md for the memory map and the blocks.
 
 ``Soc`` has a debug bus (``dbg``, a core-bus slave; ``SocSim`` puts a registered four-phase port in
 front of it) used by the program loader before the harts are released (``hold``) and to read
@@ -151,8 +151,8 @@ class Soc(wiring.Component):
         if self.gate_tile:
             m.d.comb += self.tile_clocked.eq(reduce(or_, enables))
         self._peripheral_bus(m, arbiter, mmio, tiles)
-        # One external interrupt for the harts: the tiles' lines ORed (the driver finds the tile
-        # by its STATUS and IRQ_ENABLE registers).
+        # One external interrupt for the harts (no PLIC): the tiles' lines ORed. A hart waiting on
+        # a tile masks that tile's line at the tile (IRQ_ENABLE), so the others stay visible.
         ext_irq = reduce(or_, [tile.irq for tile in tiles])
 
         for h in range(n):
