@@ -1,4 +1,5 @@
-"""Command-line options of the commands that take a SoC config (``pyard run``, ``pyard bench sim-speed``)."""
+"""Command-line options of the commands that take a SoC config (``pyard run``, ``pyard verilog``,
+``pyard bench sim-speed``): the accelerator's, and the SoC's (``--cores``, ``--tiles`` …)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sim.config_args import add_config_args, config_from_args
 from soc.config import SocConfig
 
 # option → SocConfig field, on top of the accelerator options of sim/config_args.py.
-SOC_OPTIONS = ("cores", "itcm_kib", "dram_kib", "dram_banks", "mem_mib", "mem_latency", "stack_kib")
+SOC_OPTIONS = ("cores", "tiles", "itcm_kib", "dram_kib", "dram_banks", "mem_mib", "mem_latency", "stack_kib")
 
 
 def add_soc_args(parser: argparse.ArgumentParser) -> None:

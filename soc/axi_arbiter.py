@@ -12,7 +12,10 @@ _ADDR_FIELDS = ("addr", "len", "size", "burst", "lock", "cache", "prot", "qos")
 
 
 class Axi4Arbiter(wiring.Component):
-    """``m0`` and ``m1`` (``id_bits`` each) → ``out`` (``id_bits + 1``), ID = master << id_bits | id.
+    """``m0`` (``id_bits``) and ``m1`` (``m1_id_bits``, default ``id_bits``) → ``out`` (one bit
+    more than the wider), ID = master << top | id with ``top`` the wider ID width. Arbiters nest: an
+    ``out`` is a master of the next level, which is how the SoC shares main memory among the harts
+    and many tiles (docs/tiles.md).
 
     Read and write address channels alternate between the masters when both ask (round-robin).
     A granted write burst owns the W channel until its last beat; the next AW may be granted in
@@ -20,10 +23,16 @@ class Axi4Arbiter(wiring.Component):
     bit. Slaves may answer reads in any order across IDs: routing only looks at the ID.
     """
 
-    def __init__(self, data_bits: int, id_bits: int = 4) -> None:
-        self.id_bits = id_bits
-        inner = Axi4Signature(data_bits, id_bits=id_bits)
-        super().__init__({"m0": In(inner), "m1": In(inner), "out": Out(Axi4Signature(data_bits, id_bits=id_bits + 1))})
+    def __init__(self, data_bits: int, id_bits: int = 4, m1_id_bits: int | None = None) -> None:
+        m1_id_bits = id_bits if m1_id_bits is None else m1_id_bits
+        self.id_bits = max(id_bits, m1_id_bits)  # the master's number goes above the wider ID
+        super().__init__(
+            {
+                "m0": In(Axi4Signature(data_bits, id_bits=id_bits)),
+                "m1": In(Axi4Signature(data_bits, id_bits=m1_id_bits)),
+                "out": Out(Axi4Signature(data_bits, id_bits=self.id_bits + 1)),
+            }
+        )
 
     def elaborate(self, platform: object) -> Module:
         m = Module()

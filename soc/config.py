@@ -15,9 +15,10 @@ from typing import Any
 from rtl.config import AccelConfig, ConfigError, check_int, check_pow2, load_config
 from soc.rv32 import CoreConfig
 
-__all__ = ["MAX_CORES", "SocConfig", "default_banks"]
+__all__ = ["MAX_CORES", "MAX_TILES", "SocConfig", "default_banks"]
 
 MAX_CORES = 16
+MAX_TILES = 8
 
 
 def default_banks(cores: int) -> int:
@@ -32,7 +33,9 @@ class SocConfig:
     ``core`` is the template for every hart; the SoC gives each its ``hart_id`` and the reset pc
     (0, the start of the ITCM), so both must be left at 0. ``dram_banks = 0`` picks
     :func:`default_banks`. ``mem_latency`` is the main memory's read latency in cycles (AR
-    handshake to first R beat); its data width is the accelerator's ``dma_bits``.
+    handshake to first R beat); its data width is the accelerator's ``dma_bits``. ``tiles`` is
+    the number of accelerator tiles (each with its own register window, interrupt and DMA master;
+    docs/tiles.md).
     """
 
     accel: AccelConfig = field(default_factory=AccelConfig)
@@ -44,11 +47,13 @@ class SocConfig:
     mem_mib: int = 16
     mem_latency: int = 32
     stack_kib: int = 2
+    tiles: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.accel, AccelConfig):
             raise ConfigError("accel", self.accel, "an AccelConfig")
         check_int("cores", self.cores, 1, MAX_CORES)
+        check_int("tiles", self.tiles, 1, MAX_TILES)
         if not isinstance(self.core, CoreConfig):
             raise ConfigError("core", self.core, "a CoreConfig")
         if self.core.hart_id != 0 or self.core.reset_pc != 0:
@@ -67,8 +72,9 @@ class SocConfig:
 
     @property
     def name(self) -> str:
-        """``<accel name>-<cores>c``, e.g. ``4x4-bf16-2c``."""
-        return f"{self.accel.name}-{self.cores}c"
+        """``<accel name>[-<tiles>t]-<cores>c``, e.g. ``4x4-bf16-2c``, ``4x4-int8-2t-2c``."""
+        tiles = f"-{self.tiles}t" if self.tiles > 1 else ""
+        return f"{self.accel.name}{tiles}-{self.cores}c"
 
     @property
     def itcm_bytes(self) -> int:
@@ -107,6 +113,8 @@ class SocConfig:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["accel"] = self.accel.to_dict()
         out["core"] = dataclasses.asdict(self.core)
+        if self.tiles == 1:  # absent means 1: the config.json files and build keys of 1-tile SoCs stay valid
+            del out["tiles"]
         return out
 
     def to_json(self) -> str:

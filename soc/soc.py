@@ -1,16 +1,19 @@
-"""The SoC top: harts with private ITCMs, the banked data RAM, MMIO, the accelerator tile and main memory.
+"""The SoC top: harts with private ITCMs, the banked data RAM, MMIO, the accelerator tiles and main memory.
 
-``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``), shared
-by the harts (through a core-bus → AXI4 bridge) and the tile's DMA. ``SocSim`` adds the simulated
-main memory (soc/main_memory.py) for Verilator runs, and is built for simulation speed (no reset,
-registered inputs, the tile's clock gated while it is idle). See docs/soc.md for the memory map and
-the blocks.
+``Soc`` is what an FPGA user instantiates: its main memory is an AXI4 master port (``m_axi``),
+shared by the harts (through a core-bus → AXI4 bridge) and the tiles' DMA (docs/tiles.md).
+``SocSim`` adds the simulated main memory (soc/main_memory.py) for Verilator runs, and is built for
+simulation speed (no reset, registered inputs, each tile's clock gated while it is idle). See
+docs/soc.md for the memory map and the blocks.
 
 ``Soc`` has a debug bus (``dbg``, a core-bus slave; ``SocSim`` puts a registered four-phase port in
 front of it) used by the program loader before the harts are released (``hold``) and to read
 results after the run: it reaches the data RAM, MMIO, the accelerator registers and main memory
 like a hart does, and writes to ITCM addresses go to every hart's ITCM.
 """
+
+from functools import reduce
+from operator import or_
 
 from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetInserter, Signal, Value
 from amaranth.lib import data, wiring
@@ -26,14 +29,35 @@ from soc.dram import BankedRam
 from soc.image import MemoryImage
 from soc.itcm import Itcm
 from soc.main_memory import MainMemory
-from soc.memmap import ACCEL_BASE, ACCEL_SIZE, DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, MMIO_SIZE
+from soc.memmap import ACCEL_BASE, ACCEL_SIZE, DRAM_BASE, ITCM_BASE, MEM_BASE, MMIO_BASE, MMIO_SIZE, accel_base
 from soc.mmio import Mmio
 from soc.rv32 import Core
 from soc.rv32.bus import BusSignature, forward_request
 
-__all__ = ["TILE_ID_BITS", "Soc", "SocSim"]
+__all__ = ["TILE_ID_BITS", "Soc", "SocSim", "address_regions", "mem_id_bits"]
 
-TILE_ID_BITS = 4  # the tile's AXI ID width; the SoC's main-memory port has one more bit (who asked)
+TILE_ID_BITS = 4  # the tile's AXI ID width; the SoC's main-memory port adds the bits of who asked
+
+
+def mem_id_bits(tiles: int) -> int:
+    """ID width of the SoC's main-memory port: a tile's ID, one bit for harts-or-tiles, and the
+    depth of the balanced tree of two-way arbiters over the tiles (docs/tiles.md)."""
+    return TILE_ID_BITS + 1 + (tiles - 1).bit_length()
+
+
+def address_regions(cfg: SocConfig) -> dict[str, tuple[tuple[int, int], ...]]:
+    """What a hart's data bus decodes: its ITCM, the data RAM, and the peripherals (MMIO, every
+    tile's register window, main memory) behind the shared bus."""
+    return {
+        "itcm": ((ITCM_BASE, cfg.itcm_bytes),),
+        "dram": ((DRAM_BASE, cfg.dram_bytes),),
+        "periph": ((MMIO_BASE, MMIO_SIZE), (ACCEL_BASE, ACCEL_SIZE * cfg.tiles), (MEM_BASE, cfg.mem_bytes)),
+    }
+
+
+def _tile_name(t: int) -> str:
+    """Tile 0 keeps the single-tile SoC's names, so a 1-tile SoC's Verilog (and builds) stay as they were."""
+    return "tile" if t == 0 else f"tile{t}"
 
 
 def _connect_unless(m: Module, master: wiring.PureInterface, slave: wiring.PureInterface, block: Value) -> None:
@@ -62,17 +86,20 @@ class _ItcmLoader(wiring.Component):
         return m
 
 
-def _gated_tile(m: Module, tile: wiring.Component) -> tuple[wiring.Component, Signal]:
+def _gated_tile(m: Module, tile: wiring.Component, name: str) -> tuple[wiring.Component, Signal]:
     """Clock ``tile`` only while it is active: a clock gate whose enable is latched while the
     clock is low, so the gated clock never glitches. The tile then costs a simulator nothing while
     idle; its behaviour is unchanged because an inactive tile's next state equals its state.
     Simulation only: the gated domains have no reset (registers start at their initial values)."""
-    m.domains.tile_gate = ClockDomain("tile_gate", clk_edge="neg", local=True, reset_less=True)
-    m.domains.tile = ClockDomain("tile", local=True, reset_less=True)
-    enable = Signal(init=1)
-    m.d.tile_gate += enable.eq(tile.active)
-    m.d.comb += [ClockSignal("tile_gate").eq(ClockSignal()), ClockSignal("tile").eq(ClockSignal() & enable)]
-    return DomainRenamer("tile")(tile), enable
+    gate = f"{name}_gate"
+    m.domains += [
+        ClockDomain(gate, clk_edge="neg", local=True, reset_less=True),
+        ClockDomain(name, local=True, reset_less=True),
+    ]
+    enable = Signal(init=1, name="enable" if name == "tile" else f"{name}_enable")
+    m.d[gate] += enable.eq(tile.active)
+    m.d.comb += [ClockSignal(gate).eq(ClockSignal()), ClockSignal(name).eq(ClockSignal() & enable)]
+    return DomainRenamer(name)(tile), enable
 
 
 def _run_ports(cfg: SocConfig) -> dict:
@@ -94,41 +121,39 @@ class Soc(wiring.Component):
     def __init__(self, cfg: SocConfig, *, gate_tile: bool = False, image: MemoryImage | None = None) -> None:
         self.cfg, self.gate_tile, self.image = cfg, gate_tile, image or MemoryImage()
         members = {
-            "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS + 1)),
+            "m_axi": Out(Axi4Signature(cfg.mem_bits, id_bits=mem_id_bits(cfg.tiles))),
             "dbg": In(BusSignature()),
             "hold": In(1),
             "console_ready": In(1, init=1),  # low: a console write waits (a board's UART is busy)
             **_run_ports(cfg),
         }
         if gate_tile:
-            members["tile_clocked"] = Out(1)  # the tile's clock runs this cycle
+            members["tile_clocked"] = Out(1)  # a tile's clock runs this cycle
         super().__init__(members)
-
-    def _regions(self) -> dict[str, tuple[tuple[int, int], ...]]:
-        cfg = self.cfg
-        return {
-            "itcm": ((ITCM_BASE, cfg.itcm_bytes),),
-            "dram": ((DRAM_BASE, cfg.dram_bytes),),
-            "periph": ((MMIO_BASE, MMIO_SIZE), (ACCEL_BASE, ACCEL_SIZE), (MEM_BASE, cfg.mem_bytes)),
-        }
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg, n = self.cfg, self.cfg.cores
-        regions = self._regions()
+        regions = address_regions(cfg)
         data_targets = (regions["itcm"], regions["dram"], regions["periph"])
         m.submodules.dram = dram = BankedRam(cfg.dram_bytes, cfg.dram_banks, n + 1, self.image.dram)
         m.submodules.periph_arbiter = arbiter = BusArbiter(n + 1)
         m.submodules.mmio = mmio = self._mmio(m)
         from rtl.tile import Tile  # the tile pulls in every accelerator block
 
-        tile = Tile(cfg.accel)
+        tiles, enables = [Tile(cfg.accel) for _ in range(cfg.tiles)], []
+        for t, tile in enumerate(tiles):
+            if self.gate_tile:
+                m.submodules[_tile_name(t)], enable = _gated_tile(m, tile, _tile_name(t))
+                enables.append(enable)
+            else:
+                m.submodules[_tile_name(t)] = tile
         if self.gate_tile:
-            m.submodules.tile, enable = _gated_tile(m, tile)
-            m.d.comb += self.tile_clocked.eq(enable)
-        else:
-            m.submodules.tile = tile
-        self._peripheral_bus(m, arbiter, mmio, tile)
+            m.d.comb += self.tile_clocked.eq(reduce(or_, enables))
+        self._peripheral_bus(m, arbiter, mmio, tiles)
+        # One external interrupt for the harts (no PLIC): the tiles' lines ORed. A hart waiting on
+        # a tile masks that tile's line at the tile (IRQ_ENABLE), so the others stay visible.
+        ext_irq = reduce(or_, [tile.irq for tile in tiles])
 
         for h in range(n):
             core = Core(cfg.core.__class__(hart_id=h, reset_pc=ITCM_BASE, fetch_depth=cfg.core.fetch_depth))
@@ -143,7 +168,7 @@ class Soc(wiring.Component):
             m.d.comb += [
                 core.timer_irq.eq(mmio.timer_irq[h]),
                 core.soft_irq.eq(mmio.soft_irq[h]),
-                core.ext_irq.eq(tile.irq),
+                core.ext_irq.eq(ext_irq),
                 self.instret[h].eq(core.instret),
             ]
             self._itcms = [*getattr(self, "_itcms", []), itcm]
@@ -162,21 +187,43 @@ class Soc(wiring.Component):
         ]
         return mmio
 
-    def _peripheral_bus(self, m: Module, arbiter: BusArbiter, mmio: Mmio, tile: wiring.Component) -> None:
-        cfg = self.cfg
-        targets = (((MMIO_BASE, MMIO_SIZE),), ((ACCEL_BASE, ACCEL_SIZE),), ((MEM_BASE, cfg.mem_bytes),))
+    def _peripheral_bus(self, m: Module, arbiter: BusArbiter, mmio: Mmio, tiles: list[wiring.Component]) -> None:
+        cfg, n = self.cfg, len(tiles)
+        windows = tuple(((accel_base(t), ACCEL_SIZE),) for t in range(n))
+        targets = (((MMIO_BASE, MMIO_SIZE),), *windows, ((MEM_BASE, cfg.mem_bytes),))
         m.submodules.periph_dec = dec = BusDecoder(targets)
-        m.submodules.accel_bridge = accel = BusToAxi(AxiLiteSignature(), offset=ACCEL_BASE)
+        bridges = [BusToAxi(AxiLiteSignature(), offset=accel_base(t)) for t in range(n)]
+        for t, bridge in enumerate(bridges):
+            m.submodules["accel_bridge" if t == 0 else f"accel_bridge{t}"] = bridge
         m.submodules.mem_bridge = mem = BusToAxi(Axi4Signature(cfg.mem_bits, id_bits=TILE_ID_BITS))
-        m.submodules.axi_arbiter = axi_arb = Axi4Arbiter(cfg.mem_bits, TILE_ID_BITS)
+        dma, dma_id_bits = self._dma_tree(m, [tile.m_axi for tile in tiles], "dma_arbiter")
+        # The harts' bridge and the tiles' DMA (one master, or the tree over them) share main memory.
+        m.submodules.axi_arbiter = axi_arb = Axi4Arbiter(cfg.mem_bits, TILE_ID_BITS, dma_id_bits)
         connect(m, arbiter.slave, dec.bus)
         connect(m, dec.out[0], mmio.bus)
-        connect(m, dec.out[1], accel.bus)
-        connect(m, dec.out[2], mem.bus)
-        connect(m, accel.axi, tile.s_axil)
+        for t, bridge in enumerate(bridges):
+            connect(m, dec.out[1 + t], bridge.bus)
+        connect(m, dec.out[n + 1], mem.bus)
+        for bridge, tile in zip(bridges, tiles, strict=True):
+            connect(m, bridge.axi, tile.s_axil)
         connect(m, mem.axi, axi_arb.m0)
-        connect(m, tile.m_axi, axi_arb.m1)
+        connect(m, dma, axi_arb.m1)
         connect(m, axi_arb.out, wiring.flipped(self.m_axi))
+
+    def _dma_tree(self, m: Module, masters: list, name: str) -> tuple[wiring.PureInterface, int]:
+        """A balanced tree of two-way arbiters over the tiles' DMA masters (the larger half on
+        ``m0``): each node alternates between its halves, so with a power-of-two tile count every
+        tile gets the same share of main memory when all compete. Returns the root's master port and
+        its ID width."""
+        if len(masters) == 1:
+            return masters[0], TILE_ID_BITS
+        half = (len(masters) + 1) // 2
+        left, left_bits = self._dma_tree(m, masters[:half], f"{name}_0")
+        right, right_bits = self._dma_tree(m, masters[half:], f"{name}_1")
+        m.submodules[name] = node = Axi4Arbiter(self.cfg.mem_bits, left_bits, right_bits)
+        connect(m, left, node.m0)
+        connect(m, right, node.m1)
+        return node.out, node.id_bits + 1
 
     def _debug_bus(self, m: Module, data_targets: tuple, dram: BankedRam, arbiter: BusArbiter) -> None:
         n = self.cfg.cores
@@ -255,7 +302,8 @@ class SocSim(wiring.Component):
         m.domains.sync = ClockDomain(reset_less=True)
         m.d.comb += ClockSignal().eq(self.clk)
         m.submodules.soc = soc = Soc(cfg, gate_tile=self.gate_tile)
-        m.submodules.mem = mem = MainMemory(MEM_BASE, cfg.mem_bytes, cfg.mem_bits, TILE_ID_BITS + 1, cfg.mem_latency)
+        id_bits = mem_id_bits(cfg.tiles)
+        m.submodules.mem = mem = MainMemory(MEM_BASE, cfg.mem_bytes, cfg.mem_bits, id_bits, cfg.mem_latency)
         m.submodules.dbg = dbg = _DebugPort()
         connect(m, soc.m_axi, mem.axi)
         connect(m, dbg.bus, soc.dbg)

@@ -1,10 +1,28 @@
 /* Driver for the pyard accelerator tile: command push, completion, errors, GEMM and Conv2D. */
 #include "pyard.h"
 
-static pyard_error_t last_error;
-static char detail[96]; /* what a driver-side (PYARD_E*) error was about */
+/* Per tile: the last error it reported. Per hart: the tile it drove last and what a driver-side
+ * (PYARD_E*) error was about. Only the hart that owns a tile writes its entry, so no atomics. */
+static pyard_error_t last_error[PYARD_NTILES];
+static unsigned last_tile[PYARD_NHARTS];
+static char detail[PYARD_NHARTS][96];
 
-pyard_error_t pyard_last_error(void) { return last_error; }
+static char *hart_detail(void) { return detail[pyard_hart_id()]; }
+
+/* Checks `tile` and records it as the calling hart's last; 0 or PYARD_EINVAL. */
+static int use_tile(unsigned tile) {
+  if (tile >= PYARD_NTILES) {
+    snprintf(hart_detail(), sizeof detail[0], "tile = %u is invalid: allowed 0 to %u", tile, PYARD_NTILES - 1);
+    return PYARD_EINVAL;
+  }
+  last_tile[pyard_hart_id()] = tile;
+  return 0;
+}
+
+pyard_error_t pyard_tile_last_error(unsigned tile) {
+  return tile < PYARD_NTILES ? last_error[tile] : (pyard_error_t){0, 0, 0};
+}
+pyard_error_t pyard_last_error(void) { return last_error[0]; }
 
 const char *pyard_error_name(unsigned code) {
   static const char *const names[] = {"OK",         "BAD_OPCODE", "ZERO_DIM", "TOO_LARGE",  "SP_RANGE",
@@ -19,91 +37,116 @@ const char *pyard_unit_name(unsigned unit) {
 }
 
 void pyard_perror(const char *what, int err) {
+  const pyard_error_t e = last_error[last_tile[pyard_hart_id()]];
   if (err == 0) {
     printf("%s: ok\n", what);
   } else if (err <= PYARD_EINVAL && err >= PYARD_ENODEV) {
-    printf("%s: %s\n", what, detail);
+    printf("%s: %s\n", what, hart_detail());
   } else {
-    printf("%s: %s unit reported %s (0x%02x) on command #%u\n", what, pyard_unit_name(last_error.unit),
-           pyard_error_name(last_error.code), last_error.code, last_error.seq);
+    printf("%s: %s unit reported %s (0x%02x) on command #%u\n", what, pyard_unit_name(e.unit),
+           pyard_error_name(e.code), e.code, e.seq);
   }
 }
 
-int pyard_init(void) {
-  uint32_t id = pyard_read(PYARD_REG_ID);
+int pyard_tile_init(unsigned tile) {
+  int err = use_tile(tile);
+  if (err) return err;
+  uint32_t id = pyard_tile_read(tile, PYARD_REG_ID);
   if (id != PYARD_ID_VALUE) {
-    snprintf(detail, sizeof detail, "no accelerator at %p (ID reads 0x%08x)", (void *)PYARD_ACCEL_BASE, (unsigned)id);
+    snprintf(hart_detail(), sizeof detail[0], "no accelerator at %p (ID reads 0x%08x)",
+             (void *)PYARD_ACCEL_TILE_BASE(tile), (unsigned)id);
     return PYARD_ENODEV;
   }
-  pyard_write(PYARD_REG_IRQ_ENABLE, 0);
-  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE | PYARD_CONTROL_CLEAR_ERROR | PYARD_CONTROL_ZERO_COUNTERS);
-  last_error = (pyard_error_t){0, 0, 0};
+  pyard_tile_write(tile, PYARD_REG_IRQ_ENABLE, 0);
+  pyard_tile_write(tile, PYARD_REG_CONTROL,
+                   PYARD_CONTROL_CLEAR_DONE | PYARD_CONTROL_CLEAR_ERROR | PYARD_CONTROL_ZERO_COUNTERS);
+  last_error[tile] = (pyard_error_t){0, 0, 0};
   return 0;
 }
 
 /* Records the error in `status`, clears it (which discards queued commands and releases units
  * waiting for tokens) and waits until the units still running have finished. */
-static int take_error(uint32_t status) {
-  last_error.unit = PYARD_STATUS_UNIT(status);
-  last_error.code = PYARD_STATUS_CODE(status);
-  last_error.seq = pyard_read(PYARD_REG_ERROR_SEQ);
-  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_ERROR);
-  while (pyard_read(PYARD_REG_STATUS) & PYARD_STATUS_BUSY) {
+static int take_error(unsigned tile, uint32_t status) {
+  pyard_error_t *e = &last_error[tile];
+  e->unit = PYARD_STATUS_UNIT(status);
+  e->code = PYARD_STATUS_CODE(status);
+  e->seq = pyard_tile_read(tile, PYARD_REG_ERROR_SEQ);
+  pyard_tile_write(tile, PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_ERROR);
+  while (pyard_tile_read(tile, PYARD_REG_STATUS) & PYARD_STATUS_BUSY) {
   }
-  return -(int)last_error.code;
+  return -(int)e->code;
 }
 
-int pyard_push(const uint32_t *words, unsigned n) {
+int pyard_tile_push(unsigned tile, const uint32_t *words, unsigned n) {
+  int err = use_tile(tile);
+  if (err) return err;
   uint32_t status;
-  while (PYARD_STATUS_FREE(status = pyard_read(PYARD_REG_STATUS)) == 0 || (status & PYARD_STATUS_ERROR)) {
-    if (status & PYARD_STATUS_ERROR) return take_error(status);
+  while (PYARD_STATUS_FREE(status = pyard_tile_read(tile, PYARD_REG_STATUS)) == 0 || (status & PYARD_STATUS_ERROR)) {
+    if (status & PYARD_STATUS_ERROR) return take_error(tile, status);
   }
-  for (unsigned k = 0; k < n && k < 16; k++) pyard_write(PYARD_REG_CMD(k), words[k]);
-  pyard_write(PYARD_REG_CMD_PUSH, 1);
+  for (unsigned k = 0; k < n && k < 16; k++) pyard_tile_write(tile, PYARD_REG_CMD(k), words[k]);
+  pyard_tile_write(tile, PYARD_REG_CMD_PUSH, 1);
   return 0;
 }
 
-int pyard_fence(void) {
+int pyard_tile_fence(unsigned tile) {
   const uint32_t fence = PYARD_OP_FENCE;
-  return pyard_push(&fence, 1);
+  return pyard_tile_push(tile, &fence, 1);
 }
 
-int pyard_wait(void) {
+int pyard_tile_wait(unsigned tile) {
+  int err = use_tile(tile);
+  if (err) return err;
   uint32_t status;
   do {
-    status = pyard_read(PYARD_REG_STATUS);
-    if (status & PYARD_STATUS_ERROR) return take_error(status);
+    status = pyard_tile_read(tile, PYARD_REG_STATUS);
+    if (status & PYARD_STATUS_ERROR) return take_error(tile, status);
   } while (status & PYARD_STATUS_BUSY);
   return 0;
 }
 
-static volatile int irq_seen;
+/* Per tile: its interrupt was taken. Per hart: the tile it sleeps on, plus one (0: none). */
+static volatile uint32_t irq_seen[PYARD_NTILES];
+static volatile uint32_t irq_waiting[PYARD_NHARTS];
 
-/* The tile's irq is a level: mask it at the tile so mret does not re-enter; STATUS keeps the state. */
+/* The tiles' lines are ORed into one level interrupt: a hart masks only the tile it waits on (the
+ * others' waiters mask theirs), so no hart can lower a line another hart is about to sleep on. */
 static void on_accel_irq(void) {
-  pyard_write(PYARD_REG_IRQ_ENABLE, 0);
-  irq_seen = 1;
+  const uint32_t waiting = irq_waiting[pyard_hart_id()];
+  if (waiting == 0) return;
+  pyard_tile_write(waiting - 1, PYARD_REG_IRQ_ENABLE, 0);
+  irq_seen[waiting - 1] = 1;
 }
 
-int pyard_wait_irq(void) {
-  irq_seen = 0;
-  pyard_external_irq_hook = on_accel_irq;
-  pyard_write(PYARD_REG_IRQ_ENABLE, 3);
+int pyard_tile_wait_irq(unsigned tile) {
+  int err = use_tile(tile);
+  if (err) return err;
+  irq_seen[tile] = 0;
+  irq_waiting[pyard_hart_id()] = tile + 1;
+  /* Every hart stores the same pointer: the store is atomic (one word), the value never differs. */
+  __atomic_store_n(&pyard_external_irq_hook, on_accel_irq, __ATOMIC_RELEASE);
+  pyard_tile_write(tile, PYARD_REG_IRQ_ENABLE, 3);
   __asm__ volatile("csrs mie, %0" ::"r"(1u << 11));
   __asm__ volatile("csrsi mstatus, 8");
-  while (!irq_seen) __asm__ volatile("wfi");
+  while (!irq_seen[tile]) __asm__ volatile("wfi");
   __asm__ volatile("csrci mstatus, 8");
   __asm__ volatile("csrc mie, %0" ::"r"(1u << 11));
-  pyard_external_irq_hook = 0;
-  return pyard_wait();
+  irq_waiting[pyard_hart_id()] = 0;
+  return pyard_tile_wait(tile);
 }
+
+int pyard_init(void) { return pyard_tile_init(0); }
+int pyard_push(const uint32_t *words, unsigned n) { return pyard_tile_push(0, words, n); }
+int pyard_fence(void) { return pyard_tile_fence(0); }
+int pyard_wait(void) { return pyard_tile_wait(0); }
+int pyard_wait_irq(void) { return pyard_tile_wait_irq(0); }
 
 /* Checks that `rows` rows of `cols` elements, `stride` elements apart, lie in main memory. */
 static int in_main_memory(const char *name, const void *p, size_t rows, size_t cols, size_t stride, size_t esize) {
   uintptr_t base = (uintptr_t)p;
   uint64_t last = (uint64_t)base + ((uint64_t)(rows ? rows - 1 : 0) * stride + cols) * esize;
   if (base < PYARD_MEM_BASE || last > (uint64_t)PYARD_MEM_BASE + PYARD_MEM_SIZE) {
-    snprintf(detail, sizeof detail, "%s at %p is not in main memory [0x%08x, +0x%x): the DMA cannot reach it", name,
+    snprintf(hart_detail(), sizeof detail[0], "%s at %p is not in main memory [0x%08x, +0x%x): the DMA cannot reach it", name,
              p, (unsigned)PYARD_MEM_BASE, (unsigned)PYARD_MEM_SIZE);
     return PYARD_ENOTMEM;
   }
@@ -111,7 +154,7 @@ static int in_main_memory(const char *name, const void *p, size_t rows, size_t c
 }
 
 static int invalid(const char *field, unsigned value, const char *allowed) {
-  snprintf(detail, sizeof detail, "%s = %u is invalid: allowed %s", field, value, allowed);
+  snprintf(hart_detail(), sizeof detail[0], "%s = %u is invalid: allowed %s", field, value, allowed);
   return PYARD_EINVAL;
 }
 
@@ -135,8 +178,9 @@ static int check_gemm(const pyard_gemm_t *g) {
   return err;
 }
 
-int pyard_gemm_push(const pyard_gemm_t *g) {
-  int err = check_gemm(g);
+int pyard_tile_gemm_push(unsigned tile, const pyard_gemm_t *g) {
+  int err = use_tile(tile);
+  if (!err) err = check_gemm(g);
   if (err) return err;
   const size_t c_bytes = g->full_c ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
   const uint32_t flags = (uint32_t)g->transpose_a << 12 | (uint32_t)g->transpose_b << 13 |
@@ -157,19 +201,25 @@ int pyard_gemm_push(const pyard_gemm_t *g) {
       (uint32_t)(g->bias == PYARD_BIAS_ROW ? 0 : g->stride_d * PYARD_ACC_BYTES),
       g->scale,
   };
-  return pyard_push(words, 13);
+  return pyard_tile_push(tile, words, 13);
 }
 
-/* Starts a blocking operation: `done` is cleared so that it (and the interrupt) mean this batch. */
-static int run_blocking(int err) {
-  if (!err) err = pyard_fence();
-  return err ? err : pyard_wait();
+/* Ends a blocking operation: a fence, then the wait. */
+static int run_blocking(unsigned tile, int err) {
+  if (!err) err = pyard_tile_fence(tile);
+  return err ? err : pyard_tile_wait(tile);
 }
 
-int pyard_gemm(const pyard_gemm_t *g) {
-  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
-  return run_blocking(pyard_gemm_push(g));
+int pyard_tile_gemm(unsigned tile, const pyard_gemm_t *g) {
+  int err = use_tile(tile);
+  if (err) return err;
+  /* `done` is cleared so that it (and the interrupt) mean this batch. */
+  pyard_tile_write(tile, PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
+  return run_blocking(tile, pyard_tile_gemm_push(tile, g));
 }
+
+int pyard_gemm_push(const pyard_gemm_t *g) { return pyard_tile_gemm_push(0, g); }
+int pyard_gemm(const pyard_gemm_t *g) { return pyard_tile_gemm(0, g); }
 
 int pyard_matmul(size_t M, size_t K, size_t N, const void *A, const void *B, const void *D, void *C, size_t stride_a,
                  size_t stride_b, size_t stride_d, size_t stride_c, uint32_t scale, int act, int bias, bool accumulate,
@@ -195,7 +245,7 @@ static int check_conv2d(const pyard_conv2d_t *c) {
   };
   for (unsigned i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     if (fields[i].value > fields[i].max) {
-      snprintf(detail, sizeof detail, "%s = %u is invalid: allowed 0 to %u", fields[i].name, fields[i].value,
+      snprintf(hart_detail(), sizeof detail[0], "%s = %u is invalid: allowed 0 to %u", fields[i].name, fields[i].value,
                fields[i].max);
       return PYARD_EINVAL;
     }
@@ -213,8 +263,9 @@ static int check_conv2d(const pyard_conv2d_t *c) {
   return err;
 }
 
-int pyard_conv2d(const pyard_conv2d_t *c) {
-  int err = check_conv2d(c);
+int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c) {
+  int err = use_tile(tile);
+  if (!err) err = check_conv2d(c);
   if (err) return err;
   const uint32_t flags = (uint32_t)(c->bias ? PYARD_BIAS_ROW : 0) << 14 | (uint32_t)c->act << 17 |
                          (uint32_t)c->full_out << 19;
@@ -230,26 +281,31 @@ int pyard_conv2d(const pyard_conv2d_t *c) {
       (uint32_t)(uintptr_t)c->bias,
       c->scale,
   };
-  pyard_write(PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
-  return run_blocking(pyard_push(words, 10));
+  pyard_tile_write(tile, PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
+  return run_blocking(tile, pyard_tile_push(tile, words, 10));
 }
 
-pyard_counters_t pyard_read_counters(void) {
-  pyard_counters_t c;
+int pyard_conv2d(const pyard_conv2d_t *c) { return pyard_tile_conv2d(0, c); }
+
+pyard_counters_t pyard_read_counters(void) { return pyard_tile_read_counters(0); }
+
+pyard_counters_t pyard_tile_read_counters(unsigned tile) {
+  pyard_counters_t c = {0};
+  if (use_tile(tile)) return c;
   uint32_t hi, lo;
   do {  // MACS is 64 bits read as two words: retry if the high word moved
-    hi = pyard_read(PYARD_REG_MACS_HI);
-    lo = pyard_read(PYARD_REG_MACS_LO);
-  } while (hi != pyard_read(PYARD_REG_MACS_HI));
+    hi = pyard_tile_read(tile, PYARD_REG_MACS_HI);
+    lo = pyard_tile_read(tile, PYARD_REG_MACS_LO);
+  } while (hi != pyard_tile_read(tile, PYARD_REG_MACS_HI));
   c.macs = (uint64_t)hi << 32 | lo;
-  c.cycles_busy = pyard_read(PYARD_REG_CYCLES_BUSY);
-  c.dma_rd_bytes = pyard_read(PYARD_REG_DMA_RD_BYTES);
-  c.dma_wr_bytes = pyard_read(PYARD_REG_DMA_WR_BYTES);
-  c.stall_exec_on_load = pyard_read(PYARD_REG_STALL_EXEC_ON_LOAD);
-  c.stall_exec_on_store = pyard_read(PYARD_REG_STALL_EXEC_ON_STORE);
-  c.stall_dma_read = pyard_read(PYARD_REG_STALL_DMA_READ);
-  c.stall_dma_write = pyard_read(PYARD_REG_STALL_DMA_WRITE);
-  c.stall_queue = pyard_read(PYARD_REG_STALL_QUEUE);
+  c.cycles_busy = pyard_tile_read(tile, PYARD_REG_CYCLES_BUSY);
+  c.dma_rd_bytes = pyard_tile_read(tile, PYARD_REG_DMA_RD_BYTES);
+  c.dma_wr_bytes = pyard_tile_read(tile, PYARD_REG_DMA_WR_BYTES);
+  c.stall_exec_on_load = pyard_tile_read(tile, PYARD_REG_STALL_EXEC_ON_LOAD);
+  c.stall_exec_on_store = pyard_tile_read(tile, PYARD_REG_STALL_EXEC_ON_STORE);
+  c.stall_dma_read = pyard_tile_read(tile, PYARD_REG_STALL_DMA_READ);
+  c.stall_dma_write = pyard_tile_read(tile, PYARD_REG_STALL_DMA_WRITE);
+  c.stall_queue = pyard_tile_read(tile, PYARD_REG_STALL_QUEUE);
   return c;
 }
 

@@ -1,6 +1,11 @@
-/* Driver for the pyard accelerator tile (registers and commands of docs/isa.md).
+/* Driver for the pyard accelerator tiles (registers and commands of docs/isa.md).
  *
- * One hart drives the tile at a time (the command staging registers are shared). Blocking calls
+ * Many tiles, many harts (docs/tiles.md): every pyard_tile_* call names its tile (0 to
+ * PYARD_NTILES - 1); the calls without a tile drive tile 0, so single-tile programs are unchanged.
+ * A tile is driven by one hart at a time (a command is written word by word into the tile's staging
+ * registers): the caller must own it, e.g. through the resource manager (pyard_rm_acquire,
+ * firmware/runtime/pyard_rm.h). Different harts may drive different tiles at once: the driver's
+ * state is per tile (errors, interrupt flags) or per hart (the last error's text). Blocking calls
  * (pyard_matmul, pyard_conv2d, pyard_wait) return 0 or a negative error: -code for an error the
  * tile reported (PYARD_ERR_*), or a PYARD_E* driver error for bad arguments. The failing unit,
  * code and command sequence number are kept for pyard_perror(). */
@@ -118,21 +123,35 @@ static inline uint32_t pyard_f32_bits(int64_t v, int exp) {
 enum { PYARD_ACT_NONE = 0, PYARD_ACT_RELU = 1 };
 enum { PYARD_BIAS_NONE = 0, PYARD_BIAS_FULL = 1, PYARD_BIAS_ROW = 2 };
 
-/* ---- the tile ---- */
-static inline uint32_t pyard_read(uint32_t offset) { return PYARD_REG32(PYARD_ACCEL_BASE + offset); }
-static inline void pyard_write(uint32_t offset, uint32_t value) { PYARD_REG32(PYARD_ACCEL_BASE + offset) = value; }
+/* ---- the tiles ---- */
+static inline uint32_t pyard_tile_read(unsigned tile, uint32_t offset) {
+  return PYARD_REG32(PYARD_ACCEL_TILE_BASE(tile) + offset);
+}
+static inline void pyard_tile_write(unsigned tile, uint32_t offset, uint32_t value) {
+  PYARD_REG32(PYARD_ACCEL_TILE_BASE(tile) + offset) = value;
+}
+static inline uint32_t pyard_read(uint32_t offset) { return pyard_tile_read(0, offset); }
+static inline void pyard_write(uint32_t offset, uint32_t value) { pyard_tile_write(0, offset, value); }
 
-/* Checks the ID register, clears done/error and the counters. 0 or PYARD_ENODEV. */
-int pyard_init(void);
+/* Checks the ID register, clears done/error and the counters. 0, PYARD_ENODEV, or PYARD_EINVAL for a
+ * tile number the SoC does not have (every pyard_tile_* call checks it). */
+int pyard_tile_init(unsigned tile);
 /* Pushes one command of `n` words (n <= 16), first waiting for a free queue slot. Returns 0, or the
  * error already raised by the tile (nothing is pushed then). */
-int pyard_push(const uint32_t *words, unsigned n);
+int pyard_tile_push(unsigned tile, const uint32_t *words, unsigned n);
 /* Pushes a FENCE (waits for every earlier command). */
-int pyard_fence(void);
+int pyard_tile_fence(unsigned tile);
 /* Polls STATUS until the tile is idle or reports an error. 0 or -code. An error is recorded
- * (pyard_last_error), cleared, and the tile left idle and ready for new commands. */
+ * (pyard_tile_last_error), cleared, and the tile left idle and ready for new commands. */
+int pyard_tile_wait(unsigned tile);
+/* As pyard_tile_wait, but sleeps on the tile's interrupt (the machine external interrupt, which
+ * all tiles share: a hart's handler masks only the tile that hart waits on). */
+int pyard_tile_wait_irq(unsigned tile);
+/* The same on tile 0. */
+int pyard_init(void);
+int pyard_push(const uint32_t *words, unsigned n);
+int pyard_fence(void);
 int pyard_wait(void);
-/* As pyard_wait, but sleeps on the accelerator interrupt (machine external interrupt). */
 int pyard_wait_irq(void);
 
 typedef struct {
@@ -140,11 +159,13 @@ typedef struct {
   unsigned code; /* PYARD_ERR_* */
   unsigned seq;  /* sequence number of the failing command (numbered from 0 as pushed) */
 } pyard_error_t;
-/* The last error pyard_wait saw (all zero when none). */
+/* The last error pyard_tile_wait saw on the tile (all zero when none); pyard_last_error: tile 0's. */
+pyard_error_t pyard_tile_last_error(unsigned tile);
 pyard_error_t pyard_last_error(void);
 const char *pyard_error_name(unsigned code);
 const char *pyard_unit_name(unsigned unit);
-/* Prints "<what>: <unit> unit reported <NAME> (0x..) on command #<seq>" for a return value `err`. */
+/* Prints "<what>: <unit> unit reported <NAME> (0x..) on command #<seq>" for a return value `err` of
+ * the calling hart's last driver call (on whichever tile it drove). */
 void pyard_perror(const char *what, int err);
 
 /* ---- GEMM: C = act(scale · (A·B + D)), the whole tiled loop in one command ----
@@ -170,6 +191,8 @@ typedef struct {
 } pyard_gemm_t;
 int pyard_gemm_push(const pyard_gemm_t *g);
 int pyard_gemm(const pyard_gemm_t *g);
+int pyard_tile_gemm_push(unsigned tile, const pyard_gemm_t *g);
+int pyard_tile_gemm(unsigned tile, const pyard_gemm_t *g);
 
 /* ---- Conv2D: implicit-im2col convolution (docs/isa.md CONV2D) ----
  * input NHWC (pyard_in_t), weights HWIO (kh × kw × C_in × C_out, pyard_in_t), output NHWC
@@ -184,6 +207,7 @@ typedef struct {
   bool full_out;
 } pyard_conv2d_t;
 int pyard_conv2d(const pyard_conv2d_t *c);
+int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c);
 /* Output height/width of a convolution (0 when the kernel does not fit). */
 unsigned pyard_conv2d_out_dim(unsigned in, unsigned k, unsigned stride, unsigned pad);
 
@@ -195,6 +219,7 @@ typedef struct {
   uint32_t stall_exec_on_load, stall_exec_on_store, stall_dma_read, stall_dma_write, stall_queue;
 } pyard_counters_t;
 pyard_counters_t pyard_read_counters(void);
+pyard_counters_t pyard_tile_read_counters(unsigned tile);
 void pyard_print_counters(const pyard_counters_t *c);
 
 #endif
