@@ -62,6 +62,9 @@ class FpttProblem:
     dims: Dims
     steps: int  # T
     hyper: Hyper
+    # Gate weights resident in the scratchpad for each part's forward steps where they fit, instead of
+    # streamed by every gate GEMM: a reload per part against a few cycles saved per step (docs/fptt.md).
+    resident_weights: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.hyper.K <= self.steps:
@@ -193,11 +196,11 @@ class Layout:
         return max(1, min(MAX_UPDATE_ROWS, need, self.cfg.sp_bank_rows // 4))
 
     @property
-    def gate_weights_row(self) -> int | None:
-        """First scratchpad row of the gate weights [W; b] (I+H+1 × 4H) kept resident across a
-        part's forward steps (GEMM flag [21], docs/isa.md: N tile j's rows from here + j·(I+H+1)),
-        or None when they do not fit. They end at the top of the loop's A region, clear of the
-        forward cell's regions (G to H) and with the gate GEMM's whole A (B rows per K slice)
+    def gate_weights_fit_row(self) -> int | None:
+        """First scratchpad row the gate weights [W; b] (I+H+1 × 4H) would take when kept resident
+        across a part's forward steps (GEMM flag [21], docs/isa.md: N tile j's rows from here +
+        j·(I+H+1)), or None when they do not fit. They end at the top of the loop's A region, clear
+        of the forward cell's regions (G to H) and with the gate GEMM's whole A (B rows per K slice)
         below them, so the loop neither streams A nor overwrites them."""
         d, sp = self.problem.dims, self.cfg.sp_layout
         xw, rows = self.problem.xc_width, self.cfg.rows
@@ -205,6 +208,12 @@ class Layout:
         a_rows = d.batch * math.ceil(xw / rows)
         lowest = max(sp.a_base + max(sp.slots, a_rows), self.regions["DH"])
         return row if row >= lowest else None
+
+    @property
+    def gate_weights_row(self) -> int | None:
+        """Where the firmware keeps the gate weights resident: only when the problem asks for it
+        (``resident_weights``; measured slower at the thesis' batch of 4, docs/fptt.md) and they fit."""
+        return self.gate_weights_fit_row if self.problem.resident_weights else None
 
     @property
     def sp_end(self) -> int:
