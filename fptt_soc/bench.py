@@ -43,6 +43,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
         metavar="{engine,cores}",
         help="element-wise steps on the vector engine (default) or the cores (the software-only baseline)",
     )
+    p.add_argument(
+        "--resident-weights",
+        action="store_true",
+        help="keep the gate weights in the scratchpad for each part's forward steps where they fit "
+        "(default: streamed by every gate GEMM, faster at small batches; docs/fptt.md)",
+    )
     p.add_argument("--max-cycles", type=integer(1), default=2_000_000_000, help="cycle budget per run")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=bench_fptt)
@@ -67,7 +73,7 @@ def bench_fptt(args: argparse.Namespace) -> int:
         cfg = soc_config_from_args(args)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    problem = FpttPass(args.T, args.hidden, args.batch, args.parts, args.seed, args.elementwise)
+    problem = FpttPass(args.T, args.hidden, args.batch, args.parts, args.seed, args.elementwise, args.resident_weights)
     for K in args.K:
         problem.check(cfg, K)  # refuses what the firmware cannot hold, before building anything
     results = []
@@ -85,6 +91,7 @@ def bench_fptt(args: argparse.Namespace) -> int:
         "config": cfg.name,
         "cores": cfg.cores,
         "elementwise": args.elementwise,
+        "resident_weights": args.resident_weights,
         "problem": {"T": args.T, "inputs": 1, "hidden": args.hidden, "classes": 10, "batch": args.batch},
         "results": results,
     }
@@ -100,7 +107,8 @@ def vs_thesis(result: dict[str, Any]) -> bool:
 class FpttPass:
     """The training problem of an FPTT pass measurement: sequence length, hidden size, batch, the
     parts simulated per K (0: whole passes), the data seed, and where the element-wise steps run
-    (the vector engine, or the cores: the software-only baseline)."""
+    (the vector engine, or the cores: the software-only baseline), and whether the gate weights stay
+    resident in the scratchpad where they fit."""
 
     T: int = 784
     hidden: int = 128
@@ -108,6 +116,7 @@ class FpttPass:
     parts: int = 2
     seed: int = 0
     elementwise: str = "engine"
+    resident_weights: bool = False
 
     def problem(self, K: int) -> tuple[Any, int]:
         """(the firmware's FpttProblem, parts simulated) for partition factor ``K``."""
@@ -117,7 +126,7 @@ class FpttPass:
 
         steps, parts = _plan(self.T, K, self.parts)
         dims = Dims(inputs=1, hidden=self.hidden, classes=10, batch=self.batch)
-        return FpttProblem(dims, steps, Hyper(0.1, 0.1, parts)), parts
+        return FpttProblem(dims, steps, Hyper(0.1, 0.1, parts), self.resident_weights), parts
 
     def check(self, cfg: Any, K: int) -> None:
         """Refuse (UsageError, one line) a K or problem the firmware cannot hold on ``cfg``."""

@@ -64,6 +64,12 @@ def add_run(fsub: argparse._SubParsersAction) -> None:
         help="where the element-wise steps run: the tile's vector engine (default) or the cores in integer C, "
         "the software-only baseline (the GEMMs stay on the tile)",
     )
+    p.add_argument(
+        "--resident-weights",
+        action="store_true",
+        help="keep the gate weights in the scratchpad for each part's forward steps where they fit "
+        "(default: streamed by every gate GEMM, faster at small batches; docs/fptt.md)",
+    )
     p.add_argument("--check", action="store_true", help="compare θ, θ̄, λ and logits after every part, bit for bit")
     p.add_argument("--max-cycles", type=integer(1), default=2_000_000_000, help="cycle budget per pass")
     p.add_argument(
@@ -115,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         x, y, classes = _data(args)
         dims = Dims(inputs=x.shape[2], hidden=args.hidden, classes=classes, batch=args.batch)
         hyper = Hyper(args.lr, args.alpha, args.K, args.trunc_h, args.trunc_s, args.ramp, args.cut_s_at_window)
-        problem = FpttProblem(dims, args.T, hyper)
+        problem = FpttProblem(dims, args.T, hyper, args.resident_weights)
         Layout(cfg.accel, problem)  # refuses what the firmware cannot hold, before building anything
     except ValueError as err:
         raise UsageError(str(err)) from None

@@ -41,7 +41,7 @@ FLAG_BITS = {
     "EXEC": DEPS_BITS | SIDE_BITS | 0x3 << 12,
     "FENCE": 0,
     "VEC": DEPS_BITS | SIDE_BITS | 0x1FFF << 12,
-    "GEMM": 0x1FF << 12,
+    "GEMM": 0x3FF << 12,
     "CONV2D": 0x7F << 14,
 }
 # Read-out activations defined: 0 none, 1 ReLU; float accumulators also 2 sigmoid, 3 tanh.
@@ -231,6 +231,7 @@ class Decoder(wiring.Component):
             m.d.comb += [
                 p.trans_a.eq(f[12]),
                 p.trans_b.eq(f[13]),
+                p.b_sp.eq(f[21]),
                 p.acc_c.eq(f[16]),
                 p.m.eq(w[1]),
                 p.k.eq(w[2]),
@@ -346,8 +347,9 @@ class Decoder(wiring.Component):
         out_e = self._out_bytes(f)
         with_d = (f[14:16] != 0) | f[16]
         dims = (w[1], w[2], w[3])
+        b_bytes = Mux(f[21], 0, w[6] | w[7])  # a resident B is given in scratchpad rows
         misaligned = (
-            (((w[4] | w[5] | w[6] | w[7]) & (in_e - 1)) != 0)
+            (((w[4] | w[5] | b_bytes) & (in_e - 1)) != 0)
             | (((w[8] | w[9]) & (out_e - 1)) != 0)
             | (with_d & (((w[10] | w[11]) & (acc_e - 1)) != 0))
         )
@@ -380,6 +382,7 @@ class Decoder(wiring.Component):
             | (store & sp_target & ((store_act != 0) | (store_out != 0)))
             | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])))
             | (loop & ((loop_act >= act_codes) | (loop_out > 1)))
+            | ((opcode == OP["GEMM"]) & flags[21] & flags[13])  # a resident B is not transposed
         )
 
     def _descriptor(self, m: Module, w, opcode, desc) -> None:

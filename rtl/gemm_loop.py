@@ -158,6 +158,7 @@ class GemmLoop(wiring.Component):
                 "exec_finished": In(1),
                 "store_finished": In(1),
                 "too_large": Out(1),  # CONV2D with more than 2**32 - 1 output pixels: nothing issued
+                "sp_range": Out(1),  # a resident B outside the A region's rows it may use: nothing issued
                 "seq": Out(16),  # sequence number of the loop command being run
                 "busy": Out(1),
             }
@@ -194,6 +195,9 @@ class GemmLoop(wiring.Component):
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
+        # Rows of the A region this command may use: all of it, or those below a resident B.
+        a_rows = Signal(range(layout.a_rows + 1))
+        loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits)
         strides_go, strides_ready = Signal(), Signal()
         # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
@@ -219,7 +223,8 @@ class GemmLoop(wiring.Component):
         has_bias = (c.bias != 0) | c.acc_c
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
-        b_local = layout.b_base + b_slot
+        # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
+        b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], layout.b_base + b_slot)
         c_slot = Mux(odd_pair, cfg.acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks.
@@ -259,6 +264,9 @@ class GemmLoop(wiring.Component):
             return pack(dma_desc_layout(), **fields)
 
         n_acc = times(n0, acc_e, 32)
+        # A pair's first step loads A after its bias in its block's first N tile (or streaming);
+        # a resident B's blocks are not prefetched.
+        bias_then_a = (n0 == 0) | streaming
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
@@ -267,7 +275,8 @@ class GemmLoop(wiring.Component):
                 rows=mb_rows,
                 elems=nw,
                 local_addr=c_slot,
-            )
+            ),
+            signal_next=c.b_sp & ~bias_then_a,  # resident B: the step's last load
         )
         b_load = op(
             desc(
@@ -292,7 +301,8 @@ class GemmLoop(wiring.Component):
                 elems=Mux(c.trans_a, a_block, kslice),
                 local_addr=a_local + chunk,
                 transpose=c.trans_a,
-            )
+            ),
+            signal_next=c.b_sp & last_a,  # resident B: the step's last load
         )
         pf_load = op(
             desc(
@@ -301,7 +311,7 @@ class GemmLoop(wiring.Component):
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, pf_kslice, next_rows),
                 elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
-                local_addr=layout.a_base + Mux(odd_block, 0, layout.a_rows // 2) + pf.res + pf.chunk,
+                local_addr=layout.a_base + Mux(odd_block, 0, a_rows >> 1) + pf.res + pf.chunk,
                 transpose=c.trans_a,
             )
         )
@@ -320,7 +330,7 @@ class GemmLoop(wiring.Component):
                 accumulate=~first_k | has_bias,
                 seq=c.seq,
             ),
-            deps=pack(deps_layout, wait_prev=1, wait_next=first_k & p_ge2, signal_next=last_k),
+            deps=pack(deps_layout, wait_prev=~c.b_sp | loaded, wait_next=first_k & p_ge2, signal_next=last_k),
             seq=c.seq,
         )
         store_op = op(
@@ -345,6 +355,8 @@ class GemmLoop(wiring.Component):
             arguments are those of the step being entered, not the registers still being updated."""
             with m.If((first_n & (k_tile >= prefetched)) | streaming):
                 m.next = "LOAD_A"
+            with m.Elif(c.b_sp):  # no weight load: the tile is in the scratchpad
+                m.next = "EXEC"
             with m.Else():
                 m.next = "LOAD_B"
 
@@ -369,22 +381,28 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
-                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0)]
+                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
+                    # Garbage while a resident B's row is out of range: refused before anything is issued.
+                    rows_below_b = (self.cmd.p.b - layout.a_base)[: len(a_rows)]
+                    m.d.sync += a_rows.eq(Mux(self.cmd.p.b_sp, rows_below_b, layout.a_rows))
                     restart_k()
                     with m.If(self.cmd.p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg)
+            self._setup(
+                m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg, a_rows
+            )
             with m.State("READY"):
                 go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free)
                 with m.If(load.valid & load.ready):
+                    m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -399,6 +417,7 @@ class GemmLoop(wiring.Component):
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
+                    m.d.sync += loaded.eq(0)
                     self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
                     m.d.sync += [kt.eq(Mux(kt.all(), kt, kt + 1)), *pf.after_step(n_tiles)]
                     with m.If(last_k):
@@ -414,12 +433,12 @@ class GemmLoop(wiring.Component):
                     restart_k()
                     with m.If(~last_n):
                         m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
-                        m.d.sync += res.eq(Mux(odd_block, layout.a_rows // 2, 0))
+                        m.d.sync += res.eq(Mux(odd_block, a_rows >> 1, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
-                        m.d.sync += [res.eq(Mux(odd_block, 0, layout.a_rows // 2))]
+                        m.d.sync += [res.eq(Mux(odd_block, 0, a_rows >> 1))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
                         m.d.comb += im2col.next_block.eq(1)
@@ -459,6 +478,7 @@ class GemmLoop(wiring.Component):
         steps,
         strides_go,
         seg: _Segments,
+        a_rows: Signal,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -468,7 +488,8 @@ class GemmLoop(wiring.Component):
         layout = cfg.sp_layout
         # C slots: two, a bank each where there are two or more banks.
         c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
-        stream_rows = min(layout.a_rows // layout.slots, c_slot_rows)
+        slots_log2 = layout.slots.bit_length() - 1
+        stream_rows = _min(a_rows >> slots_log2, c_slot_rows)
         # GEMM blocks of at least this many rows keep a weight load (about R beats per R x C tile row
         # group) under half the bus time of the block's EXEC; larger M is cut into about four blocks,
         # so the first block's A (loaded before any prefetch can run) and the last block's STORE
@@ -523,11 +544,11 @@ class GemmLoop(wiring.Component):
                 m.next = "K_TILES_CONV"
             with m.Else():
                 m.d.sync += k_tiles.eq(slices)
-                divide(layout.a_rows, slices)  # A rows that fit with all their K slices
+                divide(a_rows, slices)  # A rows that fit with all their K slices
                 m.next = "BLOCK"
         with m.State("K_TILES_CONV"), m.If(mul.done):
             m.d.sync += k_tiles.eq(mul.product)
-            divide(layout.a_rows, mul.product)
+            divide(a_rows, mul.product)
             m.next = "BLOCK"
         with m.State("BLOCK"), m.If(div.done):
             q = div.quotient
@@ -549,23 +570,43 @@ class GemmLoop(wiring.Component):
                 mb.eq(block),
                 multi.eq(block < c.m),
                 streaming.eq(~split & ~whole & (half == 0)),
-                prefetch.eq(~c.conv & (split | (half != 0))),
+                prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
-                steps["b_k"].eq(Mux(c.trans_b, R * in_e, times(c.ldb, R, 32))),
-                steps["b_n"].eq(Mux(c.trans_b, times(c.ldb, C, 32), C * in_e)),
+                # A resident B steps in rows: a K tile's R rows, an N tile's ldb rows.
+                steps["b_k"].eq(Mux(c.b_sp, R, Mux(c.trans_b, R * in_e, times(c.ldb, R, 32)))),
+                steps["b_n"].eq(Mux(c.b_sp, c.ldb, Mux(c.trans_b, times(c.ldb, C, 32), C * in_e))),
             ]
             m.next = "N_TILES"
+
+        def after_n_tiles() -> None:
+            with m.If(c.b_sp):
+                m.next = "B_SPAN"
+            with m.Else():
+                m.next = "STRIDES"
+
         with m.State("N_TILES"):  # the next block's A slices come due once every N tiles steps
             if C & (C - 1):
                 divide(c.n + C - 1, C)
                 m.next = "N_TILES_DIV"
             else:
                 m.d.sync += n_tiles.eq((c.n + C - 1) >> (C.bit_length() - 1))
-                m.next = "STRIDES"
+                after_n_tiles()
         with m.State("N_TILES_DIV"), m.If(div.done):
             m.d.sync += n_tiles.eq(div.quotient)
+            after_n_tiles()
+        with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
+            multiply(c.ldb, n_tiles - 1)
+            m.next = "B_CHECK"
+        with m.State("B_CHECK"), m.If(mul.done):
+            # Its rows lie in the A region, with at least one A row per weight slot below them
+            # (the least A region a loop command runs with, as SpLayout guarantees without B).
+            top = c.b + mul.product + c.k
+            fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
             m.next = "STRIDES"
+            with m.If(~fits):
+                m.d.comb += self.sp_range.eq(1)
+                m.next = "IDLE"
         with m.State("STRIDES"):
             m.d.comb += strides_go.eq(multi)
             m.next = "READY"
@@ -631,7 +672,7 @@ class GemmLoop(wiring.Component):
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice) -> None:
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
         or one per segment when packed), or up to ``dim`` rows per load (a transposed A)."""
         with m.If(c.conv):
@@ -651,8 +692,10 @@ class GemmLoop(wiring.Component):
             with m.If(load.valid & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
-                    m.d.sync += chunk.eq(0)
+                    m.d.sync += [chunk.eq(0), loaded.eq(c.b_sp)]
                     m.next = "LOAD_B"
+                    with m.If(c.b_sp):
+                        m.next = "EXEC"
 
     def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""

@@ -17,7 +17,7 @@ from rtl.config import AccelConfig
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 
-__all__ = ["conv_k_tiles", "gemm_k_tiles", "loop_result"]
+__all__ = ["conv_k_tiles", "gemm_k_tiles", "loop_result", "resident_b_fits", "resident_b_rows"]
 
 
 def gemm_k_tiles(cfg: AccelConfig, k: int) -> list[tuple[int, int]]:
@@ -37,6 +37,28 @@ def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int
         for j in range(kw)
         for c0 in range(0, cin, cfg.rows)
     ]
+
+
+def resident_b_rows(cfg: AccelConfig, b: npt.NDArray, stride: int) -> npt.NDArray:
+    """The scratchpad image of a resident B (K × N) for a GEMM with flag [21] (docs/isa.md): N tile
+    ``j`` (columns ``j·cols`` on) is K rows from row ``j·stride`` on, a row per row of B, its
+    ``cols`` columns in the row's first elements and zeros after them (the rows a LOAD of those
+    columns writes). Rows between the tiles (``stride`` > K) are left zero."""
+    k, n = b.shape
+    tiles = -(-n // cfg.cols)
+    out = np.zeros(((tiles - 1) * stride + k, cfg.dim), b.dtype)
+    for j in range(tiles):
+        cols = b[:, j * cfg.cols : (j + 1) * cfg.cols]
+        out[j * stride : j * stride + k, : cols.shape[1]] = cols
+    return out
+
+
+def resident_b_fits(cfg: AccelConfig, base: int, k: int, n: int, stride: int) -> bool:
+    """The loop's rule for a resident B from row ``base``: it lies in the A region, at least one
+    row per weight slot of the region below it (the loop's A rows); else SP_RANGE, nothing issued."""
+    layout = cfg.sp_layout
+    span = (-(-n // cfg.cols) - 1) * stride + k
+    return base >= layout.a_base + layout.slots and base + span <= layout.a_base + layout.a_rows
 
 
 def loop_result(

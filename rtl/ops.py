@@ -106,6 +106,7 @@ GemmCmd = data.StructLayout(
         "scale": 32,
         "trans_a": 1,
         "trans_b": 1,
+        "b_sp": 1,  # B resident in the scratchpad: b is its first row, ldb the rows from one N tile to the next
         "bias": 2,  # 0 none, 1 full D, 2 one row of D repeated
         "acc_c": 1,
         "act": 2,

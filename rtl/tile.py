@@ -127,13 +127,14 @@ class Tile(wiring.Component):
             with m.If(source.valid):
                 m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
         self._deadlock(m, dec, gates, ex, vec, gemm, cmdif)
-        with m.If(gemm.too_large):
-            m.d.comb += [
-                cmdif.error.valid.eq(1),
-                cmdif.error.payload.unit.eq(1),
-                cmdif.error.payload.code.eq(ERR["TOO_LARGE"]),
-                cmdif.error.payload.seq.eq(gemm.seq),
-            ]
+        for refused, code in ((gemm.too_large, "TOO_LARGE"), (gemm.sp_range, "SP_RANGE")):
+            with m.If(refused):  # the loop refused a command it had accepted: nothing was issued
+                m.d.comb += [
+                    cmdif.error.valid.eq(1),
+                    cmdif.error.payload.unit.eq(1),
+                    cmdif.error.payload.code.eq(ERR[code]),
+                    cmdif.error.payload.seq.eq(gemm.seq),
+                ]
         busy = g_load.busy | g_exec.busy | g_store.busy | g_vec.busy | ex.busy | vec.busy | gemm.busy
         m.d.comb += [
             cmdif.busy.eq(busy),

@@ -13,11 +13,21 @@ import numpy as np
 
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
-from rtl.gemm_loop_model import conv_k_tiles, loop_result
+from rtl.gemm_loop_model import conv_k_tiles, loop_result, resident_b_fits
 from tb import operands, stimulus
 from tb.operands import element_types
 
-__all__ = ["LoopCase", "check_exact", "conv_case", "conv_words", "gemm_case", "gemm_words", "padded", "unit_scale"]
+__all__ = [
+    "LoopCase",
+    "check_exact",
+    "conv_case",
+    "conv_words",
+    "gemm_case",
+    "gemm_words",
+    "padded",
+    "resident_b_row",
+    "unit_scale",
+]
 
 
 def unit_scale(cfg: AccelConfig) -> int:
@@ -71,15 +81,37 @@ def padded(array: np.ndarray, stride: int) -> np.ndarray:
 
 def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
     flags = case["trans_a"] << 12 | case["trans_b"] << 13 | case["bias"] << 14 | case["acc_c"] << 16
-    flags |= case["act"] << 17 | case["out"] << 19
+    flags |= case["act"] << 17 | case["out"] << 19 | case.get("sp_b", 0) << 21
     return [
         0x10 | flags, case["m"], case["k"], case["n"],
         addr["A"], ld["A"], addr["B"], ld["B"], addr["C"], ld["C"], addr["D"], ld["D"], case["scale"],
     ]  # fmt: skip
 
 
+def resident_b_row(cfg: AccelConfig, case: dict) -> int:
+    """First scratchpad row of a resident B (flag [21]) as ``case["sp_b_at"]`` places it: "top"
+    ends it at the A region's last row, "low" starts it at the lowest row allowed, "past" one
+    row above "top" (refused)."""
+    layout = cfg.sp_layout
+    span = (-(-case["n"] // cfg.cols) - 1) * case["sp_b_stride"] + case["k"]
+    top = layout.a_base + layout.a_rows - span
+    return {"top": top, "low": layout.a_base + layout.slots, "past": top + 1}[case["sp_b_at"]]
+
+
+def _resident_loads(cfg: AccelConfig, case: dict, addr: int, ld_bytes: int, row: int) -> list[list[int]]:
+    """LOADs of B (K × N in memory) into its resident layout: N tile j's K rows from row + j·stride."""
+    esize = cfg.in_bits // 8
+    out = []
+    for j, n0 in enumerate(range(0, case["n"], cfg.cols)):
+        elems = min(cfg.cols, case["n"] - n0)
+        out.append([0x01, addr + n0 * esize, ld_bytes, case["k"] | elems << 16, row + j * case["sp_b_stride"]])
+    return out
+
+
 def gemm_case(cfg: AccelConfig, case: dict, seed: int) -> LoopCase:
-    """One GEMM command (docs/isa.md) on random operands; rows padded unless ``dense``."""
+    """One GEMM command (docs/isa.md) on random operands; rows padded unless ``dense``. With
+    ``sp_b`` (and ``sp_b_at``, ``sp_b_stride``), B is first LOADed into the scratchpad and the
+    GEMM reads it there (flag [21])."""
     case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": unit_scale(cfg)} | case
     m, k, n = case["m"], case["k"], case["n"]
     rng = np.random.default_rng(seed)
@@ -105,9 +137,17 @@ def gemm_case(cfg: AccelConfig, case: dict, seed: int) -> LoopCase:
     if case["bias"] == 2:
         ld_bytes["D"] = 0
     want = loop_result(cfg, a, b, init, case["scale"], case["act"], case["out"]).astype(out_t)
+    stream = []
+    if case.get("sp_b"):
+        row = resident_b_row(cfg, case)
+        assert resident_b_fits(cfg, row, k, n, case["sp_b_stride"]), f"resident B at row {row} is refused"
+        stream = [*_resident_loads(cfg, case, addr["B"], ld_bytes["B"], row)]
+        addr = addr | {"B": row}
+        ld_bytes = ld_bytes | {"B": case["sp_b_stride"]}
+    words = gemm_words(case, addr, ld_bytes)
     return LoopCase(
-        f"GEMM {case}", gemm_words(case, addr, ld_bytes), writes, addr["C"], (m, n), out_t, ld["C"], want,
-        m * k * n, used,
+        f"GEMM {case}", words, writes, addr["C"], (m, n), out_t, ld["C"], want, m * k * n, used,
+        [*stream, words] if stream else [],
     )  # fmt: skip
 
 

@@ -24,7 +24,16 @@ from rtl.config import AccelConfig
 from rtl.gemm_loop_model import loop_result
 from tb import operands, stimulus
 from tb.axi_memory import AxiMemory
-from tb.tile_cases import LoopCase, check_exact, conv_case, conv_words, gemm_case, gemm_words, unit_scale
+from tb.tile_cases import (
+    LoopCase,
+    check_exact,
+    conv_case,
+    conv_words,
+    gemm_case,
+    gemm_words,
+    resident_b_row,
+    unit_scale,
+)
 
 LOAD, STORE, EXEC, FENCE = 0x01, 0x02, 0x03, 0x04
 WAIT_PREV, SIGNAL_NEXT = 1 << 8, 1 << 11
@@ -274,14 +283,17 @@ def gemm_loop_reference(cfg: AccelConfig, a, b, init, case: dict, k_tiles=None) 
     return loop_result(cfg, a, b, init, case["scale"], case["act"], case["out"], k_tiles)
 
 
-async def run_loop_command(t: Tile, label: str, words: list[int], case: dict, result) -> tuple:
-    """Push one loop command (counters zeroed) and wait for the done interrupt. ``result()`` reads
-    the output at once then: `done` must mean every byte is in memory. Returns (output, cycles from
-    the first command write, counters)."""
+async def run_loop_command(t: Tile, label: str, commands: list[list[int]], case: dict, result) -> tuple:
+    """Run the commands a loop command needs first (a resident B's LOADs) to idle, then push the
+    loop command (counters zeroed) and wait for the done interrupt. ``result()`` reads the output at
+    once then: `done` must mean every byte is in memory. Returns (output, cycles from the loop
+    command's first write, counters)."""
+    if commands[:-1]:
+        await run_commands(t, commands[:-1])
     await t.write("IRQ_ENABLE", 0b11)
     await t.write("CONTROL", 0b101)  # clear done, zero the counters
     start = get_sim_time("ns")
-    await t.push(words)
+    await t.push(commands[-1])
     await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, case.get("max_cycles", 2_000_000)))
     cycles = round((get_sim_time("ns") - start) / CLOCK_NS)
     got = result()
@@ -299,7 +311,7 @@ async def run_case(t: Tile, c: LoopCase, case: dict) -> dict:
     for addr, raw in c.writes:
         t.mem.data[addr : addr + len(raw)] = raw
     got, cycles, counters = await run_loop_command(
-        t, c.label, c.words, case, lambda: c.result(bytes(t.mem.data[c.out_addr : c.out_addr + c.out_bytes]))
+        t, c.label, c.commands, case, lambda: c.result(bytes(t.mem.data[c.out_addr : c.out_addr + c.out_bytes]))
     )
     check_exact(c.label, got, c.want, f"{cycles} cycles, counters {counters}")
     return {"cycles": int(cycles), "macs": c.macs, **counters}
@@ -342,9 +354,10 @@ async def tile_conv(dut) -> None:
 
 @cocotb.test()
 async def tile_loop_errors(dut) -> None:
-    """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels is refused before any
-    memory traffic; an AXI error on one of a GEMM's loads stops the loop (the tile comes back once
-    the error is cleared, no later operation runs); each time a correct GEMM follows."""
+    """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels and a GEMM whose
+    resident B passes the A region are refused before any memory traffic; an AXI error on one of
+    a GEMM's loads stops the loop (the tile comes back once the error is cleared, no later
+    operation runs); each time a correct GEMM follows."""
     t = await start(dut)
     await t.write("IRQ_ENABLE", 0b10)
     await t.write("CONTROL", 0b101)
@@ -358,6 +371,19 @@ async def tile_loop_errors(dut) -> None:
     assert await t.read("DMA_RD_BYTES") == 0
     await t.write("CONTROL", 0b111)
     await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=2)
+
+    # A resident B one row past the A region: refused (SP_RANGE) before any memory traffic.
+    past = {"m": 5, "k": 6, "n": 5, "sp_b": 1, "sp_b_at": "past", "sp_b_stride": 6}
+    flags = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": 0}
+    await t.write("CONTROL", 0b101)  # clear done, zero the counters
+    await t.push(gemm_words(flags | past, {"A": 0x1000, "B": resident_b_row(t.cfg, past), "C": 0x2000, "D": 0},
+                            {"A": 64, "B": 6, "C": 64, "D": 0}))  # fmt: skip
+    await First(RisingEdge(dut.irq), ClockCycles(dut.clk, 2000))
+    status = await t.read("STATUS")
+    assert status & 4 and status >> 8 & 0xFF == ERR["SP_RANGE"], f"status {status:#x}"
+    assert await t.read("DMA_RD_BYTES") == 0
+    await t.write("CONTROL", 0b111)
+    await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=4)
 
     # B is read at its first N tile's K slices; an error range in the middle of B hits a later load.
     from cocotbext.axi import AxiResp

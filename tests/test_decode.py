@@ -171,7 +171,8 @@ CASES = [
     (gemm(flags=2 << 17), "BAD_FIELD"),
     (gemm(flags=3 << 17), "BAD_FIELD"),
     (gemm(flags=2 << 19), "BAD_FIELD"),
-    (gemm(flags=1 << 21), "BAD_FIELD"),
+    (gemm(flags=1 << 22), "BAD_FIELD"),
+    (gemm(flags=1 << 21 | 1 << 13), "BAD_FIELD"),  # a resident B is not transposed
     (gemm(flags=SIGNAL_NEXT), "BAD_DEPS"),  # a loop command has no dependency flags
     (conv(flags=2 << 17), "BAD_FIELD"),
     (conv(flags=3 << 19), "BAD_FIELD"),
@@ -278,6 +279,8 @@ def test_routing_and_fields() -> None:
         (store(flags=ACC | 2 << 13), "BAD_FIELD"),
         (gemm(flags=3 << 17 | 1 << 19), None),
         (conv(flags=2 << 17 | 1 << 19), None),
+        (gemm(b=5), "MISALIGNED"),  # B's address in bytes of bf16 elements
+        (gemm(flags=1 << 21, b=5), None),  # a resident B's first row: any row (the loop checks its rows)
     ],
 )
 def test_rules_bf16(words: list[int], error: str | None) -> None:

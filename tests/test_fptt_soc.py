@@ -102,6 +102,27 @@ def test_truncation_ramp_and_a_batch_wider_than_a_row() -> None:
         run_and_check(FpttProblem(dims, 11, hyper), x, y, cores=1)
 
 
+def test_gate_weights_resident_and_streamed() -> None:
+    """Asked for (``resident_weights``), gate weights resident in the scratchpad (GEMM flag [21])
+    where they fit, streamed from memory where they do not: on this SoC's 256 KiB scratchpad
+    H = 152 is the largest H (I = 1) whose 4H × (I+H+1) weights fit above the forward cell's
+    regions and the gate GEMM's A, H = 156 does not. Both bit-exact; the resident pass reads the
+    weights once a part, not every step."""
+    rng = np.random.default_rng(156)
+    x = rng.standard_normal((2, 4, 1)).astype(np.float32)
+    y = rng.integers(0, 3, 2)
+    read = {}
+    for hidden, resident in ((152, True), (156, False)):
+        dims = Dims(inputs=1, hidden=hidden, classes=3, batch=2)
+        problem = FpttProblem(dims, 4, Hyper(eta=0.05, alpha=0.1, K=2), resident_weights=True)
+        assert (Layout(SOC.accel, problem).gate_weights_row is not None) == resident
+        got = run_and_check(problem, x, y, cores=1, seed=hidden)
+        weights = 4 * hidden * problem.xc_width * 2
+        read[resident] = got.run.counters["dma_rd_bytes"] / weights
+    # Weight reads a pass: 4 forward GEMMs + 4 dh (W_h) streamed, or 2 loads + 4 dh resident.
+    assert read[False] - read[True] > 1.5, read
+
+
 def test_every_generated_command_passes_the_decoder() -> None:
     """The programs of the header, for a few shapes, are legal VEC commands on the tile (the
     decoder's rules as tests/test_vector_programs.py states them)."""

@@ -24,7 +24,7 @@ from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
 from rtl.gemm_loop import GemmLoop
-from rtl.gemm_loop_model import conv_k_tiles, loop_result
+from rtl.gemm_loop_model import conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -124,9 +124,11 @@ class TileModel:
     def _exec(self, e: dict) -> None:
         cfg = self.cfg
         self.k_rows.append(e["k_rows"])
-        w = self.sp[e["b_addr"] : e["b_addr"] + cfg.rows, : cfg.cols].copy()
-        if e["k_rows"]:
-            w[e["k_rows"] :] = 0
+        # Only the tile's K rows are read (the rest enter as zeros): a resident B's last tile may
+        # end at the scratchpad's last row.
+        k_rows = e["k_rows"] or cfg.rows
+        w = np.zeros((cfg.rows, cfg.cols), self.in_t)
+        w[:k_rows] = self.sp[e["b_addr"] : e["b_addr"] + k_rows, : cfg.cols]
         a = self.sp[e["a_addr"] : e["a_addr"] + e["m"], : cfg.rows]
         part = mesh_tile(cfg, a, w, np.zeros((e["m"], cfg.cols), np.uint32))
         rows = slice(e["c_addr"], e["c_addr"] + e["m"])
@@ -162,13 +164,23 @@ DEPS = ("wait_prev", "wait_next", "signal_prev", "signal_next")
 
 
 def run_loop(
-    cfg: AccelConfig, fields: dict, mem: bytearray, seed: int, max_cycles: int = 200_000, k_rows: list | None = None
+    cfg: AccelConfig,
+    fields: dict,
+    mem: bytearray,
+    seed: int,
+    max_cycles: int = 200_000,
+    k_rows: list | None = None,
+    resident: np.ndarray | None = None,
 ) -> int:
     """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model;
-    ``k_rows`` receives each EXEC's weight rows."""
+    ``k_rows`` receives each EXEC's weight rows; ``resident``: scratchpad rows from row ``b`` (a
+    resident B), which must be unchanged afterwards. Returns the cycles, or -1 if refused."""
     dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
     rng = random.Random(seed)
     tile = TileModel(cfg, mem, rng)
+    if resident is not None:  # (what fits: a B refused for ending past the scratchpad)
+        resident = resident[: max(0, cfg.sp_rows - fields["b"])]
+        tile.sp[fields["b"] : fields["b"] + len(resident)] = resident
     result = {}
 
     async def bench(ctx) -> None:
@@ -178,8 +190,8 @@ def run_loop(
         await ctx.tick()
         ctx.set(dut.cmd.valid, 0)
         for cycle in range(max_cycles):
-            if ctx.get(dut.too_large):
-                result["too_large"] = True
+            if ctx.get(dut.too_large) or ctx.get(dut.sp_range):
+                result["refused"] = True
             for name in UNITS:
                 port = getattr(dut, name)
                 ready = rng.random() < 0.8
@@ -206,7 +218,9 @@ def run_loop(
     assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
     if k_rows is not None:
         k_rows.extend(tile.k_rows)
-    return result.get("cycles", -1) if not result.get("too_large") else -1
+    if resident is not None:
+        assert np.array_equal(tile.sp[fields["b"] : fields["b"] + len(resident)], resident), "resident B overwritten"
+    return result.get("cycles", -1) if not result.get("refused") else -1
 
 
 def _layout(sizes: dict[str, int]) -> tuple[dict[str, int], bytearray]:
@@ -217,7 +231,11 @@ def _layout(sizes: dict[str, int]) -> tuple[dict[str, int], bytearray]:
     return out, bytearray(addr + 0x100)
 
 
-def check_gemm(cfg: AccelConfig, m: int, k: int, n: int, seed: int, **flags) -> None:
+def check_gemm(
+    cfg: AccelConfig, m: int, k: int, n: int, seed: int, sp_b: tuple[int, int] | None = None, **flags
+) -> int:
+    """One GEMM on the loop against the model, exactly; ``sp_b`` = (first row, N tile stride): B
+    resident in the scratchpad (flag [21]). Returns run_loop's cycles (-1: refused, C untouched)."""
     case = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1} | flags
     rng = np.random.default_rng(seed)
     a = stimulus.inputs(cfg, rng, (m, k), special=0.0)
@@ -247,11 +265,20 @@ def check_gemm(cfg: AccelConfig, m: int, k: int, n: int, seed: int, **flags) -> 
         "c": addr["C"], "ldc": n * (e_acc if case["acc_c"] else e_out),
         "d": addr["D"], "ldd": 0 if case["bias"] == 2 else n * e_acc,
     }  # fmt: skip
-    run_loop(cfg, fields, mem, seed)
+    resident = None
+    if sp_b is not None:
+        resident = resident_b_rows(cfg, b, sp_b[1])
+        fields |= {"b_sp": 1, "b": sp_b[0], "ldb": sp_b[1]}
+        mem[addr["B"] : addr["B"] + b.nbytes] = bytes(b.nbytes)  # the loop must not read B from memory
+    cycles = run_loop(cfg, fields, mem, seed, resident=resident)
     got = np.frombuffer(bytes(mem[addr["C"] : addr["C"] + m * n * e_out]), out_t).reshape(m, n)
+    if cycles < 0:
+        assert not got.any(), "a refused GEMM wrote C"
+        return cycles
     want = loop_result(cfg, a, b, init, scale, case["act"], case["out"]).astype(out_t)
     bad = np.argwhere(got != want)
     assert bad.size == 0, f"{len(bad)} of {got.size} wrong, rows {sorted({int(r) for r in bad[:, 0]})[:20]}"
+    return cycles
 
 
 def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
@@ -340,3 +367,50 @@ def test_conv_too_large_issues_nothing() -> None:
     mem = bytearray(64)
     assert run_loop(cfg, fields, mem, seed=1, max_cycles=2000) == -1
     assert mem == bytearray(64)
+
+
+def _resident_top(cfg: AccelConfig, k: int, n: int, stride: int) -> int:
+    """The highest first row of a resident B: its last row the A region's last."""
+    layout = cfg.sp_layout
+    return layout.a_base + layout.a_rows - ((-(-n // cfg.cols) - 1) * stride + k)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    m=st.integers(1, 40),
+    k=st.integers(1, 30),
+    n=st.integers(1, 14),
+    pad=st.integers(0, 3),
+    where=st.floats(0, 1),
+    flags=st.fixed_dictionaries({"trans_a": st.integers(0, 1), "bias": st.integers(0, 2), "act": st.integers(0, 1)}),
+    seed=st.integers(0, 2**16),
+)
+def test_gemm_loop_resident_b(
+    cfg: AccelConfig, m: int, k: int, n: int, pad: int, where: float, flags: dict, seed: int
+) -> None:
+    """B resident in the scratchpad (flag [21]): any K (not a multiple of rows), N (not of cols),
+    tile stride and place in the A region; the A rows below B streamed or kept, never over B."""
+    stride = k + pad
+    lowest = cfg.sp_layout.a_base + cfg.sp_layout.slots
+    top = _resident_top(cfg, k, n, stride)
+    assume_fits = top >= lowest
+    base = lowest + round(where * (top - lowest)) if assume_fits else top
+    assert resident_b_fits(cfg, base, k, n, stride) == assume_fits
+    cycles = check_gemm(cfg, m, k, n, seed, sp_b=(base, stride), **flags)
+    assert (cycles >= 0) == assume_fits
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[3], CONFIGS[2]], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_gemm_loop_resident_b_limits(cfg: AccelConfig) -> None:
+    """At the limits: B's last row the scratchpad's last (one bank) or the A region's; B's first
+    row one weight slot's worth of A rows above the region's start. One row further either way
+    is refused (SP_RANGE in the tile) and writes nothing."""
+    m, k, n, stride = 9, 2 * cfg.rows + 1, 2 * cfg.cols + 1, 2 * cfg.rows + 1
+    top = _resident_top(cfg, k, n, stride)
+    lowest = cfg.sp_layout.a_base + cfg.sp_layout.slots
+    if cfg.sp_banks == 1:
+        assert top + (2 * stride + k) == cfg.sp_rows  # B ends at the scratchpad's last row
+    for base, ok in ((top, True), (lowest, True), (top + 1, False), (lowest - 1, False)):
+        assert resident_b_fits(cfg, base, k, n, stride) == ok
+        assert (check_gemm(cfg, m, k, n, seed=base, sp_b=(base, stride), bias=1) >= 0) == ok, base

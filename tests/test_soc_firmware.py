@@ -284,5 +284,7 @@ def test_driver_errors() -> None:
     assert re.search(r"A in data RAM: A at 0x1[0-9a-f]{7} is not in main memory", out), out
     assert "A in data RAM returned -101\n" in out
     assert "M too large: M = 70000 is invalid: allowed 1 to 65535\n" in out
+    assert re.search(r"resident B at row 0: \w+ unit reported SP_RANGE \(0x04\) on command #\d+\n", out), out
+    assert "resident B transposed: transpose_b = 1 is invalid: allowed false with b_in_sp\n" in out
     assert "identity GEMM: ok\nidentity GEMM returned 0\nidentity GEMM result ok\n" in out
     assert result.exit_code == 0, out

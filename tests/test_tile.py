@@ -39,6 +39,11 @@ SMALL_CASES = [
     {"m": 20, "k": 600, "n": 9},
     {"m": 37, "k": 700, "n": 5, "trans_a": 1, "bias": 1},
     {"m": 9, "k": 500, "n": 6, "trans_b": 1, "acc_c": 1, "act": 1},
+    # B resident in the scratchpad (flag [21]), K and N not multiples of the array: ending at the A
+    # region's last row (A below it), or starting as low as allowed (A streamed, one row a slot).
+    {"m": 9, "k": 10, "n": 7, "bias": 1, "sp_b": 1, "sp_b_at": "top", "sp_b_stride": 10},
+    {"m": 40, "k": 9, "n": 6, "trans_a": 1, "sp_b": 1, "sp_b_at": "low", "sp_b_stride": 11},
+    {"m": 70, "k": 3, "n": 9, "acc_c": 1, "sp_b": 1, "sp_b_at": "top", "sp_b_stride": 5},
 ]
 SMALL_CONV_CASES = [
     {"batch": 2, "h": 8, "w": 8, "cin": 6, "cout": 5, "kh": 3, "kw": 3, "pad": 1, "bias": 2},
@@ -118,7 +123,7 @@ def _command(dtype: str = "int8"):
     dma = dma.map(lambda t: [t[0] | t[1] | t[2] << 12, t[3], t[4], t[5] | t[6] << 16, t[7], 0])
     ex = st.tuples(deps, st.integers(0, 3), local, local, small, st.integers(0, cfg.acc_rows + 4))
     ex = ex.map(lambda t: [0x03 | t[0] | t[1] << 12, t[2], t[3], t[4], t[5]])
-    gemm = st.tuples(st.integers(0, 0x1FF), small, small, small, addr, st.integers(0, 64), addr, st.integers(0, 64))
+    gemm = st.tuples(st.integers(0, 0x3FF), small, small, small, addr, st.integers(0, 64), addr, st.integers(0, 64))
     gemm = gemm.map(
         lambda t: [0x10 | t[0] << 12, t[1], t[2], t[3], t[4], t[5], t[6], t[7], 0x30000, 64, 0x38000, 64, 0]
     )

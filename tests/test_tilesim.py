@@ -25,7 +25,9 @@ def test_loop_commands_exact(dtype: str) -> None:
 def test_small_memories_exact() -> None:
     """1 KiB memories: M in blocks, A streamed with each step (bf16 holds half the elements)."""
     cfg = AccelConfig(rows=4, cols=4, dtype="bf16", sp_kib=1, acc_kib=1)
-    for i, case in enumerate(SMALL_CASES):
+    # Not the resident-B cases: the simulator's runner pushes a case's commands and stops at the
+    # first done interrupt, which the LOADs before the GEMM can raise (tests/test_tile.py runs them).
+    for i, case in enumerate(c for c in SMALL_CASES if not c.get("sp_b")):
         run_case(cfg, gemm_case(cfg, case, seed=80 + i))
     for i, case in enumerate(SMALL_CONV_CASES):
         run_case(cfg, conv_case(cfg, case, seed=90 + i))

@@ -167,7 +167,8 @@ static int check_gemm(const pyard_gemm_t *g) {
   const size_t c_bytes = g->full_c ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
   int err = g->transpose_a ? in_main_memory("A", g->A, g->K, g->M, g->stride_a, PYARD_IN_BYTES)
                            : in_main_memory("A", g->A, g->M, g->K, g->stride_a, PYARD_IN_BYTES);
-  if (!err) {
+  if (!err && g->b_in_sp && g->transpose_b) err = invalid("transpose_b", 1, "false with b_in_sp");
+  if (!err && !g->b_in_sp) { /* a resident B's rows are checked by the tile (SP_RANGE) */
     err = g->transpose_b ? in_main_memory("B", g->B, g->N, g->K, g->stride_b, PYARD_IN_BYTES)
                          : in_main_memory("B", g->B, g->K, g->N, g->stride_b, PYARD_IN_BYTES);
   }
@@ -185,7 +186,7 @@ int pyard_tile_gemm_push(unsigned tile, const pyard_gemm_t *g) {
   const size_t c_bytes = g->full_c ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
   const uint32_t flags = (uint32_t)g->transpose_a << 12 | (uint32_t)g->transpose_b << 13 |
                          (uint32_t)(g->accumulate ? 0 : g->bias) << 14 | (uint32_t)g->accumulate << 16 |
-                         (uint32_t)g->act << 17 | (uint32_t)g->full_c << 19;
+                         (uint32_t)g->act << 17 | (uint32_t)g->full_c << 19 | (uint32_t)g->b_in_sp << 21;
   const uint32_t words[13] = {
       PYARD_OP_GEMM | flags,
       (uint32_t)g->M,
@@ -193,8 +194,8 @@ int pyard_tile_gemm_push(unsigned tile, const pyard_gemm_t *g) {
       (uint32_t)g->N,
       (uint32_t)(uintptr_t)g->A,
       (uint32_t)(g->stride_a * PYARD_IN_BYTES),
-      (uint32_t)(uintptr_t)g->B,
-      (uint32_t)(g->stride_b * PYARD_IN_BYTES),
+      g->b_in_sp ? g->b_row : (uint32_t)(uintptr_t)g->B,
+      (uint32_t)(g->b_in_sp ? g->stride_b : g->stride_b * PYARD_IN_BYTES),
       (uint32_t)(uintptr_t)g->C,
       (uint32_t)(g->stride_c * c_bytes),
       (uint32_t)(uintptr_t)g->D,
@@ -225,7 +226,7 @@ int pyard_matmul(size_t M, size_t K, size_t N, const void *A, const void *B, con
                  size_t stride_b, size_t stride_d, size_t stride_c, uint32_t scale, int act, int bias, bool accumulate,
                  bool transpose_a, bool transpose_b, bool full_c) {
   const pyard_gemm_t g = {M, K, N, A, B, D, C, stride_a, stride_b, stride_d, stride_c,
-                          scale, act, bias, accumulate, transpose_a, transpose_b, full_c};
+                          scale, act, bias, accumulate, transpose_a, transpose_b, full_c, false, 0};
   return pyard_gemm(&g);
 }
 

@@ -179,7 +179,10 @@ int pyard_matmul(size_t M, size_t K, size_t N, const void *A, const void *B, con
                  size_t stride_b, size_t stride_d, size_t stride_c, uint32_t scale, int act, int bias, bool accumulate,
                  bool transpose_a, bool transpose_b, bool full_c);
 
-/* The same as one descriptor; pyard_gemm_push only queues it (follow with pyard_fence + pyard_wait). */
+/* The same as one descriptor; pyard_gemm_push only queues it (follow with pyard_fence + pyard_wait).
+ * b_in_sp: B is resident in the scratchpad (docs/isa.md, GEMM flag [21]), put there by earlier
+ * LOADs: N tile j (columns j·PYARD_COLS on) is K rows from scratchpad row b_row + j·stride_b
+ * (stride_b in rows; B is not read); not with transpose_b. */
 typedef struct {
   size_t M, K, N;
   const void *A, *B, *D;
@@ -187,7 +190,8 @@ typedef struct {
   size_t stride_a, stride_b, stride_d, stride_c;
   uint32_t scale;
   int act, bias;
-  bool accumulate, transpose_a, transpose_b, full_c;
+  bool accumulate, transpose_a, transpose_b, full_c, b_in_sp;
+  unsigned b_row;
 } pyard_gemm_t;
 int pyard_gemm_push(const pyard_gemm_t *g);
 int pyard_gemm(const pyard_gemm_t *g);

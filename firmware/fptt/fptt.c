@@ -118,11 +118,16 @@ static void program(const uint32_t (*p)[5], unsigned n, uint32_t rows, uint32_t 
   }
 }
 
+static void gemm_push(const pyard_gemm_t *g) {
+  if (!err) err = pyard_gemm_push(g);
+  if (!err) err = pyard_fence(); /* later LOADs read C: wait for the loop's last STORE */
+}
+
 static void gemm(size_t M, size_t K, size_t N, const void *A, size_t sa, bool ta, const void *B, size_t sb, bool tb,
                  void *C, size_t sc, int act) {
-  const pyard_gemm_t g = {M, K, N, A, B, NULL, C, sa, sb, 0, sc, SCALE_ONE, act, PYARD_BIAS_NONE, false, ta, tb, false};
-  if (!err) err = pyard_gemm_push(&g);
-  if (!err) err = pyard_fence(); /* later LOADs read C: wait for the loop's last STORE */
+  const pyard_gemm_t g = {M, K, N, A, B, NULL, C, sa, sb, 0, sc, SCALE_ONE, act, PYARD_BIAS_NONE,
+                          false, ta, tb, false, false, 0};
+  gemm_push(&g);
 }
 
 static uint64_t mark;
@@ -138,6 +143,34 @@ static void phase(int which) {
 #define S(j) (s_mem + (size_t)(j) * FPTT_B * FPTT_H)
 #define TS(j) (ts_mem + (size_t)(j) * FPTT_B * FPTT_H)
 #define W_OUT (theta + FPTT_GATE_PARAMS)
+
+/* Gate weights resident in the scratchpad (FPTT_WGATE_RESIDENT: fptt_soc/layout.py decided that
+ * they fit beside the loop's A rows and the forward cell's regions): every gate GEMM of a part
+ * reads them there (GEMM flag [21]) instead of streaming 4H·(I+H+1) weights from memory each
+ * step. They are loaded at the start of each part, the update having changed them; the part's
+ * later phases (head, backward, update) may overwrite those rows. The dh GEMM reads W_hᵀ, which
+ * the loop cannot take from this copy (docs/isa.md): it streams W_h from memory as before. */
+#if FPTT_WGATE_RESIDENT
+/* N tile j of [W; b] (columns j·W on) is its XW rows from FPTT_SP_WGATE + j·XW: one LOAD each. */
+static void load_gate_weights(void) {
+  for (unsigned j = 0; j < G4 / FPTT_W; j++) {
+    load_rows(theta + j * FPTT_W, G4 * 2, XW, FPTT_W, FPTT_SP_WGATE + j * XW, 0);
+  }
+}
+#else
+static void load_gate_weights(void) {}
+#endif
+
+/* gates_t[:, n0 : n0+N] = act(xc_t · [W; b][:, n0 : n0+N]) (n0 a multiple of W). */
+static void gate_gemm(unsigned t, unsigned n0, unsigned N, int act) {
+#if FPTT_WGATE_RESIDENT
+  const pyard_gemm_t g = {FPTT_B, XW, N, XC(t), NULL, NULL, GATES(t) + n0, XW, XW, 0, G4, SCALE_ONE, act,
+                          PYARD_BIAS_NONE, false, false, false, false, true, FPTT_SP_WGATE + n0 / FPTT_W * XW};
+  gemm_push(&g);
+#else
+  gemm(FPTT_B, XW, N, XC(t), XW, false, theta + n0, G4, false, GATES(t) + n0, G4, act);
+#endif
+}
 
 #if FPTT_CORES
 /* ---- the software-only mode: element-wise work on the harts -------------------------------------
@@ -206,7 +239,7 @@ static void cell_job(unsigned lo, unsigned hi) {
 
 /* Step t: z = xc_t · [W; b] as one GEMM without activation, then σ / tanh and the cell on the harts. */
 static void forward_step(unsigned t) {
-  gemm(FPTT_B, XW, G4, XC(t), XW, false, theta, G4, false, GATES(t), G4, 0);
+  gate_gemm(t, 0, G4, 0);
   phase(T_FWD_GEMM);
   args.t = t;
   parallel(act_job, FPTT_B * G4);
@@ -349,8 +382,8 @@ static void update(void) {
 #else
 /* Step t: z = xc_t · [W; b], σ / tanh by the GEMM's read-out, then the cell (eqs. 4.2-4.8). */
 static void forward_step(unsigned t) {
-  gemm(FPTT_B, XW, 3 * FPTT_H, XC(t), XW, false, theta, G4, false, GATES(t), G4, 2);
-  gemm(FPTT_B, XW, FPTT_H, XC(t), XW, false, theta + 3 * FPTT_H, G4, false, GATES(t) + 3 * FPTT_H, G4, 3);
+  gate_gemm(t, 0, 3 * FPTT_H, 2);
+  gate_gemm(t, 3 * FPTT_H, FPTT_H, 3);
   phase(T_FWD_GEMM);
   load_gates(GATES(t), FPTT_SP_G, 0);
   load_all(S(t), FPTT_SP_SP, FPTT_LOAD_SIGNAL_VEC);
@@ -525,6 +558,7 @@ static int pass(void) {
   mark = pyard_cycles();
   for (unsigned p = 0; p < FPTT_PARTS && !err; p++) {
     const unsigned a = part_a[p], b = part_b[p];
+    load_gate_weights();
     for (unsigned t = a; t < b && !err; t++) forward_step(t);
     head(p, b);
     /* the window: the last trunc_h + 1 steps of the part (the whole part without trunc_h) */

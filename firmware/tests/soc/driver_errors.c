@@ -27,6 +27,12 @@ int main(void) {
                                        false, false, true));
   report("M too large", pyard_matmul(70000, 4, 4, a, b, NULL, c, 4, 4, 0, 4, PYARD_SCALE_ONE, 0, 0, false, false,
                                      false, true));
+  /* A resident B (GEMM flag [21]) at row 0, below the loop's A rows: the tile refuses it. */
+  pyard_gemm_t resident = {.M = 4, .K = 4, .N = 4, .A = a, .C = c, .stride_a = 4, .stride_b = 4, .stride_c = 4,
+                           .scale = PYARD_SCALE_ONE, .full_c = true, .b_in_sp = true, .b_row = 0};
+  report("resident B at row 0", pyard_gemm(&resident));
+  resident.transpose_b = true;
+  report("resident B transposed", pyard_gemm(&resident));
   /* After the errors: a 4x4 identity product must come out right, waited for by interrupt. */
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 4; j++) {
