@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 
-from rtl.config import ConfigError
+from rtl.config import ConfigError, load_config
 from sim.cli import main as pyard
 from sim.firmware import build_firmware
 from sim.run import run_elf
@@ -24,6 +24,9 @@ from soc.soc import Soc, address_regions, mem_id_bits
 
 REPO = Path(__file__).resolve().parent.parent
 CFG = SocConfig.from_name("4x4-int8", cores=2, tiles=2)
+# The sharing runs: 1x1 tiles with small memories build in a fraction of the time of 4x4 ones, and
+# the resource manager, the windows and the arbiter tree do not depend on the tile's size.
+SHARED = SocConfig(accel=load_config("1x1-int8").replace(sp_kib=16, acc_kib=16), cores=2, tiles=2)
 JOBS, M, K, N = 4, 16, 32, 16  # smaller than firmware/examples/tiles.c's defaults
 
 
@@ -76,13 +79,13 @@ def _grid(data: bytes, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def test_two_harts_share_two_tiles_through_the_resource_manager() -> None:
-    check_sharing(CFG)
+    check_sharing(SHARED)
 
 
 @pytest.mark.slow
 def test_two_harts_share_three_tiles_behind_an_unbalanced_arbiter_tree() -> None:
     """Three tiles: the tree's halves have different ID widths (tiles 0-1 behind one more level)."""
-    check_sharing(CFG.replace(tiles=3))
+    check_sharing(SHARED.replace(tiles=3))
 
 
 def check_sharing(cfg: SocConfig) -> None:

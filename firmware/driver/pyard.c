@@ -9,14 +9,13 @@ static char detail[PYARD_NHARTS][96];
 
 static char *hart_detail(void) { return detail[pyard_hart_id()]; }
 
-/* Checks `tile` and records it as the calling hart's last; 0 or PYARD_EINVAL. */
-static int use_tile(unsigned tile) {
-  if (tile >= PYARD_NTILES) {
-    snprintf(hart_detail(), sizeof detail[0], "tile = %u is invalid: allowed 0 to %u", tile, PYARD_NTILES - 1);
-    return PYARD_EINVAL;
-  }
-  last_tile[pyard_hart_id()] = tile;
-  return 0;
+/* Checks `tile`: 0 or PYARD_EINVAL. Nothing is stored when it is valid: every command push runs this,
+ * and a tile number known at compile time (tile 0 of the single-tile calls) folds it away. The hart's
+ * last tile is recorded where an error is (take_error), which is all pyard_perror needs. */
+static inline int use_tile(unsigned tile) {
+  if (tile < PYARD_NTILES) return 0;
+  snprintf(hart_detail(), sizeof detail[0], "tile = %u is invalid: allowed 0 to %u", tile, PYARD_NTILES - 1);
+  return PYARD_EINVAL;
 }
 
 pyard_error_t pyard_tile_last_error(unsigned tile) {
@@ -68,6 +67,7 @@ int pyard_tile_init(unsigned tile) {
  * waiting for tokens) and waits until the units still running have finished. */
 static int take_error(unsigned tile, uint32_t status) {
   pyard_error_t *e = &last_error[tile];
+  last_tile[pyard_hart_id()] = tile;
   e->unit = PYARD_STATUS_UNIT(status);
   e->code = PYARD_STATUS_CODE(status);
   e->seq = pyard_tile_read(tile, PYARD_REG_ERROR_SEQ);
@@ -77,7 +77,9 @@ static int take_error(unsigned tile, uint32_t status) {
   return -(int)e->code;
 }
 
-int pyard_tile_push(unsigned tile, const uint32_t *words, unsigned n) {
+/* Inlined into each caller, so that pushes to tile 0 (the FPTT firmware's command stream) address
+ * its registers as constants, as before there were several tiles. */
+static inline __attribute__((always_inline)) int push_on(unsigned tile, const uint32_t *words, unsigned n) {
   int err = use_tile(tile);
   if (err) return err;
   uint32_t status;
@@ -89,9 +91,11 @@ int pyard_tile_push(unsigned tile, const uint32_t *words, unsigned n) {
   return 0;
 }
 
+int pyard_tile_push(unsigned tile, const uint32_t *words, unsigned n) { return push_on(tile, words, n); }
+
 int pyard_tile_fence(unsigned tile) {
   const uint32_t fence = PYARD_OP_FENCE;
-  return pyard_tile_push(tile, &fence, 1);
+  return push_on(tile, &fence, 1);
 }
 
 int pyard_tile_wait(unsigned tile) {
@@ -136,8 +140,11 @@ int pyard_tile_wait_irq(unsigned tile) {
 }
 
 int pyard_init(void) { return pyard_tile_init(0); }
-int pyard_push(const uint32_t *words, unsigned n) { return pyard_tile_push(0, words, n); }
-int pyard_fence(void) { return pyard_tile_fence(0); }
+int pyard_push(const uint32_t *words, unsigned n) { return push_on(0, words, n); }
+int pyard_fence(void) {
+  const uint32_t fence = PYARD_OP_FENCE;
+  return push_on(0, &fence, 1);
+}
 int pyard_wait(void) { return pyard_tile_wait(0); }
 int pyard_wait_irq(void) { return pyard_tile_wait_irq(0); }
 
