@@ -352,6 +352,18 @@ async def tile_conv(dut) -> None:
         await run_conv(t, case, seed=300 + i)
 
 
+async def _refused_before_memory(t, words: list[int], error: str, seed: int) -> None:
+    """Push ``words``: the tile reports ``error`` without reading memory; once the error is cleared a
+    correct GEMM runs."""
+    await t.push(words)
+    await First(RisingEdge(t.dut.irq), ClockCycles(t.dut.clk, 2000))
+    status = await t.read("STATUS")
+    assert status & 4 and status >> 8 & 0xFF == ERR[error], f"status {status:#x}"
+    assert await t.read("DMA_RD_BYTES") == 0
+    await t.write("CONTROL", 0b111)
+    await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=seed)
+
+
 @cocotb.test()
 async def tile_loop_errors(dut) -> None:
     """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels and a GEMM whose
@@ -362,28 +374,16 @@ async def tile_loop_errors(dut) -> None:
     await t.write("IRQ_ENABLE", 0b10)
     await t.write("CONTROL", 0b101)
     huge = {"batch": 2, "h": 65535, "w": 65535, "cin": 1, "cout": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 0}
-    await t.push(
-        conv_words(huge | {"bias": 0, "act": 0, "out": 0, "scale": 0}, dict.fromkeys(("in", "w", "out", "bias"), 0))
-    )
-    await First(RisingEdge(dut.irq), ClockCycles(dut.clk, 2000))
-    status = await t.read("STATUS")
-    assert status & 4 and status >> 8 & 0xFF == ERR["TOO_LARGE"], f"status {status:#x}"
-    assert await t.read("DMA_RD_BYTES") == 0
-    await t.write("CONTROL", 0b111)
-    await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=2)
+    words = conv_words(huge | {"bias": 0, "act": 0, "out": 0, "scale": 0}, dict.fromkeys(("in", "w", "out", "bias"), 0))
+    await _refused_before_memory(t, words, "TOO_LARGE", seed=2)
 
     # A resident B one row past the A region: refused (SP_RANGE) before any memory traffic.
     past = {"m": 5, "k": 6, "n": 5, "sp_b": 1, "sp_b_at": "past", "sp_b_stride": 6}
     flags = {"trans_a": 0, "trans_b": 0, "bias": 0, "acc_c": 0, "act": 0, "out": 1, "scale": 0}
     await t.write("CONTROL", 0b101)  # clear done, zero the counters
-    await t.push(gemm_words(flags | past, {"A": 0x1000, "B": resident_b_row(t.cfg, past), "C": 0x2000, "D": 0},
-                            {"A": 64, "B": 6, "C": 64, "D": 0}))  # fmt: skip
-    await First(RisingEdge(dut.irq), ClockCycles(dut.clk, 2000))
-    status = await t.read("STATUS")
-    assert status & 4 and status >> 8 & 0xFF == ERR["SP_RANGE"], f"status {status:#x}"
-    assert await t.read("DMA_RD_BYTES") == 0
-    await t.write("CONTROL", 0b111)
-    await run_gemm_loop(t, {"m": 7, "k": 9, "n": 5}, seed=4)
+    words = gemm_words(flags | past, {"A": 0x1000, "B": resident_b_row(t.cfg, past), "C": 0x2000, "D": 0},
+                       {"A": 64, "B": 6, "C": 64, "D": 0})  # fmt: skip
+    await _refused_before_memory(t, words, "SP_RANGE", seed=4)
 
     # B is read at its first N tile's K slices; an error range in the middle of B hits a later load.
     from cocotbext.axi import AxiResp
