@@ -3,6 +3,7 @@ with dependency tokens, the GEMM loop command over shapes and options, and every
 by a correct run; all against the NumPy models, exactly."""
 
 import json
+import os
 
 import pytest
 
@@ -77,22 +78,19 @@ def test_tile(dtype: str) -> None:
     run_cocotb(b, "tb.tile_tb", env={"PYARD_TB_ARGS": json.dumps(args)})
 
 
-def test_tile_deep_pe_pipeline() -> None:
-    """The deepest BF16 PE pipeline gives the same GEMMs, bit for bit: the EXEC unit and the
-    accumulator follow the mesh's longer latency (mesh_latency) through its output valid."""
-    b = build("tile", AccelConfig(rows=4, cols=4, dtype="bf16", pe_stages=max(PE_STAGES)))
-    env = {"PYARD_TB_ARGS": json.dumps({"shapes": SHAPES, "cases": LOOP_CASES, "seed": 5})}
-    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm", env=env, name="gemm")
-    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env, name="loop")
-
-
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_tile_gemm_loop_blocks(dtype: str) -> None:
-    b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype, sp_kib=1, acc_kib=1))
+    """1 KiB memories split the loops into blocks; the PEs are pipelined (the deepest bf16 PE), so
+    the EXEC unit and the accumulator must follow the mesh's longer latency through its output
+    valid for every block to come out bit for bit."""
+    stages = max(PE_STAGES) if dtype == "bf16" else 2
+    b = build("tile", AccelConfig(rows=4, cols=4, dtype=dtype, sp_kib=1, acc_kib=1, pe_stages=stages))
     env = {"PYARD_TB_ARGS": json.dumps({"cases": SMALL_CASES, "conv_cases": SMALL_CONV_CASES})}
     run_cocotb(b, "tb.tile_tb", testcase="tile_gemm_loop", env=env)
     run_cocotb(b, "tb.tile_tb", testcase="tile_conv", env=env, name="conv")
     run_cocotb(b, "tb.tile_tb", testcase="tile_loop_errors", name="loop-errors")
+    env = {"PYARD_TB_ARGS": json.dumps({"shapes": SHAPES[:3], "seed": 5})}
+    run_cocotb(b, "tb.tile_tb", testcase="tile_gemm", env=env, name="gemm")
 
 
 def test_tile_lint(tmp_path) -> None:
@@ -184,15 +182,17 @@ def test_tile_random_command_streams_bf16() -> None:
 
 
 LARGE = [
-    AccelConfig(rows=8, cols=8, dtype="int8"),
     AccelConfig(rows=8, cols=8, dtype="bf16"),
-    AccelConfig(rows=4, cols=8, dtype="bf16"),
     AccelConfig(rows=16, cols=16, dtype="int8"),
+    AccelConfig(rows=8, cols=8, dtype="int8"),
+    AccelConfig(rows=4, cols=8, dtype="bf16"),
 ]
+# At PYARD_SCALE=small (the CI) the largest of each dtype; the default tier has the 8x4 bf16 tile.
+LARGE_HERE = LARGE[:2] if os.environ.get("PYARD_SCALE") == "small" else LARGE
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", LARGE, ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", LARGE_HERE, ids=lambda c: c.name)
 def test_tile_large(cfg: AccelConfig, scale: str) -> None:
     """Larger and non-square tiles: the GEMM loop over odd shapes and options (fewer at small scale)."""
     cases = [
