@@ -29,6 +29,7 @@ from rtl.config import AccelConfig
 from rtl.mac import make_adder
 from rtl.readout import READOUT_LATENCY, Readout, readout_controls
 from rtl.scratchpad import checked_geometry, split_address, valid_only
+from rtl.shared import add_shared
 
 __all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
 
@@ -168,8 +169,9 @@ class Accumulator(wiring.Component):
                 # make_adder's int unit is int32 + int16 (a PE product); rows add int32 + int32.
                 total = (old2[k] + op2.data[k])[:32]
             else:
-                add = make_adder(cfg)
-                m.submodules[f"{name}_add{k}"] = add
+                # One Verilog module for every column's adder: the netlist Amaranth checks and
+                # emits for the accumulator is a few cells per column instead of a float adder each.
+                add = add_shared(m, f"{name}_add{k}", f"pyard_acc_add_{cfg.acc_dtype}", lambda: make_adder(cfg))
                 x32 = Cat(Const(0, 16), op2.data[k]) if cfg.acc_bits == 16 else op2.data[k]
                 m.d.comb += [add.acc.eq(old2[k]), add.x.eq(x32)]
                 total = add.o

@@ -20,11 +20,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 
-__all__ = ["add_shared", "convert", "drop_zero_memory_init"]
+__all__ = ["add_shared", "convert"]
 
 
 @dataclass
@@ -72,41 +72,35 @@ def _collecting(top: str) -> Iterator[_Collector]:
 
 def convert(component: wiring.Component, name: str) -> str:
     """Verilog of ``component`` as module ``name``, followed by the modules of its shared components."""
-    with _collecting(name) as collector:
+    with _collecting(name) as collector, _zero_memories_left_uninitialised():
         text = verilog.convert(component, name=name, emit_src=False)
-        return drop_zero_memory_init(text + "".join(module.verilog for module in collector.modules.values()))
+        return text + "".join(module.verilog for module in collector.modules.values())
 
 
-# One row of a memory's initial block as Amaranth writes it, and whether it sets the row to zero.
-# Yosys' Verilog writer prints a row in hex, binary or (32-bit rows) decimal: 8'h00, 32'd0.
-_INIT_ROW = re.compile(r"^ *[^\n=]+\[\d+\] = \d+'[hdb]([0-9a-fA-F_]+);$")
+@contextmanager
+def _zero_memories_left_uninitialised() -> Iterator[None]:
+    """Convert memories whose initial contents are all zero without an initial value.
 
+    Zero is what block RAM holds after configuration and what Verilator starts from, but Amaranth
+    0.5's RTLIL backend passes a memory's initial contents to Yosys one net per bit (3.4 M nets and
+    about 40 % of the conversion time of a SoC with a 256 KiB scratchpad), and Yosys then writes one
+    Verilog statement per row, which it reads back row by row in synthesis (hours for a 256 KiB
+    scratchpad). A memory with other contents (a ROM) is converted as before. Amaranth has no option
+    for this, so the backend's ``emit_memory`` (which only adds the initial-contents cell) is
+    wrapped for the duration of one conversion; ``amaranth<0.6`` in pyproject.toml pins the API.
+    """
+    emitter = rtlil.ModuleEmitter
+    original = emitter.emit_memory
 
-def drop_zero_memory_init(text: str) -> str:
-    """``text`` without the initial blocks that set a memory to zero. Zero is what block RAM holds
-    after configuration and what Verilator starts from anyway, but Yosys reads one statement per
-    row (hours for a 256 KiB scratchpad); a memory with other contents (a ROM) keeps its block.
-    One pass over the lines: a block is held back until its ``end`` shows whether it is all zero."""
-    out: list[str] = []
-    block: list[str] | None = None
-    zero = True
-    for line in text.splitlines(keepends=True):
-        if block is None:
-            if line.strip() == "initial begin":
-                block, zero = [line], True
-            else:
-                out.append(line)
-            continue
-        block.append(line)
-        if line.strip() == "end":
-            if not (zero and len(block) > 2):
-                out.extend(block)
-            block = None
-            continue
-        row = _INIT_ROW.match(line.rstrip("\n"))
-        zero = zero and row is not None and row[1].strip("0_") == ""
-    out.extend(block or [])
-    return "".join(out)
+    def emit_memory(self, cell_idx, cell) -> None:
+        if any(cell.init):
+            original(self, cell_idx, cell)
+
+    emitter.emit_memory = emit_memory
+    try:
+        yield
+    finally:
+        emitter.emit_memory = original
 
 
 def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component], *, hier_block: bool = False):
