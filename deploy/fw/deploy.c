@@ -1,0 +1,293 @@
+/* pyard deploy's executor (docs/deploy.md): runs an int8 model's layer table on the harts and tiles.
+ *
+ * The model is not compiled in: the host (deploy/firmware.py) loads a blob at __mem_free_start (main
+ * memory, which the tiles' DMA reaches) before the run: a header, the layer records, the constants
+ * (weights, biases, requantization multipliers and shifts) and one activation arena per hart. Every
+ * active hart runs inferences hart, hart + nharts, ... of the blob's inputs; CONV_2D and
+ * FULLY_CONNECTED accumulate in int32 on a tile (taken from the resource manager, so harts share the
+ * tiles), everything else (the requantization, depthwise convolution, pooling, ADD, SOFTMAX) runs
+ * on the hart in integer C that mirrors LiteRT's reference kernels bit for bit (deploy/reference.py). */
+#include <limits.h>
+
+#include "pyard.h"
+#include "pyard_rm.h"
+
+#if !PYARD_DTYPE_INT8 || !PYARD_ACC_INT32
+#error "pyard deploy runs int8 models: build for an int8 tile with int32 accumulators (e.g. --config 4x4-int8)"
+#endif
+
+enum { DP_CONV = 1, DP_DWCONV, DP_FC, DP_MAXPOOL, DP_AVGPOOL, DP_ADD, DP_SOFTMAX };
+#define DP_MAGIC 0x50445950u /* "PYDP" */
+
+typedef struct { /* the blob's header (deploy/firmware.py HEADER) */
+  uint32_t magic, total_bytes, n_layers, layers, n_infer, in_bytes, out_bytes, in_off, out_off;
+  uint32_t arena_bytes, arenas, inputs, outputs, infer_cycles, layer_cycles, status;
+} dp_header_t;
+
+typedef struct { /* one layer (deploy/firmware.py RECORD): activation offsets are arena-relative */
+  int32_t op, in, in2, out, h, w, c, oh, ow, oc, kh, kw, sh, sw, pt, pl;
+  int32_t in_zp, in2_zp, out_zp, act_min, act_max, weights, bias, mult, shift, pad_buf, acc_buf, ph, pw;
+  int32_t extra[6]; /* ADD: m1 s1 m2 s2 mo so; SOFTMAX: multiplier, left shift, diff_min */
+  int32_t pad_;
+} dp_layer_t;
+
+extern char __mem_free_start[];
+
+/* ---- TFLite's integer arithmetic (deploy/quant.py) ---- */
+static int32_t srdhm(int32_t a, int32_t b) { /* SaturatingRoundingDoublingHighMul */
+  if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+  const int64_t v = (int64_t)a * b + (a * (int64_t)b >= 0 ? (1 << 30) : 1 - (1 << 30));
+  return (int32_t)(v >= 0 ? v >> 31 : -((-v) >> 31)); /* the quotient truncates towards zero */
+}
+static int32_t rdbpot(int32_t x, int e) { /* RoundingDivideByPOT */
+  const int32_t mask = (int32_t)((1u << e) - 1u), threshold = (mask >> 1) + (x < 0);
+  return (x >> e) + ((x & mask) > threshold);
+}
+static int32_t mbqm_double(int32_t x, int32_t m, int32_t shift) { /* conv, depthwise, ADD, SOFTMAX */
+  return rdbpot(srdhm((int32_t)((uint32_t)x << (shift > 0 ? shift : 0)), m), shift > 0 ? 0 : -shift);
+}
+static int32_t mbqm_single(int32_t x, int32_t m, int32_t shift) { /* FULLY_CONNECTED: one rounding */
+  const int total = 31 - shift;
+  return (int32_t)(((int64_t)x * m + ((int64_t)1 << (total - 1))) >> total);
+}
+static int8_t clamp8(int32_t v, const dp_layer_t *l) {
+  return (int8_t)(v < l->act_min ? l->act_min : v > l->act_max ? l->act_max : v);
+}
+
+/* ---- gemmlowp fixed point for SOFTMAX ---- */
+static int32_t sat_shl(int32_t x, int e) {
+  const int32_t threshold = (int32_t)((1u << (31 - e)) - 1u);
+  return x > threshold ? INT32_MAX : x < -threshold ? INT32_MIN : (int32_t)((uint32_t)x << e);
+}
+static int32_t exp_quarter(int32_t a) {
+  const int32_t x = (int32_t)((uint32_t)a + (1u << 28)), x2 = srdhm(x, x), x3 = srdhm(x2, x), x4 = srdhm(x2, x2);
+  const int32_t poly = rdbpot((int32_t)((uint32_t)srdhm((int32_t)((uint32_t)rdbpot(x4, 2) + (uint32_t)x3), 715827883) +
+                                        (uint32_t)x2), 1);
+  return (int32_t)(1895147668u + (uint32_t)srdhm(1895147668, (int32_t)((uint32_t)x + (uint32_t)poly)));
+}
+static int32_t exp_on_negative_values(int32_t a) { /* F5 (26 fractional bits) -> F0 */
+  static const int32_t mult[7] = {1672461947, 1302514674, 790015084, 290630308, 39332535, 720401, 242};
+  const int32_t a_mod = (int32_t)((uint32_t)(a & ((1 << 24) - 1)) - (1u << 24));
+  int32_t result = exp_quarter(sat_shl(a_mod, 5));
+  const int32_t remainder = (int32_t)((uint32_t)a_mod - (uint32_t)a);
+  for (int k = 0; k < 7; k++)
+    if (remainder & (1 << (24 + k))) result = srdhm(result, mult[k]);
+  return a == 0 ? INT32_MAX : result;
+}
+static int32_t reciprocal(int32_t x, int *bits_over_unit) { /* GetReciprocal of an F12 sum */
+  const int headroom = __builtin_clz((uint32_t)x);
+  *bits_over_unit = 12 - headroom;
+  const int32_t a = (int32_t)(((uint32_t)x << headroom) - (1u << 31));
+  int64_t s = (int64_t)a + INT32_MAX; /* RoundingHalfSum(a, One) */
+  s += s >= 0 ? 1 : -1;
+  const int32_t half = (int32_t)(s >= 0 ? s / 2 : -((-s) / 2));
+  int32_t r = (int32_t)(1515870810u + (uint32_t)srdhm(half, -1010580540));
+  for (int i = 0; i < 3; i++) {
+    const int32_t one_minus = (int32_t)((1u << 29) - (uint32_t)srdhm(half, r));
+    r = (int32_t)((uint32_t)r + (uint32_t)sat_shl(srdhm(r, one_minus), 2));
+  }
+  return sat_shl(r, 1);
+}
+
+/* ---- layers ---- */
+typedef struct {
+  const dp_header_t *hd;
+  char *arena;
+  unsigned tile_jobs;
+} dp_ctx_t;
+
+#define CONST(ctx, off, type) ((const type *)((const char *)(ctx)->hd + (off)))
+#define ACT(ctx, off, type) ((type *)((ctx)->arena + (off)))
+
+/* A tile for one command: through the resource manager when the SoC has several (or several harts). */
+static int tile_take(void) { return PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1 ? pyard_rm_acquire(PYARD_WORK_GEMM) : 0; }
+static void tile_give(int tile) {
+  if (PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1) pyard_rm_release((unsigned)tile);
+}
+
+/* int32 accumulators -> int8, per output channel (the last dimension). */
+static void requant(const dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8_t *out, unsigned n, bool dbl) {
+  const int32_t *m = CONST(ctx, l->mult, int32_t), *s = CONST(ctx, l->shift, int32_t);
+  for (unsigned i = 0, ch = 0; i < n; i++) {
+    const int32_t v = dbl ? mbqm_double(acc[i], m[ch], s[ch]) : mbqm_single(acc[i], m[ch], s[ch]);
+    out[i] = clamp8(v + l->out_zp, l);
+    if (++ch == (unsigned)l->oc) ch = 0;
+  }
+}
+
+/* The input with its padding filled with the zero point (the tile pads with 0; TFLite with the zero point). */
+static const int8_t *padded(const dp_ctx_t *ctx, const dp_layer_t *l) {
+  const int8_t *x = ACT(ctx, l->in, int8_t);
+  if (l->pad_buf < 0) return x;
+  int8_t *p = ACT(ctx, l->pad_buf, int8_t);
+  const int row = l->pw * l->c;
+  for (int i = 0; i < l->ph * row; i++) p[i] = (int8_t)l->in_zp;
+  for (int y = 0; y < l->h; y++)
+    for (int i = 0; i < l->w * l->c; i++) p[(y + l->pt) * row + l->pl * l->c + i] = x[y * l->w * l->c + i];
+  return p;
+}
+
+static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
+  const pyard_conv2d_t c = {.batch = 1, .in_ch = (unsigned)l->c, .in_h = (unsigned)l->ph, .in_w = (unsigned)l->pw,
+                            .out_ch = (unsigned)l->oc, .k_h = (unsigned)l->kh, .k_w = (unsigned)l->kw,
+                            .stride = (unsigned)l->sh, .pad = 0, .input = padded(ctx, l),
+                            .weights = CONST(ctx, l->weights, int8_t), .bias = CONST(ctx, l->bias, int32_t),
+                            .output = ACT(ctx, l->acc_buf, int32_t), .scale = PYARD_SCALE_ONE,
+                            .act = PYARD_ACT_NONE, .full_out = true};
+  const int tile = tile_take();
+  const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_conv2d((unsigned)tile, &c);
+  if (tile >= 0) tile_give(tile);
+  ctx->tile_jobs++;
+  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)(l->oh * l->ow * l->oc), true);
+  return err;
+}
+
+static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
+  const pyard_gemm_t g = {.M = 1, .K = (size_t)l->c, .N = (size_t)l->oc, .A = ACT(ctx, l->in, int8_t),
+                          .B = CONST(ctx, l->weights, int8_t), .D = CONST(ctx, l->bias, int32_t),
+                          .C = ACT(ctx, l->acc_buf, int32_t), .stride_a = (size_t)l->c, .stride_b = (size_t)l->oc,
+                          .stride_d = (size_t)l->oc, .stride_c = (size_t)l->oc, .scale = PYARD_SCALE_ONE,
+                          .act = PYARD_ACT_NONE, .bias = PYARD_BIAS_ROW, .full_c = true};
+  const int tile = tile_take();
+  const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_gemm((unsigned)tile, &g);
+  if (tile >= 0) tile_give(tile);
+  ctx->tile_jobs++;
+  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)l->oc, false);
+  return err;
+}
+
+static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::DepthwiseConvPerChannel */
+  const int8_t *x = ACT(ctx, l->in, int8_t), *w = CONST(ctx, l->weights, int8_t);
+  const int32_t *b = CONST(ctx, l->bias, int32_t), *m = CONST(ctx, l->mult, int32_t), *s = CONST(ctx, l->shift, int32_t);
+  int8_t *out = ACT(ctx, l->out, int8_t);
+  for (int oy = 0; oy < l->oh; oy++)
+    for (int ox = 0; ox < l->ow; ox++)
+      for (int ch = 0; ch < l->c; ch++) {
+        int32_t acc = b[ch];
+        for (int ky = 0; ky < l->kh; ky++) {
+          const int iy = oy * l->sh - l->pt + ky;
+          if (iy < 0 || iy >= l->h) continue;
+          for (int kx = 0; kx < l->kw; kx++) {
+            const int ix = ox * l->sw - l->pl + kx;
+            if (ix < 0 || ix >= l->w) continue;
+            acc += (x[(iy * l->w + ix) * l->c + ch] - l->in_zp) * w[(ky * l->kw + kx) * l->c + ch];
+          }
+        }
+        out[(oy * l->ow + ox) * l->c + ch] = clamp8(mbqm_double(acc, m[ch], s[ch]) + l->out_zp, l);
+      }
+  return 0;
+}
+
+static int pool(dp_ctx_t *ctx, const dp_layer_t *l) { /* MAX_POOL_2D, AVERAGE_POOL_2D (only taps in the map count) */
+  const int8_t *x = ACT(ctx, l->in, int8_t);
+  int8_t *out = ACT(ctx, l->out, int8_t);
+  for (int oy = 0; oy < l->oh; oy++)
+    for (int ox = 0; ox < l->ow; ox++)
+      for (int ch = 0; ch < l->c; ch++) {
+        int32_t acc = l->op == DP_MAXPOOL ? -128 : 0, count = 0;
+        for (int ky = 0; ky < l->kh; ky++) {
+          const int iy = oy * l->sh - l->pt + ky;
+          for (int kx = 0; kx < l->kw; kx++) {
+            const int ix = ox * l->sw - l->pl + kx;
+            if (iy < 0 || iy >= l->h || ix < 0 || ix >= l->w) continue;
+            const int32_t v = x[(iy * l->w + ix) * l->c + ch];
+            acc = l->op == DP_MAXPOOL ? (v > acc ? v : acc) : acc + v;
+            count++;
+          }
+        }
+        if (l->op == DP_AVGPOOL) acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
+        out[(oy * l->ow + ox) * l->c + ch] = clamp8(acc, l);
+      }
+  return 0;
+}
+
+static int add(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::Add, left shift 20 */
+  const int8_t *a = ACT(ctx, l->in, int8_t), *b = ACT(ctx, l->in2, int8_t);
+  int8_t *out = ACT(ctx, l->out, int8_t);
+  const int32_t *e = l->extra;
+  for (int i = 0; i < l->oh * l->ow * l->oc; i++) {
+    const int32_t sa = mbqm_double((a[i] - l->in_zp) * (1 << 20), e[0], e[1]);
+    const int32_t sb = mbqm_double((b[i] - l->in2_zp) * (1 << 20), e[2], e[3]);
+    out[i] = clamp8(mbqm_double(sa + sb, e[4], e[5]) + l->out_zp, l);
+  }
+  return 0;
+}
+
+static int softmax(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_ops::Softmax, int8 -> int8 */
+  const int8_t *x = ACT(ctx, l->in, int8_t);
+  int8_t *out = ACT(ctx, l->out, int8_t);
+  int32_t *exps = ACT(ctx, l->acc_buf, int32_t);
+  const int n = l->oc;
+  for (int r = 0; r < l->oh * l->ow; r++, x += n, out += n) {
+    int32_t top = -128, sum = 0;
+    for (int i = 0; i < n; i++) top = x[i] > top ? x[i] : top;
+    for (int i = 0; i < n; i++) {
+      const int32_t diff = x[i] - top;
+      exps[i] = diff >= l->extra[2] ? exp_on_negative_values(mbqm_double(diff, l->extra[0], l->extra[1])) : 0;
+      if (diff >= l->extra[2]) sum += rdbpot(exps[i], 12);
+    }
+    int bits;
+    const int32_t scale = reciprocal(sum, &bits);
+    for (int i = 0; i < n; i++) {
+      const int32_t v = x[i] - top >= l->extra[2] ? rdbpot(srdhm(scale, exps[i]), bits + 31 - 8) - 128 : -128;
+      out[i] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+    }
+  }
+  return 0;
+}
+
+static int run_layer(dp_ctx_t *ctx, const dp_layer_t *l) {
+  switch (l->op) {
+  case DP_CONV: return conv(ctx, l);
+  case DP_DWCONV: return dwconv(ctx, l);
+  case DP_FC: return fc(ctx, l);
+  case DP_MAXPOOL:
+  case DP_AVGPOOL: return pool(ctx, l);
+  case DP_ADD: return add(ctx, l);
+  case DP_SOFTMAX: return softmax(ctx, l);
+  default: return PYARD_EINVAL;
+  }
+}
+
+static void copy(char *dst, const char *src, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+int hart_main(unsigned hart, unsigned nharts) {
+  dp_header_t *hd = (dp_header_t *)__mem_free_start;
+  if (hart == 0) {
+    int err = hd->magic == DP_MAGIC && pyard_alloc(hd->total_bytes, 64) == hd ? 0 : PYARD_EINVAL;
+    for (unsigned t = 0; t < PYARD_NTILES && !err; t++) err = pyard_tile_init(t);
+    hd->status = (uint32_t)err;
+    if (err) pyard_perror("deploy: init", err);
+  }
+  pyard_barrier();
+  if (hd->status) return hart == 0 ? 1 : 0;
+  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, 0};
+  const dp_layer_t *layers = CONST(&ctx, hd->layers, dp_layer_t);
+  uint32_t *layer_cycles = (uint32_t *)((char *)hd + hd->layer_cycles);
+  int failed = 0;
+  for (unsigned n = hart; n < hd->n_infer && !failed; n += nharts) {
+    copy(ctx.arena + hd->in_off, (const char *)hd + hd->inputs + n * hd->in_bytes, hd->in_bytes);
+    const uint64_t t0 = pyard_cycles();
+    uint64_t t = t0;
+    for (unsigned i = 0; i < hd->n_layers && !failed; i++) {
+      const int err = run_layer(&ctx, &layers[i]);
+      if (err) {
+        printf("deploy: layer %u: ", i);
+        pyard_perror("driver", err);
+        failed = 1;
+      }
+      const uint64_t now = pyard_cycles();
+      if (hart == 0) layer_cycles[i] += (uint32_t)(now - t); /* hart 0's inferences only */
+      t = now;
+    }
+    ((uint32_t *)((char *)hd + hd->infer_cycles))[n] = (uint32_t)(t - t0);
+    copy((char *)hd + hd->outputs + n * hd->out_bytes, ctx.arena + hd->out_off, hd->out_bytes);
+  }
+  if (failed) hd->status = 2;
+  pyard_barrier();
+  if (hart == 0) printf("deploy: %u inferences on %u harts, %u tiles: %s\n", (unsigned)hd->n_infer, nharts,
+                        (unsigned)PYARD_NTILES, hd->status ? "FAILED" : "done");
+  return hart == 0 && hd->status ? 1 : 0;
+}
