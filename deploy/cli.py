@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", type=Path, default=None, help=".npy: one input, or N of them stacked (N, ...)")
     src.add_argument("--random", type=integer(1, 4096), default=None, help="N seeded random inputs (default 1)")
+    p.add_argument("--harts", type=integer(1, 64), default=None, help="harts running inferences (default: --cores)")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="seed of --random (default 0)")
     p.add_argument("--check", action="store_true", help="compare with LiteRT BUILTIN_REF / onnxruntime bit for bit")
     p.add_argument("--max-cycles", type=integer(1, 2**63 - 1), default=DEFAULT_MAX_CYCLES, help="cycle budget")
@@ -45,7 +46,10 @@ def deploy_cmd(args: argparse.Namespace) -> int:
 
         model = load_model(args.model)
         inputs = _inputs(model, args)
-        result = run_on_soc(model, cfg, inputs, args.max_cycles)
+        harts = args.harts or cfg.cores
+        if harts > cfg.cores:
+            raise UsageError(f"--harts = {harts} is invalid: allowed 1 to --cores ({cfg.cores})")
+        result = run_on_soc(model, cfg, inputs, args.max_cycles, harts)
         if args.check:
             from deploy.check import reference_outputs
 
@@ -76,8 +80,9 @@ def _inputs(model: Model, args: argparse.Namespace) -> list[npt.NDArray]:
     return [rng.integers(-128, 128, info.shape).astype(np.int8) for _ in range(n)]
 
 
-def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles: int) -> dict:
-    """Builds the executor, runs ``inputs`` on the SoC, returns outputs and cycles."""
+def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles: int, harts: int) -> dict:
+    """Builds the executor for ``harts`` harts, runs ``inputs`` on the SoC (inference i on hart
+    i mod harts), returns the outputs and the cycles."""
     from deploy.firmware import FW_SOURCE, host_inputs, host_output, make_blob, plan
     from sim.firmware import build_firmware
     from sim.run import run_elf
@@ -85,9 +90,9 @@ def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles:
     from soc.memmap import MEM_BASE
 
     p = plan(model)
-    elf = build_firmware(cfg, [FW_SOURCE])
+    elf = build_firmware(cfg, [FW_SOURCE], defines={"PYARD_NHARTS_ACTIVE": harts})
     base = load_elf(elf).symbols["__mem_free_start"]
-    blob = make_blob(model, p, host_inputs(model, p, inputs), cfg.cores)
+    blob = make_blob(model, p, host_inputs(model, p, inputs), harts)
     free = MEM_BASE + cfg.mem_bytes - base
     if len(blob.data) > free:
         raise DeployError(f"model: {len(blob.data)} bytes with its arenas: allowed up to {free} (--mem-mib)")
@@ -100,14 +105,15 @@ def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles:
     outs = [np.frombuffer(raw, np.int8, out_b, i * out_b) for i in range(n)]
     cyc = np.frombuffer(raw, "<u4", n, hd["infer_cycles"] - tail)
     per_layer = np.frombuffer(raw, "<u4", hd["n_layers"], hd["layer_cycles"] - tail)
-    hart0 = len(range(0, n, cfg.cores))
+    hart0 = len(range(0, n, harts))  # the per-layer cycles are hart 0's inferences' sums
     layers = [
         {"layer": i, "op": op, "where": "tile+hart" if op in ("CONV_2D", "FULLY_CONNECTED") else "hart",
          "cycles": int(c) // hart0}
         for i, (op, c) in enumerate(zip(p.names, per_layer, strict=True))
     ]  # fmt: skip
     return {
-        "model": model.name, "config": cfg.name, "cores": cfg.cores, "tiles": cfg.tiles, "inferences": n,
+        "model": model.name, "config": cfg.name, "cores": cfg.cores, "harts": harts, "tiles": cfg.tiles,
+        "inferences": n,
         "ok": res.exit_code == 0, "exit_code": res.exit_code, "console": res.console.strip(),
         "cycles_per_inference": int(np.mean(cyc)), "cycles_per_inference_min": int(cyc.min()),
         "run_cycles": res.cycles, "layers": layers, "outputs": [host_output(model, p, y) for y in outs],
@@ -126,8 +132,8 @@ def _report(r: dict, as_json: bool) -> None:
         print(json.dumps(r, indent=2))
         return
     print(r["console"], file=sys.stderr)
-    print(f"{r['model']} on {r['config']} ({r['cores']} cores, {r['tiles']} tiles): {r['inferences']} inferences, "
-          f"{r['cycles_per_inference']} cycles per inference")  # fmt: skip
+    where = f"{r['model']} on {r['config']} ({r['harts']} of {r['cores']} cores, {r['tiles']} tiles)"
+    print(f"{where}: {r['inferences']} inferences, {r['cycles_per_inference']} cycles per inference")
     for layer in r["layers"]:
         print(f"  layer {layer['layer']:2d} {layer['op']:<18} {layer['where']:<9} {layer['cycles']:>10} cycles")
     if "check" in r:

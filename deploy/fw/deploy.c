@@ -90,13 +90,31 @@ static int32_t reciprocal(int32_t x, int *bits_over_unit) { /* GetReciprocal of 
 }
 
 /* ---- layers ---- */
+/* Main memory is uncached: per-channel constants read once per output element are copied into the
+ * hart's own data RAM first (when they fit), and each layer's record is copied to the stack. */
+#define DP_CACHE_WORDS 1024
+static uint32_t const_cache[PYARD_NHARTS_ACTIVE][DP_CACHE_WORDS];
+
 typedef struct {
   const dp_header_t *hd;
   char *arena;
-  unsigned tile_jobs;
+  uint32_t *cache;
+  unsigned cache_used; /* words of `cache` taken by the current layer */
 } dp_ctx_t;
 
 #define CONST(ctx, off, type) ((const type *)((const char *)(ctx)->hd + (off)))
+#define CACHED(ctx, off, bytes, type) ((const type *)cached((ctx), (off), (bytes)))
+
+/* The constant at blob offset `off`, from the hart's data RAM when it fits there. */
+static const void *cached(dp_ctx_t *ctx, int32_t off, uint32_t bytes) {
+  const uint32_t *src = (const uint32_t *)((const char *)ctx->hd + off);
+  const unsigned words = (bytes + 3) / 4;
+  if (ctx->cache_used + words > DP_CACHE_WORDS) return src;
+  uint32_t *dst = ctx->cache + ctx->cache_used;
+  for (unsigned i = 0; i < words; i++) dst[i] = src[i];
+  ctx->cache_used += words;
+  return dst;
+}
 #define ACT(ctx, off, type) ((type *)((ctx)->arena + (off)))
 
 /* A tile for one command: through the resource manager when the SoC has several (or several harts). */
@@ -106,8 +124,8 @@ static void tile_give(int tile) {
 }
 
 /* int32 accumulators -> int8, per output channel (the last dimension). */
-static void requant(const dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8_t *out, unsigned n, bool dbl) {
-  const int32_t *m = CONST(ctx, l->mult, int32_t), *s = CONST(ctx, l->shift, int32_t);
+static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8_t *out, unsigned n, bool dbl) {
+  const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t), *s = CACHED(ctx, l->shift, 4u * l->oc, int32_t);
   for (unsigned i = 0, ch = 0; i < n; i++) {
     const int32_t v = dbl ? mbqm_double(acc[i], m[ch], s[ch]) : mbqm_single(acc[i], m[ch], s[ch]);
     out[i] = clamp8(v + l->out_zp, l);
@@ -137,7 +155,6 @@ static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
   const int tile = tile_take();
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_conv2d((unsigned)tile, &c);
   if (tile >= 0) tile_give(tile);
-  ctx->tile_jobs++;
   if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)(l->oh * l->ow * l->oc), true);
   return err;
 }
@@ -151,14 +168,14 @@ static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
   const int tile = tile_take();
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_gemm((unsigned)tile, &g);
   if (tile >= 0) tile_give(tile);
-  ctx->tile_jobs++;
   if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)l->oc, false);
   return err;
 }
 
 static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::DepthwiseConvPerChannel */
-  const int8_t *x = ACT(ctx, l->in, int8_t), *w = CONST(ctx, l->weights, int8_t);
-  const int32_t *b = CONST(ctx, l->bias, int32_t), *m = CONST(ctx, l->mult, int32_t), *s = CONST(ctx, l->shift, int32_t);
+  const int8_t *x = ACT(ctx, l->in, int8_t), *w = CACHED(ctx, l->weights, (uint32_t)(l->kh * l->kw * l->c), int8_t);
+  const int32_t *b = CACHED(ctx, l->bias, 4u * l->c, int32_t), *m = CACHED(ctx, l->mult, 4u * l->c, int32_t);
+  const int32_t *s = CACHED(ctx, l->shift, 4u * l->c, int32_t);
   int8_t *out = ACT(ctx, l->out, int8_t);
   for (int oy = 0; oy < l->oh; oy++)
     for (int ox = 0; ox < l->ow; ox++)
@@ -236,7 +253,9 @@ static int softmax(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_ops::Softm
   return 0;
 }
 
-static int run_layer(dp_ctx_t *ctx, const dp_layer_t *l) {
+static int run_layer(dp_ctx_t *ctx, const dp_layer_t *record) {
+  const dp_layer_t layer = *record, *l = &layer;
+  ctx->cache_used = 0;
   switch (l->op) {
   case DP_CONV: return conv(ctx, l);
   case DP_DWCONV: return dwconv(ctx, l);
@@ -263,7 +282,7 @@ int hart_main(unsigned hart, unsigned nharts) {
   }
   pyard_barrier();
   if (hd->status) return hart == 0 ? 1 : 0;
-  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, 0};
+  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, const_cache[hart], 0};
   const dp_layer_t *layers = CONST(&ctx, hd->layers, dp_layer_t);
   uint32_t *layer_cycles = (uint32_t *)((char *)hd + hd->layer_cycles);
   int failed = 0;
