@@ -105,11 +105,12 @@ def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles:
     outs = [np.frombuffer(raw, np.int8, out_b, i * out_b) for i in range(n)]
     cyc = np.frombuffer(raw, "<u4", n, hd["infer_cycles"] - tail)
     per_layer = np.frombuffer(raw, "<u4", hd["n_layers"], hd["layer_cycles"] - tail)
+    in_tile = np.frombuffer(raw, "<u4", hd["n_layers"], hd["tile_cycles"] - tail)
     hart0 = len(range(0, n, harts))  # the per-layer cycles are hart 0's inferences' sums
     layers = [
         {"layer": i, "op": op, "where": "tile+hart" if op in ("CONV_2D", "FULLY_CONNECTED") else "hart",
-         "cycles": int(c) // hart0}
-        for i, (op, c) in enumerate(zip(p.names, per_layer, strict=True))
+         "cycles": int(c) // hart0, "tile_call_cycles": int(t) // hart0}
+        for i, (op, c, t) in enumerate(zip(p.names, per_layer, in_tile, strict=True))
     ]  # fmt: skip
     return {
         "model": model.name, "config": cfg.name, "cores": cfg.cores, "harts": harts, "tiles": cfg.tiles,
@@ -135,7 +136,8 @@ def _report(r: dict, as_json: bool) -> None:
     where = f"{r['model']} on {r['config']} ({r['harts']} of {r['cores']} cores, {r['tiles']} tiles)"
     print(f"{where}: {r['inferences']} inferences, {r['cycles_per_inference']} cycles per inference")
     for layer in r["layers"]:
-        print(f"  layer {layer['layer']:2d} {layer['op']:<18} {layer['where']:<9} {layer['cycles']:>10} cycles")
+        tile = f"({layer['tile_call_cycles']} in tile calls)" if layer["tile_call_cycles"] else ""
+        print(f"  layer {layer['layer']:2d} {layer['op']:<18} {layer['where']:<9} {layer['cycles']:>10} cycles {tile}")
     if "check" in r:
         c = r["check"]
         verdict = "bit-exact" if c["bit_exact"] else f"MISMATCH in {c['mismatched_inferences']} inferences"

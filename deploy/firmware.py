@@ -22,7 +22,8 @@ from deploy.reference import OPS
 FW_SOURCE = Path(__file__).resolve().parent / "fw" / "deploy.c"
 MAGIC = 0x50445950
 HEADER = ("magic", "total_bytes", "n_layers", "layers", "n_infer", "in_bytes", "out_bytes", "in_off", "out_off",
-          "arena_bytes", "arenas", "inputs", "outputs", "infer_cycles", "layer_cycles", "status")  # fmt: skip
+          "arena_bytes", "arenas", "inputs", "outputs", "infer_cycles", "layer_cycles", "tile_cycles",
+          "status")  # fmt: skip
 RECORD = ("op", "in", "in2", "out", "h", "w", "c", "oh", "ow", "oc", "kh", "kw", "sh", "sw", "pt", "pl", "in_zp",
           "in2_zp", "out_zp", "act_min", "act_max", "weights", "bias", "mult", "shift", "pad_buf", "acc_buf", "ph",
           "pw", "e0", "e1", "e2", "e3", "e4", "e5", "pad_")  # fmt: skip
@@ -159,6 +160,7 @@ def make_blob(model: Model, p: Plan, inputs: list[npt.NDArray[np.int8]], harts: 
     off = hd["outputs"] = _align(off + hd["in_bytes"] * n)
     off = hd["infer_cycles"] = _align(off + hd["out_bytes"] * n)
     off = hd["layer_cycles"] = _align(off + 4 * n)
+    off = hd["tile_cycles"] = _align(off + 4 * n_layers)
     hd["total_bytes"] = _align(off + 4 * n_layers)
     blob = bytearray(hd["total_bytes"])
     struct.pack_into(f"<{len(HEADER)}I", blob, 0, *hd.values())

@@ -21,7 +21,7 @@ enum { DP_CONV = 1, DP_DWCONV, DP_FC, DP_MAXPOOL, DP_AVGPOOL, DP_ADD, DP_SOFTMAX
 
 typedef struct { /* the blob's header (deploy/firmware.py HEADER) */
   uint32_t magic, total_bytes, n_layers, layers, n_infer, in_bytes, out_bytes, in_off, out_off;
-  uint32_t arena_bytes, arenas, inputs, outputs, infer_cycles, layer_cycles, status;
+  uint32_t arena_bytes, arenas, inputs, outputs, infer_cycles, layer_cycles, tile_cycles, status;
 } dp_header_t;
 
 typedef struct { /* one layer (deploy/firmware.py RECORD): activation offsets are arena-relative */
@@ -100,6 +100,7 @@ typedef struct {
   char *arena;
   uint32_t *cache;
   unsigned cache_used; /* words of `cache` taken by the current layer */
+  uint64_t tile_time;  /* cycles inside the driver's blocking tile calls (waiting for a tile included) */
 } dp_ctx_t;
 
 #define CONST(ctx, off, type) ((const type *)((const char *)(ctx)->hd + (off)))
@@ -152,9 +153,11 @@ static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
                             .weights = CONST(ctx, l->weights, int8_t), .bias = CONST(ctx, l->bias, int32_t),
                             .output = ACT(ctx, l->acc_buf, int32_t), .scale = PYARD_SCALE_ONE,
                             .act = PYARD_ACT_NONE, .full_out = true};
+  const uint64_t t0 = pyard_cycles();
   const int tile = tile_take();
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_conv2d((unsigned)tile, &c);
   if (tile >= 0) tile_give(tile);
+  ctx->tile_time += pyard_cycles() - t0;
   if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)(l->oh * l->ow * l->oc), true);
   return err;
 }
@@ -165,9 +168,11 @@ static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
                           .C = ACT(ctx, l->acc_buf, int32_t), .stride_a = (size_t)l->c, .stride_b = (size_t)l->oc,
                           .stride_d = (size_t)l->oc, .stride_c = (size_t)l->oc, .scale = PYARD_SCALE_ONE,
                           .act = PYARD_ACT_NONE, .bias = PYARD_BIAS_ROW, .full_c = true};
+  const uint64_t t0 = pyard_cycles();
   const int tile = tile_take();
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_gemm((unsigned)tile, &g);
   if (tile >= 0) tile_give(tile);
+  ctx->tile_time += pyard_cycles() - t0;
   if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)l->oc, false);
   return err;
 }
@@ -282,15 +287,17 @@ int hart_main(unsigned hart, unsigned nharts) {
   }
   pyard_barrier();
   if (hd->status) return hart == 0 ? 1 : 0;
-  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, const_cache[hart], 0};
+  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, const_cache[hart], 0, 0};
   const dp_layer_t *layers = CONST(&ctx, hd->layers, dp_layer_t);
   uint32_t *layer_cycles = (uint32_t *)((char *)hd + hd->layer_cycles);
+  uint32_t *tile_cycles = (uint32_t *)((char *)hd + hd->tile_cycles);
   int failed = 0;
   for (unsigned n = hart; n < hd->n_infer && !failed; n += nharts) {
     copy(ctx.arena + hd->in_off, (const char *)hd + hd->inputs + n * hd->in_bytes, hd->in_bytes);
     const uint64_t t0 = pyard_cycles();
     uint64_t t = t0;
     for (unsigned i = 0; i < hd->n_layers && !failed; i++) {
+      ctx.tile_time = 0;
       const int err = run_layer(&ctx, &layers[i]);
       if (err) {
         printf("deploy: layer %u: ", i);
@@ -298,7 +305,10 @@ int hart_main(unsigned hart, unsigned nharts) {
         failed = 1;
       }
       const uint64_t now = pyard_cycles();
-      if (hart == 0) layer_cycles[i] += (uint32_t)(now - t); /* hart 0's inferences only */
+      if (hart == 0) { /* hart 0's inferences only */
+        layer_cycles[i] += (uint32_t)(now - t);
+        tile_cycles[i] += (uint32_t)ctx.tile_time;
+      }
       t = now;
     }
     ((uint32_t *)((char *)hd + hd->infer_cycles))[n] = (uint32_t)(t - t0);
