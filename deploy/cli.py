@@ -65,19 +65,20 @@ def deploy_cmd(args: argparse.Namespace) -> int:
 def _inputs(model: Model, args: argparse.Namespace) -> list[npt.NDArray]:
     info = model.tensors[model.inputs[0]]
     dtype = np.float32 if info.dtype == "float32" else np.int8
+    shape = (info.shape[0], info.shape[3], info.shape[1], info.shape[2]) if model.input_nchw else info.shape
     if args.input is not None:
         try:
             data = np.load(args.input, allow_pickle=False)
         except (OSError, ValueError) as err:
             raise DeployError(f"--input = {str(args.input)!r} is invalid: allowed a .npy file ({err})") from None
         if data.size % info.size:
-            raise DeployError(f"--input: {data.shape} is invalid: allowed {info.shape} or (N, *{info.shape})")
-        return [x.astype(dtype).reshape(info.shape) for x in data.reshape(-1, info.size)]
+            raise DeployError(f"--input: {data.shape} is invalid: allowed {shape} or (N, *{shape})")
+        return [x.astype(dtype).reshape(shape) for x in data.reshape(-1, info.size)]
     rng = np.random.default_rng(args.seed)
     n = args.random or 1
     if dtype == np.float32:
-        return [rng.uniform(-1, 1, info.shape).astype(np.float32) for _ in range(n)]
-    return [rng.integers(-128, 128, info.shape).astype(np.int8) for _ in range(n)]
+        return [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(n)]
+    return [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(n)]
 
 
 def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles: int, harts: int) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deploy.model import DeployError, Layer, Model
-from deploy.reference import OPS
+from deploy.reference import OPS, to_nhwc
 
 FW_SOURCE = Path(__file__).resolve().parent / "fw" / "deploy.c"
 MAGIC = 0x50445950
@@ -26,7 +26,7 @@ HEADER = ("magic", "total_bytes", "n_layers", "layers", "n_infer", "in_bytes", "
           "status")  # fmt: skip
 RECORD = ("op", "in", "in2", "out", "h", "w", "c", "oh", "ow", "oc", "kh", "kw", "sh", "sw", "pt", "pl", "in_zp",
           "in2_zp", "out_zp", "act_min", "act_max", "weights", "bias", "mult", "shift", "pad_buf", "acc_buf", "ph",
-          "pw", "e0", "e1", "e2", "e3", "e4", "e5", "pad_")  # fmt: skip
+          "pw", "e0", "e1", "e2", "e3", "e4", "e5", "float_rq")  # fmt: skip
 OP_CODES = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 3, "MAX_POOL_2D": 4, "AVERAGE_POOL_2D": 5,
             "ADD": 6, "SOFTMAX": 7}  # fmt: skip
 ON_TILE = ("CONV_2D", "FULLY_CONNECTED")
@@ -95,6 +95,7 @@ def _record(model: Model, layer: Layer, p: Plan) -> dict[str, int]:
     r |= {"oc": shape_out[3], "kh": layer.kh, "kw": layer.kw, "sh": layer.stride[0], "sw": layer.stride[1]}
     r |= {"pt": layer.pad[0], "pl": layer.pad[1], "in_zp": x.zero_point, "out_zp": out.zero_point}
     r |= {"act_min": layer.act_min, "act_max": layer.act_max, "pad_buf": -1, "acc_buf": -1}
+    r["float_rq"] = int(layer.rounding == "float")
     if layer.op == "FULLY_CONNECTED":
         r |= {"c": x.size, "oh": 1, "ow": 1, "oc": layer.weights.shape[0]}
     if layer.multiplier is not None:
@@ -178,6 +179,7 @@ def make_blob(model: Model, p: Plan, inputs: list[npt.NDArray[np.int8]], harts: 
 
 def host_inputs(model: Model, p: Plan, raw: list[npt.NDArray]) -> list[npt.NDArray[np.int8]]:
     """The int8 inputs of the firmware: a float input is quantized here (LiteRT's QUANTIZE)."""
+    raw = [to_nhwc(model, np.asarray(x)) for x in raw]
     if p.q_in is None:
         return [np.asarray(x, np.int8) for x in raw]
     q = p.q_in

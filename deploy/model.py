@@ -62,6 +62,9 @@ class Layer:
     act_min: int = -128
     act_max: int = 127
     extra: dict[str, int] = field(default_factory=dict)  # ADD's and SOFTMAX's constants
+    # "" (LiteRT: per operator, deploy/quant.py) or "float" (onnxruntime: float(acc) · scale, rounded
+    # half to even; multiplier holds the float32 scale's bits)
+    rounding: str = ""
 
 
 @dataclass
@@ -71,6 +74,7 @@ class Model:
     layers: list[Layer]
     inputs: list[int]
     outputs: list[int]
+    input_nchw: bool = False  # an ONNX image input: transposed to NHWC before the first layer
 
 
 def load_model(path: Path | str) -> Model:

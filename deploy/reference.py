@@ -30,7 +30,7 @@ def run_model(model: Model, inputs: list[npt.NDArray]) -> list[npt.NDArray]:
     values: dict[int, npt.NDArray] = {}
     for i, x in zip(model.inputs, inputs, strict=True):
         info = model.tensors[i]
-        values[i] = np.asarray(x, np.float32 if info.dtype == "float32" else np.int8).reshape(info.shape)
+        values[i] = to_nhwc(model, np.asarray(x, np.float32 if info.dtype == "float32" else np.int8))
     for layer in model.layers:
         args = [values[i] for i in layer.inputs]
         out = model.tensors[layer.output]
@@ -38,10 +38,23 @@ def run_model(model: Model, inputs: list[npt.NDArray]) -> list[npt.NDArray]:
     return [values[i] for i in model.outputs]
 
 
+def to_nhwc(model: Model, x: npt.NDArray) -> npt.NDArray:
+    """A model input in the layer table's layout (ONNX images are NCHW)."""
+    info = model.tensors[model.inputs[0]]
+    if model.input_nchw:
+        return x.reshape(info.shape[0], info.shape[3], info.shape[1], info.shape[2]).transpose(0, 2, 3, 1)
+    return x.reshape(info.shape)
+
+
 def _finish(acc: I64, layer: Layer, out: TensorInfo, channel_axis: int = -1) -> I8:
     """Requantize int32 accumulators per output channel, add the zero point, clamp."""
     shape = [1] * acc.ndim
     shape[channel_axis] = -1
+    if layer.rounding == "float":  # onnxruntime: MlasRequantizeOutput
+        scale = layer.multiplier.astype(np.int32).view(np.float32).reshape(shape)
+        v = acc.astype(np.float32) * scale
+        v = np.clip(v, np.float32(-128 - out.zero_point), np.float32(127 - out.zero_point))
+        return (np.round(v).astype(np.int64) + out.zero_point).astype(np.int8)
     double = layer.op != "FULLY_CONNECTED"  # LiteRT 2.3: FC rounds once, convolutions twice (deploy/quant.py)
     y = multiply_by_quantized_multiplier(acc, layer.multiplier.reshape(shape), layer.shift.reshape(shape), double)
     return np.clip(y + out.zero_point, layer.act_min, layer.act_max).astype(np.int8)
@@ -130,7 +143,7 @@ def quantize(layer: Layer, ins: list[TensorInfo], out: TensorInfo, x: npt.NDArra
     """AffineQuantize: round(x / scale) (float32 division, halves away from zero) + zero point."""
     v = x.astype(np.float32) / np.float32(out.scale)
     r = np.trunc(v)
-    r = np.where(np.abs(v - r) >= np.float32(0.5), r + np.sign(v), r)
+    r = np.round(v) if layer.extra.get("half_even") else np.where(np.abs(v - r) >= np.float32(0.5), r + np.sign(v), r)
     return np.clip(r.astype(np.int64) + out.zero_point, -128, 127).astype(np.int8)
 
 

@@ -124,6 +124,30 @@ def test_the_committed_models_are_what_the_script_writes_and_small() -> None:
         assert len(data) < 1 << 20
 
 
+def test_onnx_model_numpy_executor_equals_onnxruntime() -> None:
+    pytest.importorskip("onnxruntime")
+    from deploy.check import reference_outputs
+    from deploy.models.make_onnx import build_onnx
+
+    path = MODELS / "qcnn.onnx"
+    assert build_onnx() == {"qcnn": path.read_bytes()}
+    model, rng = load_model(path), np.random.default_rng(11)
+    xs = [rng.uniform(-1.3, 1.3, (1, 1, 12, 12)).astype(np.float32) for _ in range(60)]
+    for x, want in zip(xs, reference_outputs(path, xs), strict=True):
+        (got,) = run_model(model, [x])
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert [layer.rounding for layer in model.layers if layer.op in ("CONV_2D", "FULLY_CONNECTED")] == ["float"] * 3
+
+
+def test_unsupported_onnx_operator_is_refused(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    m = onnx.load(str(MODELS / "qcnn.onnx"))
+    next(n for n in m.graph.node if n.op_type == "MaxPool").op_type = "AveragePool"
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    with pytest.raises(DeployError, match="operator AveragePool: unsupported: allowed QuantizeLinear"):
+        load_model(tmp_path / "m.onnx")
+
+
 def test_models_cover_the_edge_model_operators() -> None:
     ops = {name: {layer.op for layer in load_model(MODELS / f"{name}.tflite").layers} for name in NAMES}
     assert {"CONV_2D", "MAX_POOL_2D", "FULLY_CONNECTED", "SOFTMAX", "QUANTIZE", "DEQUANTIZE"} <= ops["lenet"]
@@ -192,7 +216,8 @@ def test_truncated_flatbuffer_is_one_line(tmp_path: Path) -> None:
 
 # ---- on the SoC ----------------------------------------------------------------------------------
 def _deploy(capsys, name: str, extra: list[str]) -> dict:
-    code = pyard(["deploy", str(MODELS / f"{name}.tflite"), "--check", "--json", *extra])
+    file = name if "." in name else f"{name}.tflite"
+    code = pyard(["deploy", str(MODELS / file), "--check", "--json", *extra])
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     return out
@@ -217,8 +242,9 @@ def test_input_file_gives_the_numpy_executors_outputs(tmp_path: Path, capsys) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, "qcnn"])
 def test_every_model_on_4x4_int8_is_bit_exact(capsys, name: str) -> None:
     n = "2" if SMALL else "8"
-    r = _deploy(capsys, name, ["--config", "4x4-int8", "--cores", "2", "--tiles", "2", "--random", n])
+    model = f"{name}.onnx" if name == "qcnn" else f"{name}.tflite"
+    r = _deploy(capsys, model, ["--config", "4x4-int8", "--cores", "2", "--tiles", "2", "--random", n])
     assert r["check"]["bit_exact"] and r["inferences"] == int(n)

@@ -28,7 +28,7 @@ typedef struct { /* one layer (deploy/firmware.py RECORD): activation offsets ar
   int32_t op, in, in2, out, h, w, c, oh, ow, oc, kh, kw, sh, sw, pt, pl;
   int32_t in_zp, in2_zp, out_zp, act_min, act_max, weights, bias, mult, shift, pad_buf, acc_buf, ph, pw;
   int32_t extra[6]; /* ADD: m1 s1 m2 s2 mo so; SOFTMAX: multiplier, left shift, diff_min */
-  int32_t pad_;
+  int32_t float_rq;  /* onnxruntime's requantization: `mult` holds float32 scales (requant_float) */
 } dp_layer_t;
 
 extern char __mem_free_start[];
@@ -49,6 +49,19 @@ static int32_t mbqm_double(int32_t x, int32_t m, int32_t shift) { /* conv, depth
 static int32_t mbqm_single(int32_t x, int32_t m, int32_t shift) { /* FULLY_CONNECTED: one rounding */
   const int total = 31 - shift;
   return (int32_t)(((int64_t)x * m + ((int64_t)1 << (total - 1))) >> total);
+}
+/* onnxruntime's MlasRequantizeOutput: float(acc) · scale (float32, soft float on the harts), clamped
+ * to the int8 range less the zero point, rounded half to even, plus the zero point. */
+static int32_t requant_float(int32_t acc, int32_t scale_bits, int32_t zp) {
+  union {
+    int32_t i;
+    float f;
+  } scale = {scale_bits};
+  float v = (float)acc * scale.f;
+  const float lo = (float)(-128 - zp), hi = (float)(127 - zp);
+  v = v < lo ? lo : v > hi ? hi : v;
+  v = (v + 12582912.0f) - 12582912.0f; /* 1.5 · 2^23: rounds |v| < 2^22 to an integer, ties to even */
+  return (int32_t)v + zp;
 }
 static int8_t clamp8(int32_t v, const dp_layer_t *l) {
   return (int8_t)(v < l->act_min ? l->act_min : v > l->act_max ? l->act_max : v);
@@ -128,8 +141,12 @@ static void tile_give(int tile) {
 static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8_t *out, unsigned n, bool dbl) {
   const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t), *s = CACHED(ctx, l->shift, 4u * l->oc, int32_t);
   for (unsigned i = 0, ch = 0; i < n; i++) {
-    const int32_t v = dbl ? mbqm_double(acc[i], m[ch], s[ch]) : mbqm_single(acc[i], m[ch], s[ch]);
-    out[i] = clamp8(v + l->out_zp, l);
+    if (l->float_rq) {
+      out[i] = clamp8(requant_float(acc[i], m[ch], l->out_zp), l);
+    } else {
+      const int32_t v = dbl ? mbqm_double(acc[i], m[ch], s[ch]) : mbqm_single(acc[i], m[ch], s[ch]);
+      out[i] = clamp8(v + l->out_zp, l);
+    }
     if (++ch == (unsigned)l->oc) ch = 0;
   }
 }

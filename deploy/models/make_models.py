@@ -341,6 +341,11 @@ def main() -> int:
         data = build_tflite(name)
         (OUT_DIR / f"{name}.tflite").write_bytes(data)
         print(f"{name}.tflite: {len(data)} bytes")
+    from deploy.models.make_onnx import build_onnx
+
+    for name, data in build_onnx().items():
+        (OUT_DIR / f"{name}.onnx").write_bytes(data)
+        print(f"{name}.onnx: {len(data)} bytes")
     return 0
 
 
