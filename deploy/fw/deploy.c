@@ -103,16 +103,20 @@ static int32_t reciprocal(int32_t x, int *bits_over_unit) { /* GetReciprocal of 
 }
 
 /* ---- layers ---- */
-/* Main memory is uncached: per-channel constants read once per output element are copied into the
- * hart's own data RAM first (when they fit), and each layer's record is copied to the stack. */
-#define DP_CACHE_WORDS 1024
+/* Main memory is uncached (one access costs the memory latency): each layer's record is copied to
+ * the stack, its per-channel constants into the hart's data RAM (const_cache), and the activations
+ * the hart works on are staged in the data RAM too (stage): read in and written back a word at a
+ * time instead of a byte. What does not fit is used in place. Both scale with the data RAM. */
+#define DP_CACHE_WORDS (PYARD_DRAM_SIZE / 64 / PYARD_NHARTS_ACTIVE)
+#define DP_STAGE_WORDS (PYARD_DRAM_SIZE / 16 / PYARD_NHARTS_ACTIVE)
 static uint32_t const_cache[PYARD_NHARTS_ACTIVE][DP_CACHE_WORDS];
+static uint32_t stage[PYARD_NHARTS_ACTIVE][DP_STAGE_WORDS];
 
 typedef struct {
   const dp_header_t *hd;
   char *arena;
-  uint32_t *cache;
-  unsigned cache_used; /* words of `cache` taken by the current layer */
+  uint32_t *cache, *stage;
+  unsigned cache_used, stage_used; /* words taken by the current layer */
   uint64_t tile_time;  /* cycles inside the driver's blocking tile calls (waiting for a tile included) */
 } dp_ctx_t;
 
@@ -131,6 +135,33 @@ static const void *cached(dp_ctx_t *ctx, int32_t off, uint32_t bytes) {
 }
 #define ACT(ctx, off, type) ((type *)((ctx)->arena + (off)))
 
+static void copy_words(void *dst, const void *src, uint32_t bytes) { /* arena buffers are 64-byte aligned */
+  for (uint32_t i = 0; i < (bytes + 3) / 4; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i];
+}
+/* Room for `bytes` in the hart's stage, or NULL. */
+static void *stage_take(dp_ctx_t *ctx, uint32_t bytes) {
+  const unsigned words = (bytes + 3) / 4;
+  if (ctx->stage_used + words > DP_STAGE_WORDS) return NULL;
+  ctx->stage_used += words;
+  return ctx->stage + ctx->stage_used - words;
+}
+/* An input activation: its staged copy, or itself. */
+static const int8_t *stage_in(dp_ctx_t *ctx, int32_t off, uint32_t bytes) {
+  int8_t *p = stage_take(ctx, bytes);
+  if (!p) return ACT(ctx, off, int8_t);
+  copy_words(p, ACT(ctx, off, int8_t), bytes);
+  return p;
+}
+/* Where to write an output activation: the stage (flushed by stage_out_done), or in place. */
+static int8_t *stage_out(dp_ctx_t *ctx, uint32_t bytes) {
+  int8_t *p = stage_take(ctx, bytes);
+  return p ? p : NULL;
+}
+static int8_t *out_ptr(dp_ctx_t *ctx, int8_t *staged, int32_t off) { return staged ? staged : ACT(ctx, off, int8_t); }
+static void stage_out_done(dp_ctx_t *ctx, int8_t *staged, int32_t off, uint32_t bytes) {
+  if (staged) copy_words(ACT(ctx, off, int8_t), staged, bytes);
+}
+
 /* A tile for one command: through the resource manager when the SoC has several (or several harts). */
 static int tile_take(void) { return PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1 ? pyard_rm_acquire(PYARD_WORK_GEMM) : 0; }
 static void tile_give(int tile) {
@@ -138,8 +169,9 @@ static void tile_give(int tile) {
 }
 
 /* int32 accumulators -> int8, per output channel (the last dimension). */
-static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8_t *out, unsigned n, bool dbl) {
+static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, unsigned n, bool dbl) {
   const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t), *s = CACHED(ctx, l->shift, 4u * l->oc, int32_t);
+  int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
   for (unsigned i = 0, ch = 0; i < n; i++) {
     if (l->float_rq) {
       out[i] = clamp8(requant_float(acc[i], m[ch], l->out_zp), l);
@@ -149,18 +181,22 @@ static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, int8
     }
     if (++ch == (unsigned)l->oc) ch = 0;
   }
+  stage_out_done(ctx, staged, l->out, n);
 }
 
 /* The input with its padding filled with the zero point (the tile pads with 0; TFLite with the zero point). */
-static const int8_t *padded(const dp_ctx_t *ctx, const dp_layer_t *l) {
-  const int8_t *x = ACT(ctx, l->in, int8_t);
-  if (l->pad_buf < 0) return x;
-  int8_t *p = ACT(ctx, l->pad_buf, int8_t);
+static const int8_t *padded(dp_ctx_t *ctx, const dp_layer_t *l) {
+  if (l->pad_buf < 0) return ACT(ctx, l->in, int8_t);
   const int row = l->pw * l->c;
-  for (int i = 0; i < l->ph * row; i++) p[i] = (int8_t)l->in_zp;
+  const uint32_t bytes = (uint32_t)(l->ph * row), in_bytes = (uint32_t)(l->h * l->w * l->c);
+  const int8_t *x = stage_in(ctx, l->in, in_bytes);
+  int8_t *staged = stage_out(ctx, bytes), *p = out_ptr(ctx, staged, l->pad_buf); /* built in the stage */
+  for (uint32_t i = 0; i < bytes; i++) p[i] = (int8_t)l->in_zp;
   for (int y = 0; y < l->h; y++)
     for (int i = 0; i < l->w * l->c; i++) p[(y + l->pt) * row + l->pl * l->c + i] = x[y * l->w * l->c + i];
-  return p;
+  stage_out_done(ctx, staged, l->pad_buf, bytes);
+  ctx->stage_used = 0; /* the tile reads the padded input from main memory */
+  return ACT(ctx, l->pad_buf, int8_t);
 }
 
 static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
@@ -175,7 +211,7 @@ static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_conv2d((unsigned)tile, &c);
   if (tile >= 0) tile_give(tile);
   ctx->tile_time += pyard_cycles() - t0;
-  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)(l->oh * l->ow * l->oc), true);
+  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), (unsigned)(l->oh * l->ow * l->oc), true);
   return err;
 }
 
@@ -190,15 +226,17 @@ static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
   const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_gemm((unsigned)tile, &g);
   if (tile >= 0) tile_give(tile);
   ctx->tile_time += pyard_cycles() - t0;
-  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), ACT(ctx, l->out, int8_t), (unsigned)l->oc, false);
+  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), (unsigned)l->oc, false);
   return err;
 }
 
 static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::DepthwiseConvPerChannel */
-  const int8_t *x = ACT(ctx, l->in, int8_t), *w = CACHED(ctx, l->weights, (uint32_t)(l->kh * l->kw * l->c), int8_t);
+  const int8_t *w = CACHED(ctx, l->weights, (uint32_t)(l->kh * l->kw * l->c), int8_t);
+  const int8_t *x = stage_in(ctx, l->in, (uint32_t)(l->h * l->w * l->c));
   const int32_t *b = CACHED(ctx, l->bias, 4u * l->c, int32_t), *m = CACHED(ctx, l->mult, 4u * l->c, int32_t);
   const int32_t *s = CACHED(ctx, l->shift, 4u * l->c, int32_t);
-  int8_t *out = ACT(ctx, l->out, int8_t);
+  const uint32_t n = (uint32_t)(l->oh * l->ow * l->c);
+  int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
   for (int oy = 0; oy < l->oh; oy++)
     for (int ox = 0; ox < l->ow; ox++)
       for (int ch = 0; ch < l->c; ch++) {
@@ -214,12 +252,14 @@ static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops
         }
         out[(oy * l->ow + ox) * l->c + ch] = clamp8(mbqm_double(acc, m[ch], s[ch]) + l->out_zp, l);
       }
+  stage_out_done(ctx, staged, l->out, n);
   return 0;
 }
 
 static int pool(dp_ctx_t *ctx, const dp_layer_t *l) { /* MAX_POOL_2D, AVERAGE_POOL_2D (only taps in the map count) */
-  const int8_t *x = ACT(ctx, l->in, int8_t);
-  int8_t *out = ACT(ctx, l->out, int8_t);
+  const int8_t *x = stage_in(ctx, l->in, (uint32_t)(l->h * l->w * l->c));
+  const uint32_t n = (uint32_t)(l->oh * l->ow * l->c);
+  int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
   for (int oy = 0; oy < l->oh; oy++)
     for (int ox = 0; ox < l->ow; ox++)
       for (int ch = 0; ch < l->c; ch++) {
@@ -237,18 +277,21 @@ static int pool(dp_ctx_t *ctx, const dp_layer_t *l) { /* MAX_POOL_2D, AVERAGE_PO
         if (l->op == DP_AVGPOOL) acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
         out[(oy * l->ow + ox) * l->c + ch] = clamp8(acc, l);
       }
+  stage_out_done(ctx, staged, l->out, n);
   return 0;
 }
 
 static int add(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::Add, left shift 20 */
-  const int8_t *a = ACT(ctx, l->in, int8_t), *b = ACT(ctx, l->in2, int8_t);
-  int8_t *out = ACT(ctx, l->out, int8_t);
+  const uint32_t n = (uint32_t)(l->oh * l->ow * l->oc);
+  const int8_t *a = stage_in(ctx, l->in, n), *b = stage_in(ctx, l->in2, n);
+  int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
   const int32_t *e = l->extra;
-  for (int i = 0; i < l->oh * l->ow * l->oc; i++) {
+  for (uint32_t i = 0; i < n; i++) {
     const int32_t sa = mbqm_double((a[i] - l->in_zp) * (1 << 20), e[0], e[1]);
     const int32_t sb = mbqm_double((b[i] - l->in2_zp) * (1 << 20), e[2], e[3]);
     out[i] = clamp8(mbqm_double(sa + sb, e[4], e[5]) + l->out_zp, l);
   }
+  stage_out_done(ctx, staged, l->out, n);
   return 0;
 }
 
@@ -277,7 +320,7 @@ static int softmax(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_ops::Softm
 
 static int run_layer(dp_ctx_t *ctx, const dp_layer_t *record) {
   const dp_layer_t layer = *record, *l = &layer;
-  ctx->cache_used = 0;
+  ctx->cache_used = ctx->stage_used = 0;
   switch (l->op) {
   case DP_CONV: return conv(ctx, l);
   case DP_DWCONV: return dwconv(ctx, l);
@@ -304,7 +347,7 @@ int hart_main(unsigned hart, unsigned nharts) {
   }
   pyard_barrier();
   if (hd->status) return hart == 0 ? 1 : 0;
-  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, const_cache[hart], 0, 0};
+  dp_ctx_t ctx = {hd, (char *)hd + hd->arenas + hart * hd->arena_bytes, const_cache[hart], stage[hart], 0, 0, 0};
   const dp_layer_t *layers = CONST(&ctx, hd->layers, dp_layer_t);
   uint32_t *layer_cycles = (uint32_t *)((char *)hd + hd->layer_cycles);
   uint32_t *tile_cycles = (uint32_t *)((char *)hd + hd->tile_cycles);
