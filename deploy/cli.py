@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deploy.model import DeployError, Model
+from soc.config import SocConfig
 
 DEFAULT_MAX_CYCLES = 2_000_000_000
 
@@ -81,7 +82,7 @@ def _inputs(model: Model, args: argparse.Namespace) -> list[npt.NDArray]:
     return [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(n)]
 
 
-def run_on_soc(model: Model, cfg: object, inputs: list[npt.NDArray], max_cycles: int, harts: int) -> dict:
+def run_on_soc(model: Model, cfg: SocConfig, inputs: list[npt.NDArray], max_cycles: int, harts: int) -> dict:
     """Builds the executor for ``harts`` harts, runs ``inputs`` on the SoC (inference i on hart
     i mod harts), returns the outputs and the cycles."""
     from deploy.firmware import FW_SOURCE, host_inputs, host_output, make_blob, plan

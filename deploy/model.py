@@ -62,8 +62,8 @@ class Layer:
     act_min: int = -128
     act_max: int = 127
     extra: dict[str, int] = field(default_factory=dict)  # ADD's and SOFTMAX's constants
-    # "" (LiteRT: per operator, deploy/quant.py) or "float" (onnxruntime: float(acc) · scale, rounded
-    # half to even; multiplier holds the float32 scale's bits)
+    # "" (LiteRT: per operator, deploy/quant.py), "single" / "double" (forced), or "float"
+    # (onnxruntime: float(acc) · scale, rounded half to even; multiplier holds the float32 scale's bits)
     rounding: str = ""
 
 

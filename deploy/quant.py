@@ -83,11 +83,6 @@ def mbqm_double(x: int, m: int, shift: int) -> int:
     return rounding_divide_by_pot(srdhm(_wrap(x * (1 << left)), m), right)
 
 
-def mbqm(x: int, m: int, shift: int) -> int:
-    """Scalar single-rounding MultiplyByQuantizedMultiplier."""
-    return (x * m + (1 << (30 - shift))) >> (31 - shift)
-
-
 def _wrap(x: int) -> int:
     """int32 wrap-around."""
     return (x + 2**31) % 2**32 - 2**31

@@ -55,8 +55,10 @@ def _finish(acc: I64, layer: Layer, out: TensorInfo, channel_axis: int = -1) -> 
         v = acc.astype(np.float32) * scale
         v = np.clip(v, np.float32(-128 - out.zero_point), np.float32(127 - out.zero_point))
         return (np.round(v).astype(np.int64) + out.zero_point).astype(np.int8)
-    double = layer.op != "FULLY_CONNECTED"  # LiteRT 2.3: FC rounds once, convolutions twice (deploy/quant.py)
-    y = multiply_by_quantized_multiplier(acc, layer.multiplier.reshape(shape), layer.shift.reshape(shape), double)
+    # LiteRT 2.3: FC rounds once, convolutions twice (deploy/quant.py); a layer may say otherwise.
+    mode = layer.rounding or ("single" if layer.op == "FULLY_CONNECTED" else "double")
+    m, s = layer.multiplier.reshape(shape), layer.shift.reshape(shape)
+    y = multiply_by_quantized_multiplier(acc, m, s, mode == "double")
     return np.clip(y + out.zero_point, layer.act_min, layer.act_max).astype(np.int8)
 
 

@@ -153,10 +153,7 @@ static const int8_t *stage_in(dp_ctx_t *ctx, int32_t off, uint32_t bytes) {
   return p;
 }
 /* Where to write an output activation: the stage (flushed by stage_out_done), or in place. */
-static int8_t *stage_out(dp_ctx_t *ctx, uint32_t bytes) {
-  int8_t *p = stage_take(ctx, bytes);
-  return p ? p : NULL;
-}
+static int8_t *stage_out(dp_ctx_t *ctx, uint32_t bytes) { return stage_take(ctx, bytes); }
 static int8_t *out_ptr(dp_ctx_t *ctx, int8_t *staged, int32_t off) { return staged ? staged : ACT(ctx, off, int8_t); }
 static void stage_out_done(dp_ctx_t *ctx, int8_t *staged, int32_t off, uint32_t bytes) {
   if (staged) copy_words(ACT(ctx, off, int8_t), staged, bytes);
