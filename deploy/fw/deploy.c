@@ -169,15 +169,15 @@ static void tile_give(int tile) {
 static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, unsigned n, bool dbl) {
   const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t), *s = CACHED(ctx, l->shift, 4u * l->oc, int32_t);
   int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
-  for (unsigned i = 0, ch = 0; i < n; i++) {
-    if (l->float_rq) {
-      out[i] = clamp8(requant_float(acc[i], m[ch], l->out_zp), l);
-    } else {
-      const int32_t v = dbl ? mbqm_double(acc[i], m[ch], s[ch]) : mbqm_single(acc[i], m[ch], s[ch]);
-      out[i] = clamp8(v + l->out_zp, l);
+  const unsigned oc = (unsigned)l->oc;
+  for (unsigned i = 0; i < n; i += oc) /* one pixel's channels a pass: no channel wrap test per element */
+    for (unsigned ch = 0; ch < oc; ch++) {
+      const int32_t a = acc[i + ch];
+      const int32_t v = l->float_rq ? requant_float(a, m[ch], l->out_zp) - l->out_zp
+                        : dbl       ? mbqm_double(a, m[ch], s[ch])
+                                    : mbqm_single(a, m[ch], s[ch]);
+      out[i + ch] = clamp8(v + l->out_zp, l);
     }
-    if (++ch == (unsigned)l->oc) ch = 0;
-  }
   stage_out_done(ctx, staged, l->out, n);
 }
 
