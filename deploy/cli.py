@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("deploy", help="run an int8 .tflite/.onnx model on the SoC's harts and tiles")
     add_soc_args(p)
-    p.add_argument("model", type=Path, help="an int8 model: .tflite (LiteRT) or .onnx (QDQ / QLinear)")
+    p.add_argument("model", type=Path, help="an int8 model: .tflite (LiteRT) or .onnx (QLinear operators)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", type=Path, default=None, help=".npy: one input, or N of them stacked (N, ...)")
     src.add_argument("--random", type=integer(1, 4096), default=None, help="N seeded random inputs (default 1)")
