@@ -227,6 +227,21 @@ static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
   return err;
 }
 
+/* The taps of output pixel (oy, ox) inside the input map: rows ky0..ky1-1, columns kx0..kx1-1 of the
+ * kernel, whose (0, 0) tap reads input (y0, x0). Taps in the padding are skipped: a convolution's
+ * padding is the zero point (it adds nothing) and a pool counts only the taps in the map. */
+typedef struct {
+  int y0, x0, ky0, ky1, kx0, kx1;
+} dp_window_t;
+static dp_window_t window(const dp_layer_t *l, int oy, int ox) {
+  dp_window_t t = {oy * l->sh - l->pt, ox * l->sw - l->pl, 0, l->kh, 0, l->kw};
+  if (t.y0 < 0) t.ky0 = -t.y0;
+  if (t.x0 < 0) t.kx0 = -t.x0;
+  if (l->h - t.y0 < t.ky1) t.ky1 = l->h - t.y0;
+  if (l->w - t.x0 < t.kx1) t.kx1 = l->w - t.x0;
+  return t;
+}
+
 static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops::DepthwiseConvPerChannel */
   const int8_t *w = CACHED(ctx, l->weights, (uint32_t)(l->kh * l->kw * l->c), int8_t);
   const int8_t *x = stage_in(ctx, l->in, (uint32_t)(l->h * l->w * l->c));
@@ -234,21 +249,21 @@ static int dwconv(dp_ctx_t *ctx, const dp_layer_t *l) { /* reference_integer_ops
   const int32_t *s = CACHED(ctx, l->shift, 4u * l->c, int32_t);
   const uint32_t n = (uint32_t)(l->oh * l->ow * l->c);
   int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
+  const int c = l->c;
   for (int oy = 0; oy < l->oh; oy++)
-    for (int ox = 0; ox < l->ow; ox++)
-      for (int ch = 0; ch < l->c; ch++) {
+    for (int ox = 0; ox < l->ow; ox++) {
+      const dp_window_t t = window(l, oy, ox);
+      int8_t *o = out + (oy * l->ow + ox) * c;
+      for (int ch = 0; ch < c; ch++) {
         int32_t acc = b[ch];
-        for (int ky = 0; ky < l->kh; ky++) {
-          const int iy = oy * l->sh - l->pt + ky;
-          if (iy < 0 || iy >= l->h) continue;
-          for (int kx = 0; kx < l->kw; kx++) {
-            const int ix = ox * l->sw - l->pl + kx;
-            if (ix < 0 || ix >= l->w) continue;
-            acc += (x[(iy * l->w + ix) * l->c + ch] - l->in_zp) * w[(ky * l->kw + kx) * l->c + ch];
-          }
+        for (int ky = t.ky0; ky < t.ky1; ky++) {
+          const int8_t *xp = x + ((t.y0 + ky) * l->w + t.x0 + t.kx0) * c + ch;
+          const int8_t *wp = w + (ky * l->kw + t.kx0) * c + ch;
+          for (int kx = t.kx0; kx < t.kx1; kx++, xp += c, wp += c) acc += (*xp - l->in_zp) * *wp;
         }
-        out[(oy * l->ow + ox) * l->c + ch] = clamp8(mbqm_double(acc, m[ch], s[ch]) + l->out_zp, l);
+        o[ch] = clamp8(mbqm_double(acc, m[ch], s[ch]) + l->out_zp, l);
       }
+    }
   stage_out_done(ctx, staged, l->out, n);
   return 0;
 }
@@ -257,23 +272,23 @@ static int pool(dp_ctx_t *ctx, const dp_layer_t *l) { /* MAX_POOL_2D, AVERAGE_PO
   const int8_t *x = stage_in(ctx, l->in, (uint32_t)(l->h * l->w * l->c));
   const uint32_t n = (uint32_t)(l->oh * l->ow * l->c);
   int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
+  const int c = l->c;
+  const bool is_max = l->op == DP_MAXPOOL;
   for (int oy = 0; oy < l->oh; oy++)
-    for (int ox = 0; ox < l->ow; ox++)
-      for (int ch = 0; ch < l->c; ch++) {
-        int32_t acc = l->op == DP_MAXPOOL ? -128 : 0, count = 0;
-        for (int ky = 0; ky < l->kh; ky++) {
-          const int iy = oy * l->sh - l->pt + ky;
-          for (int kx = 0; kx < l->kw; kx++) {
-            const int ix = ox * l->sw - l->pl + kx;
-            if (iy < 0 || iy >= l->h || ix < 0 || ix >= l->w) continue;
-            const int32_t v = x[(iy * l->w + ix) * l->c + ch];
-            acc = l->op == DP_MAXPOOL ? (v > acc ? v : acc) : acc + v;
-            count++;
-          }
+    for (int ox = 0; ox < l->ow; ox++) {
+      const dp_window_t t = window(l, oy, ox);
+      const int32_t count = (t.ky1 - t.ky0) * (t.kx1 - t.kx0);
+      int8_t *o = out + (oy * l->ow + ox) * c;
+      for (int ch = 0; ch < c; ch++) {
+        int32_t acc = is_max ? -128 : 0;
+        for (int ky = t.ky0; ky < t.ky1; ky++) {
+          const int8_t *xp = x + ((t.y0 + ky) * l->w + t.x0 + t.kx0) * c + ch;
+          for (int kx = t.kx0; kx < t.kx1; kx++, xp += c) acc = is_max ? (*xp > acc ? *xp : acc) : acc + *xp;
         }
-        if (l->op == DP_AVGPOOL) acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
-        out[(oy * l->ow + ox) * l->c + ch] = clamp8(acc, l);
+        if (!is_max) acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
+        o[ch] = clamp8(acc, l);
       }
+    }
   stage_out_done(ctx, staged, l->out, n);
   return 0;
 }
