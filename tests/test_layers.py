@@ -13,6 +13,7 @@ ABOVE = {
     "soc": {"sim", "synth", "tb", "boards", "tests", "runtime", "byoc"},
     "runtime": {"synth", "tb", "boards", "tests", "byoc"},  # a deployment target: no testbench code in it
     "byoc": {"synth", "tb", "boards", "tests"},  # on top of the runtime; only the CLI's bench imports it
+    "deploy": {"synth", "tb", "boards", "tests", "runtime", "byoc"},  # a tool on sim/soc: `pyard deploy`
 }
 
 
