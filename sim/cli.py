@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "boards.cli",
     "sim.fptt_cli",
     "sweep.cli",
+    "segment.cli",
 )
 
 
