@@ -24,9 +24,12 @@ PROFILE_BATCH = 2  # inferences per profiling run (its cycles are divided by the
 MAX_TILES = 4
 
 
-def segment_soc() -> SocConfig:
+def segment_soc(mem_latency: int = 32) -> SocConfig:
+    """The segmentation SoC; ``mem_latency`` (cycles to the first read beat) slows main memory down
+    towards the Edge TPU's host memory behind PCIe: with 64 bursts in flight, a latency of L cycles
+    lets a tile stream at most 64 / L bursts a cycle."""
     accel = load_config("4x4-int8").replace(sp_kib=8, acc_kib=16)
-    return SocConfig(accel=accel, cores=MAX_TILES, tiles=MAX_TILES)
+    return SocConfig(accel=accel, cores=MAX_TILES, tiles=MAX_TILES, mem_latency=mem_latency)
 
 
 @dataclass

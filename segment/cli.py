@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=("fc", "conv"), default="fc", help="synthetic model (default fc)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--mem-latency", type=integer(4, 1024), default=32, help="main memory read latency in cycles (default 32)"
+    )
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -51,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
     spec = ModelSpec(args.model, args.size)
     check_args(args.tiles, args.strategy, args.batch, args.threshold)
-    report = run_segmented(segment_soc(), spec, args.tiles, args.strategy, args.batch, args.threshold)
+    report = run_segmented(segment_soc(args.mem_latency), spec, args.tiles, args.strategy, args.batch, args.threshold)
     print(json.dumps(report, indent=1) if args.json else _run_text(report))
     return 0
 
@@ -77,7 +80,7 @@ def _curve(args: argparse.Namespace) -> int:
 
     sizes = args.sizes or CURVE_SIZES[args.model]
     specs = [ModelSpec(args.model, s) for s in sizes]  # every size is checked before the first run
-    points = [curve_point(segment_soc(), spec, args.batch) for spec in specs]
+    points = [curve_point(segment_soc(args.mem_latency), spec, args.batch) for spec in specs]
     if args.json:
         print(json.dumps(points, indent=1))
         return 0
