@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     curve.add_argument("--sizes", type=_sizes, default=None, help="comma-separated widths (default: a fixed sweep)")
     curve.add_argument("--batch", type=integer(1, 256), default=4, help="inferences per point (default 4)")
     curve.set_defaults(func=_curve)
+    wolt = ssub.add_parser("wolt", help="WOLT: applications x tiles throughput, round robin against static binding")
+    wolt.add_argument("--apps", type=_counts, default=(1, 2, 3, 4), help="applications (harts), e.g. 1,2,4")
+    wolt.add_argument("--tiles", type=_counts, default=(1, 2, 3, 4), help="tiles, e.g. 1,2,3,4")
+    wolt.add_argument("--iters", type=integer(1, 1000), default=6, help="jobs per application (default 6)")
+    wolt.add_argument("--cpu-iters", type=integer(0, 10**6), default=300, help="CPU work rounds per job (default 300)")
+    wolt.add_argument("--json", action="store_true", help="print the table as JSON")
+    wolt.set_defaults(func=_wolt)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -45,6 +52,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _sizes(text: str) -> tuple[int, ...]:
     parse = integer(4, 1024)
+    return tuple(parse(part) for part in text.split(","))
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    parse = integer(1, 4)
     return tuple(parse(part) for part in text.split(","))
 
 
@@ -89,5 +101,29 @@ def _curve(args: argparse.Namespace) -> int:
         print(
             f"{p['size']:4}  {p['weights_bytes']:7}  {p['resident_bytes']:8}  {p['streamed_bytes']:8}  "
             f"{p['macs_per_inference']:8}  {p['cycles_per_inference']:10.0f}"
+        )
+    return 0
+
+
+def _wolt(args: argparse.Namespace) -> int:
+    from segment.api import segment_soc
+    from segment.wolt import WoltJob, run_wolt
+
+    job = WoltJob(iters=args.iters, cpu_iters=args.cpu_iters)
+    cfg = segment_soc()
+    rows = [
+        run_wolt(cfg, apps, tiles, static, job)
+        for apps in args.apps
+        for tiles in args.tiles
+        for static in (False, True)
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print("apps  tiles  policy       jobs  cycles  jobs/Mcycle  hart0 cpu/gemm/wait")
+    for r in rows:
+        print(
+            f"{r['apps']:4}  {r['tiles']:5}  {r['policy']:11}  {r['jobs']:4}  {r['cycles']:6}  "
+            f"{r['jobs_per_mcycle']:11.0f}  {r['hart0_cpu_cycles']}/{r['hart0_gemm_cycles']}/{r['hart0_wait_cycles']}"
         )
     return 0
