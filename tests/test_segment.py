@@ -18,6 +18,7 @@ from segment.api import profile, run_segmented, segment_soc
 from segment.model import ModelSpec, build_model, inputs, reference
 from segment.placement import STREAMED, capacity, place, sp_rows_of
 from segment.strategies import equal, exhaustive, profiled, splits, stage_costs
+from segment.wolt import WoltJob, run_wolt
 from sim.cli import main as pyard
 from soc.config import SocConfig
 
@@ -147,6 +148,17 @@ def test_batch_of_one_on_one_tile_streams_what_does_not_fit() -> None:
         st["streamed_bytes"] == SPEC.size**2
         and st["dma_read_bytes"] == sum(lay.in_bytes for lay in SPEC.layers()) + st["streamed_bytes"]
     )
+
+
+def test_wolt_applications_gain_from_a_second_tile_under_either_policy() -> None:
+    """Two GEMM-bound applications (no CPU work): a second tile nearly halves the time with the
+    resource manager's round robin and with static binding; every result equals NumPy's (run_wolt
+    checks each application's C)."""
+    job = WoltJob(iters=3, cpu_iters=0, m=8, k=16, n=8)
+    for static in (False, True):
+        one, two = (run_wolt(SHARED, 2, tiles, static, job) for tiles in (1, 2))
+        assert one["jobs"] == two["jobs"] == 6
+        assert two["cycles"] < 0.75 * one["cycles"], (one, two)
 
 
 @pytest.mark.slow
