@@ -36,6 +36,7 @@ volatile uint32_t q_produced[SEG_MAX_STAGES], q_consumed[SEG_MAX_STAGES];
 volatile uint32_t stage_busy[SEG_MAX_STAGES], stage_wait[SEG_MAX_STAGES], stage_load[SEG_MAX_STAGES];
 volatile uint32_t stage_rd[SEG_MAX_STAGES];
 volatile int32_t seg_err[SEG_MAX_STAGES];
+volatile uint32_t seg_abort; /* a stage failed: the others stop waiting on the queues */
 
 /* Puts every resident layer of [a, b) into the tile's scratchpad: per N tile one LOAD of K rows. */
 static int load_resident(unsigned tile, const seg_run_t *r, unsigned a, unsigned b) {
@@ -71,15 +72,16 @@ static int run_layer(unsigned tile, unsigned l, int32_t res_row, const int8_t *i
   return pyard_tile_gemm(tile, &g);
 }
 
-/* Waits (spinning on the data RAM) until the queue has an item (consumer) or a free slot. */
+/* Waits (spinning on the data RAM) until the queue has an item (consumer) or a free slot; SEG_DEPTH
+ * when another stage failed (its queue would never move again). */
 static uint32_t wait_item(unsigned q, uint32_t consumed) {
-  while (__atomic_load_n(&q_produced[q], __ATOMIC_ACQUIRE) == consumed) {
-  }
+  while (__atomic_load_n(&q_produced[q], __ATOMIC_ACQUIRE) == consumed)
+    if (__atomic_load_n(&seg_abort, __ATOMIC_RELAXED)) return SEG_DEPTH;
   return consumed % SEG_DEPTH;
 }
 static uint32_t wait_slot(unsigned q, uint32_t produced) {
-  while (produced - __atomic_load_n(&q_consumed[q], __ATOMIC_ACQUIRE) >= SEG_DEPTH) {
-  }
+  while (produced - __atomic_load_n(&q_consumed[q], __ATOMIC_ACQUIRE) >= SEG_DEPTH)
+    if (__atomic_load_n(&seg_abort, __ATOMIC_RELAXED)) return SEG_DEPTH;
   return produced % SEG_DEPTH;
 }
 
@@ -89,17 +91,20 @@ static int run_stage(const seg_run_t *r, unsigned s) {
   uint32_t busy = 0, wait = 0;
   for (uint32_t i = 0; i < r->batch; i++) {
     uint64_t t = pyard_cycles();
-    const int8_t *in = r->check ? seg_in[i] : seg_scratch_in;
-    if (s > 0) in = seg_q[s - 1][wait_item(s - 1, i)];
-    int8_t *final = r->check ? seg_out[i] : seg_scratch_out;
-    if (!last) final = seg_q[s][wait_slot(s, i)];
+    const uint32_t from = s > 0 ? wait_item(s - 1, i) : 0, to = last ? 0 : wait_slot(s, i);
+    if (from == SEG_DEPTH || to == SEG_DEPTH) return PYARD_EINVAL; /* another stage failed */
+    const int8_t *in = s > 0 ? seg_q[s - 1][from] : r->check ? seg_in[i] : seg_scratch_in;
+    int8_t *final = last ? (r->check ? seg_out[i] : seg_scratch_out) : seg_q[s][to];
     wait += (uint32_t)(pyard_cycles() - t);
     for (unsigned l = a; l < b; l++) {
       int8_t *out = l + 1 == b ? final : seg_tmp[s][(l - a) & 1];
       t = pyard_cycles();
       const int err = run_layer(s, l, r->res_row[l], in, out);
       busy += (uint32_t)(pyard_cycles() - t);
-      if (err) return err;
+      if (err) {
+        __atomic_store_n(&seg_abort, 1, __ATOMIC_RELAXED);
+        return err;
+      }
       if (l == a && s > 0) __atomic_fetch_add(&q_consumed[s - 1], 1, __ATOMIC_RELEASE); /* input read */
       in = out;
     }
@@ -132,6 +137,7 @@ int hart_main(unsigned hart, unsigned nharts) {
       const uint64_t t = pyard_cycles();
       err = load_resident(hart, r, r->bounds[hart], r->bounds[hart + 1]);
       stage_load[hart] = (uint32_t)(pyard_cycles() - t);
+      if (err) __atomic_store_n(&seg_abort, 1, __ATOMIC_RELAXED);
       pyard_tile_write(hart, PYARD_REG_CONTROL, PYARD_CONTROL_ZERO_COUNTERS);
     }
     pyard_barrier();
