@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from rtl.config import ConfigError, check_choice, check_int, load_config
+from rtl.config import AccelConfig, ConfigError, check_choice, check_int, load_config
 from segment.firmware import RunReport, execute, pipeline
 from segment.model import Model, ModelSpec, build_model, inputs, reference
+from segment.placement import STREAMED, place
 from segment.strategies import STRATEGIES, equal, exhaustive, profiled, splits
 from soc.config import SocConfig
 
@@ -40,11 +41,9 @@ class Profile:
     segment: dict[tuple[int, int], float]
     streamed: list[float]
 
-    def layer_estimate(self, model: Model, acc, a: int, b: int) -> float:
+    def layer_estimate(self, model: Model, acc: AccelConfig, a: int, b: int) -> float:
         """The profiled strategy's estimate of ``[a, b)``: its layers' own cycles, resident or
         streamed as the segment's placement puts them."""
-        from segment.placement import STREAMED, place
-
         rows = place(acc, model.layers[a:b]).rows
         return sum(
             self.streamed[a + i] if r == STREAMED else self.segment[(a + i, a + i + 1)] for i, r in enumerate(rows)
@@ -63,7 +62,9 @@ def profile(cfg: SocConfig, model: Model) -> Profile:
     return Profile(seg, [r.per_inference for r in reports[len(segs) :]])
 
 
-def choose(strategy: str, model: Model, acc, tiles: int, prof: Profile | None, threshold: float) -> tuple[int, ...]:
+def choose(
+    strategy: str, model: Model, acc: AccelConfig, tiles: int, prof: Profile | None, threshold: float
+) -> tuple[int, ...]:
     n = len(model.layers)
     if strategy == "equal" or tiles == 1:
         return equal(n, tiles)
@@ -116,16 +117,16 @@ def run_segmented(
 def _report(model: Model, strategy: str, report: RunReport, prof: Profile | None, tiles: int) -> dict[str, Any]:
     run = report.run
     stages = []
-    for s, (st, place) in enumerate(zip(report.stages, run.placements, strict=True)):
+    for s, (st, placed) in enumerate(zip(report.stages, run.placements, strict=True)):
         stages.append(
             {
                 "stage": s,
                 "layers": [st.first, st.end],
-                "resident_bytes": sum(place.resident_bytes()),
-                "streamed_bytes": sum(place.streamed_bytes()),
+                "resident_bytes": sum(placed.resident_bytes()),
+                "streamed_bytes": sum(placed.streamed_bytes()),
                 "per_layer": [
                     {"layer": st.first + i, "resident_bytes": r, "streamed_bytes": t}
-                    for i, (r, t) in enumerate(zip(place.resident_bytes(), place.streamed_bytes(), strict=True))
+                    for i, (r, t) in enumerate(zip(placed.resident_bytes(), placed.streamed_bytes(), strict=True))
                 ],
                 "busy_cycles": st.busy,
                 "wait_cycles": st.wait,

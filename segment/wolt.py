@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rtl.config import check_int
+from rtl.config import ConfigError, check_int
 from sim.firmware import build_firmware
 from sim.run import run_elf
 from sim.toolchain import load_elf
@@ -39,11 +39,10 @@ class WoltJob:
     def __post_init__(self) -> None:
         check_int("iters", self.iters, 1, 1000)
         check_int("cpu_iters", self.cpu_iters, 0, 10**6)
-        for name in ("m", "k", "n"):
+        for name in ("m", "k", "n"):  # the firmware fills the operands a word (4 int8) at a time
             value = getattr(self, name)
-            check_int(name, value, 4, 256)
-            if value % 4:
-                check_int(name, value, 4, 4 * (value // 4))  # a multiple of 4: filled a word at a time
+            if not isinstance(value, int) or isinstance(value, bool) or value % 4 or not 4 <= value <= 256:
+                raise ConfigError(name, value, "a multiple of 4 from 4 to 256")
 
 
 def run_wolt(cfg: SocConfig, apps: int, tiles: int, static: bool, job: WoltJob) -> dict[str, Any]:
