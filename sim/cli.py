@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "sim.fptt_cli",
     "sweep.cli",
     "deploy.cli",
+    "segment.cli",
 )
 
 

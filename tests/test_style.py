@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TREES = ["rtl", "soc", "sim", "tb", "boards", "sweep", "runtime", "deploy", "tests"]
+TREES = ["rtl", "soc", "sim", "tb", "boards", "sweep", "runtime", "deploy", "segment", "tests"]
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,1 @@
+"""Multi-TPU segmentation on pyard: synthetic models, placement, the pipeline firmware, strategies."""
