@@ -9,11 +9,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ABOVE = {
-    "rtl": {"soc", "sim", "synth", "tb", "boards", "tests", "runtime", "byoc"},
-    "soc": {"sim", "synth", "tb", "boards", "tests", "runtime", "byoc"},
+    "rtl": {"soc", "sim", "synth", "tb", "boards", "tests", "runtime", "byoc", "deploy", "segment"},
+    "soc": {"sim", "synth", "tb", "boards", "tests", "runtime", "byoc", "deploy", "segment"},
     "runtime": {"synth", "tb", "boards", "tests", "byoc"},  # a deployment target: no testbench code in it
     "byoc": {"synth", "tb", "boards", "tests"},  # on top of the runtime; only the CLI's bench imports it
-    "deploy": {"synth", "tb", "boards", "tests", "runtime", "byoc"},  # a tool on sim/soc: `pyard deploy`
+    "deploy": {"synth", "tb", "boards", "tests", "runtime", "byoc", "segment"},  # `pyard deploy`, a tool on sim/soc
+    "segment": {"synth", "tb", "boards", "tests", "runtime", "byoc", "deploy"},  # `pyard segment`, on sim/soc
 }
 
 

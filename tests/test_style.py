@@ -5,7 +5,21 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TREES = ["rtl", "soc", "sim", "tb", "boards", "sweep", "runtime", "deploy", "segment", "tests"]
+TREES = [
+    "rtl",
+    "soc",
+    "sim",
+    "synth",
+    "tb",
+    "boards",
+    "sweep",
+    "runtime",
+    "byoc",
+    "fptt_soc",
+    "deploy",
+    "segment",
+    "tests",
+]
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess:
