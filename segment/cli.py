@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
-from sim.arg_types import integer
+from sim.arg_types import int_list, integer
 
 __all__ = ["register"]
 
@@ -30,12 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=_run)
     curve = ssub.add_parser("curve", help="cycles per inference on one tile as the model outgrows the scratchpad")
     _model_args(curve)
-    curve.add_argument("--sizes", type=_sizes, default=None, help="comma-separated widths (default: a fixed sweep)")
+    sizes = int_list(4, 1024)
+    curve.add_argument("--sizes", type=sizes, default=None, help="comma-separated widths (default: a fixed sweep)")
     curve.add_argument("--batch", type=integer(1, 256), default=4, help="inferences per point (default 4)")
     curve.set_defaults(func=_curve)
     wolt = ssub.add_parser("wolt", help="WOLT: applications x tiles throughput, round robin against static binding")
-    wolt.add_argument("--apps", type=_counts, default=(1, 2, 3, 4), help="applications (harts), e.g. 1,2,4")
-    wolt.add_argument("--tiles", type=_counts, default=(1, 2, 3, 4), help="tiles, e.g. 1,2,3,4")
+    wolt.add_argument("--apps", type=int_list(1, 4), default=(1, 2, 3, 4), help="applications (harts), e.g. 1,2,4")
+    wolt.add_argument("--tiles", type=int_list(1, 4), default=(1, 2, 3, 4), help="tiles, e.g. 1,2,3,4")
     wolt.add_argument("--iters", type=integer(1, 1000), default=6, help="jobs per application (default 6)")
     wolt.add_argument("--cpu-iters", type=integer(0, 10**6), default=300, help="CPU work rounds per job (default 300)")
     wolt.add_argument("--json", action="store_true", help="print the table as JSON")
@@ -50,22 +52,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    parse = integer(4, 1024)
-    return tuple(parse(part) for part in text.split(","))
-
-
-def _counts(text: str) -> tuple[int, ...]:
-    parse = integer(1, 4)
-    return tuple(parse(part) for part in text.split(","))
-
-
 def _run(args: argparse.Namespace) -> int:
-    from segment.api import check_args, run_segmented, segment_soc
+    from segment.api import run_segmented, segment_soc
     from segment.model import ModelSpec
 
     spec = ModelSpec(args.model, args.size)
-    check_args(args.tiles, args.strategy, args.batch, args.threshold)
     report = run_segmented(segment_soc(args.mem_latency), spec, args.tiles, args.strategy, args.batch, args.threshold)
     print(json.dumps(report, indent=1) if args.json else _run_text(report))
     return 0
@@ -93,16 +84,15 @@ def _curve(args: argparse.Namespace) -> int:
     sizes = args.sizes or CURVE_SIZES[args.model]
     specs = [ModelSpec(args.model, s) for s in sizes]  # every size is checked before the first run
     points = [curve_point(segment_soc(args.mem_latency), spec, args.batch) for spec in specs]
-    if args.json:
-        print(json.dumps(points, indent=1))
-        return 0
-    print("size  weights  resident  streamed  MACs/inf  cycles/inf")
-    for p in points:
-        print(
+    return _table(
+        points,
+        args.json,
+        "size  weights  resident  streamed  MACs/inf  cycles/inf",
+        lambda p: (
             f"{p['size']:4}  {p['weights_bytes']:7}  {p['resident_bytes']:8}  {p['streamed_bytes']:8}  "
             f"{p['macs_per_inference']:8}  {p['cycles_per_inference']:10.0f}"
-        )
-    return 0
+        ),
+    )
 
 
 def _wolt(args: argparse.Namespace) -> int:
@@ -117,13 +107,18 @@ def _wolt(args: argparse.Namespace) -> int:
         for tiles in args.tiles
         for static in (False, True)
     ]
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print("apps  tiles  policy       jobs  cycles  jobs/Mcycle  hart0 cpu/gemm/wait")
-    for r in rows:
-        print(
+    return _table(
+        rows,
+        args.json,
+        "apps  tiles  policy       jobs  cycles  jobs/Mcycle  hart0 cpu/gemm/wait",
+        lambda r: (
             f"{r['apps']:4}  {r['tiles']:5}  {r['policy']:11}  {r['jobs']:4}  {r['cycles']:6}  "
             f"{r['jobs_per_mcycle']:11.0f}  {r['hart0_cpu_cycles']}/{r['hart0_gemm_cycles']}/{r['hart0_wait_cycles']}"
-        )
+        ),
+    )
+
+
+def _table(rows: list[dict[str, Any]], as_json: bool, header: str, line: Callable[[dict[str, Any]], str]) -> int:
+    """The rows as JSON, or as a header and one formatted line each."""
+    print(json.dumps(rows, indent=1) if as_json else "\n".join([header, *map(line, rows)]))
     return 0
