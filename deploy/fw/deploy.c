@@ -345,10 +345,6 @@ static int run_layer(dp_ctx_t *ctx, const dp_layer_t *record) {
   }
 }
 
-static void copy(char *dst, const char *src, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) dst[i] = src[i];
-}
-
 int hart_main(unsigned hart, unsigned nharts) {
   dp_header_t *hd = (dp_header_t *)__mem_free_start;
   if (hart == 0) {
@@ -365,7 +361,7 @@ int hart_main(unsigned hart, unsigned nharts) {
   uint32_t *tile_cycles = (uint32_t *)((char *)hd + hd->tile_cycles);
   int failed = 0;
   for (unsigned n = hart; n < hd->n_infer && !failed; n += nharts) {
-    copy(ctx.arena + hd->in_off, (const char *)hd + hd->inputs + n * hd->in_bytes, hd->in_bytes);
+    memcpy(ctx.arena + hd->in_off, (const char *)hd + hd->inputs + n * hd->in_bytes, hd->in_bytes);
     const uint64_t t0 = pyard_cycles();
     uint64_t t = t0;
     for (unsigned i = 0; i < hd->n_layers && !failed; i++) {
@@ -384,7 +380,7 @@ int hart_main(unsigned hart, unsigned nharts) {
       t = now;
     }
     ((uint32_t *)((char *)hd + hd->infer_cycles))[n] = (uint32_t)(t - t0);
-    copy((char *)hd + hd->outputs + n * hd->out_bytes, ctx.arena + hd->out_off, hd->out_bytes);
+    memcpy((char *)hd + hd->outputs + n * hd->out_bytes, ctx.arena + hd->out_off, hd->out_bytes);
   }
   if (failed) hd->status = 2;
   pyard_barrier();
