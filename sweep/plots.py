@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.results import TABLE, Row, cell
+from sweep.thesis import beside_thesis
 
 __all__ = ["pareto", "write_plots", "write_report"]
 
@@ -165,6 +166,9 @@ def write_report(table: list[Row], out_dir: Path, title: str, pictures: list[Pat
     text = f"# Sweep: {title}\n\n## Best points\n\n" + ("\n".join(best(table)) or "(no point succeeded)") + "\n\n"
     text += "## Results\n\n" + head + body + (f"\nFailed points:\n\n{errors}" if errors else "")
     text += "\nAll fields of every point: results.csv, results.json.\n"
+    thesis = beside_thesis(table)
+    if thesis:
+        text += "\n## Beside the FPTT thesis (its Appendix C and Table 5.10)\n\n" + "\n".join(thesis) + "\n"
     for path in pictures:
         if path.suffix == ".png":
             text += f"\n## {path.stem.replace('_', ' ')}\n\n![{path.stem}]({path.name})\n"

@@ -18,6 +18,7 @@ from sweep.measure import point_key, source_hashes
 from sweep.plots import pareto, write_plots, write_report
 from sweep.results import rows, write_results
 from sweep.spec import Point, load_spec, parse_spec
+from sweep.thesis import beside_thesis
 
 TILE = {"design": {"arrays": "4x4", "dtype": "int8"}}  # the tile simulator test_tilesim.py builds too
 TOO_BIG = "65535x65535x2"  # 4 GiB of operands: more than the simulated memory holds
@@ -273,3 +274,51 @@ def test_report_writes_plots_table_and_results(tmp_path: Path) -> None:
     assert "fptt K=2: fewest cycles 8x8-bf16-2c (250,000); fewest cycles x LUT 4x4-bf16-2c" in text
     assert "| 8x8-bf16-4c | fptt K=2 |" in text and "no EXIT" in text
     assert "![speedup_vs_cores](speedup_vs_cores.png)" in text
+
+
+def test_rows_take_the_soc_area_of_their_core_count() -> None:
+    """With ``top = "soc"`` each core count has its own area, and time at fmax follows it."""
+    out = []
+    for cores, lut, fmax in ((1, 20_000, 50.0), (2, 23_000, 40.0)):
+        area = {"lut": lut, "lutram": 0, "ff": 9, "bram": 4, "bram_kind": "bram18", "dsp": 1, "fmax_mhz": fmax}
+        out.append(Outcome(_point("area", 4, cores, {"top": "soc", "family": "ecp5"}), f"a{cores}", "ok", area))
+        metrics = {"cycles": 2_000_000 // cores, "utilization": 0.5, "phases": {}, "thesis_cycles": 1_652_452_686.0}
+        out.append(Outcome(_point("fptt", 4, cores, {"K": 28}), f"f{cores}", "ok", metrics))
+    table = {r["design"]: r for r in rows(out) if r["kind"] == "fptt"}
+    # beside the thesis' Appendix C (K = 28) and its Table 5.10 SoC LUTs (4x4-1: 86,235, 4x4-2: 115,257)
+    assert beside_thesis(rows(out))[2:] == [
+        "| 4x4-bf16-1c | fptt K=28 | 2,000,000 | 1,652,452,686 | 826.2x | 20,000 | 86,235 |",
+        "| 4x4-bf16-2c | fptt K=28 | 1,000,000 | 1,652,452,686 | 1652.5x | 23,000 | 115,257 |",
+    ]
+    assert table["4x4-bf16-1c"]["lut"] == 20_000 and table["4x4-bf16-2c"]["lut"] == 23_000
+    assert table["4x4-bf16-2c"]["cycles_x_lut"] == 1_000_000 * 23_000
+    assert table["4x4-bf16-2c"]["time_ms"] == 25.0  # 1e6 cycles at 40 MHz
+
+
+def test_soc_area_point_asks_for_place_and_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``area = {top = "soc", fmax = true}`` synthesizes the SoC of the point's core count and places
+    and routes it at the sweep's clock; the resources and fmax come back as the point's figures."""
+    from rtl import shared
+    from sweep.measure import MEASURES
+    from synth import flow
+
+    seen = {}
+
+    def convert(component, name: str) -> str:  # the SoC's Verilog itself is another test's subject
+        seen.update(cores=component.cfg.cores, tiles=component.cfg.tiles)
+        return f"module {name}();"
+
+    def synthesize(verilog: str, top: str, name: str, opts: flow.Options, root: Path) -> dict:
+        seen.update(top=top, name=name, opts=opts, verilog=verilog)
+        return {"blocks": {"total": {"lut": 7, "lutram": 1, "ff": 5, "bram18": 2, "dsp": 3}}, "fmax_mhz": 61.5}
+
+    monkeypatch.setattr(flow, "synthesize", synthesize)
+    monkeypatch.setattr(shared, "convert", convert)
+    area = {"family": "ecp5", "top": "soc", "fmax": True, "freq": 50}
+    spec = parse_spec({"design": {"arrays": "1x1", "cores": 2}, "area": area})
+    (point,) = spec.points()
+    metrics = MEASURES["area"](point, 32, 1000)
+    assert seen["top"] == "soc" and seen["name"] == "1x1-int8-2c" and seen["verilog"] == "module soc();"
+    assert seen["cores"] == 2 and seen["tiles"] == 1
+    assert seen["opts"] == flow.Options(family="ecp5", pnr=True, freq_mhz=50.0)
+    assert metrics == {"lut": 7, "lutram": 1, "ff": 5, "bram": 2, "bram_kind": "bram18", "dsp": 3, "fmax_mhz": 61.5}
