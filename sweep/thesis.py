@@ -12,7 +12,7 @@ from sweep.results import Row, cell
 
 __all__ = ["beside_thesis", "thesis_soc_lut"]
 
-SOC_CSV = Path(__file__).resolve().parents[1] / "fptt_soc" / "data" / "thesis_table_5_10_soc_resources.csv"
+SOC_CSV = Path(__file__).resolve().parent / "data" / "thesis_table_5_10_soc_resources.csv"  # ../shared/data
 
 
 @cache
