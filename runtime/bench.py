@@ -29,6 +29,13 @@ def register(kinds: argparse._SubParsersAction) -> None:
         default="balanced",
         help="int8 GEMM / conv2D factors: per row/column after balancing K (default), or per tensor (GPTPU)",
     )
+    p.add_argument(
+        "--digits",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="GEMM operands as 1 or 2 digits (gemm, pagerank: 1; blackscholes: 2 by default)",
+    )
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="data seed")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=bench_runtime)
@@ -41,7 +48,7 @@ def bench_runtime(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     with Runtime(cfg, devices=args.devices, block=args.block or DEFAULT_BLOCK, scaling=args.scaling) as rt:
         start = time.monotonic()
-        result = run_app(rt, args.app, args.size, args.seed)
+        result = run_app(rt, args.app, args.size, args.seed, digits=args.digits)
         seconds = time.monotonic() - start
     out = {"bench": "runtime", "config": cfg.name, "devices": args.devices, "scaling": args.scaling, **vars(result)}
     out["wall_seconds"] = round(seconds, 2)
