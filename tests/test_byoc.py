@@ -84,7 +84,7 @@ def test_mlp_regions_equal_the_runtime_operators(rt: Runtime) -> None:
 
 
 def test_builds_keep_their_own_regions(rt: Runtime) -> None:
-    """Region symbols are global functions: a second build must not replace the first's."""
+    """Each build's regions are in its own library: a second build must not replace the first's."""
     first_mod, x, _ = _relax("mlp")
     first = build(first_mod, rt)
     want = first(x)
@@ -93,6 +93,50 @@ def test_builds_keep_their_own_regions(rt: Runtime) -> None:
     second(x2)
     np.testing.assert_array_equal(first(x), want)
     assert set(first.stats.per_region).isdisjoint(second.stats.per_region)
+
+
+# Run in a fresh process: the exported libraries, first without byoc.codegen (the regions' C stubs
+# must say what is missing), then with it, on a runtime of its own.
+_LOAD_SCRIPT = """
+import sys
+from pathlib import Path
+import numpy as np
+import tvm
+from tvm import relax
+
+out = Path(sys.argv[1])
+vm = relax.VirtualMachine(tvm.runtime.load_module(str(out / "split.so")), tvm.cpu())
+try:
+    vm["main"](tvm.runtime.tensor(np.load(out / "split_x.npy")))
+except Exception as error:
+    (out / "unregistered.txt").write_text(str(error))
+from byoc.codegen import load
+from runtime import Runtime
+with Runtime(("4x4-bf16", "4x4-int8")) as rt:
+    for name in ("split", "qmlp"):
+        np.save(out / f"{name}_loaded.npy", load(out / f"{name}.so", rt)(np.load(out / f"{name}_x.npy")))
+"""
+
+
+def test_exported_library_runs_in_a_fresh_process(tmp_path) -> None:
+    """export_library keeps the regions (a C module with their programs, compiled into the
+    library): loaded in another process that imports byoc.codegen, the model gives the same bits
+    as in the process that built it, within the bf16 bound of onnxruntime (split: two regions around
+    the CPU's Sigmoid) or equal to it (qmlp, int8)."""
+    got, want = {}, {}
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        for name in ("split", "qmlp"):
+            mod, x, want[name] = _relax(name)
+            exe = build(mod, both)
+            got[name] = exe(x)
+            exe.export_library(tmp_path / f"{name}.so")
+            np.save(tmp_path / f"{name}_x.npy", x)
+    subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(tmp_path)], check=True, timeout=600)
+    assert "pyard.run_region is not registered: import byoc.codegen" in (tmp_path / "unregistered.txt").read_text()
+    for name in ("split", "qmlp"):
+        np.testing.assert_array_equal(np.load(tmp_path / f"{name}_loaded.npy"), got[name])
+    assert np.abs(got["split"] - want["split"]).max() <= BF16_BOUND * np.abs(want["split"]).max()
+    np.testing.assert_array_equal(got["qmlp"], want["qmlp"])
 
 
 def test_split_model_has_two_regions_around_the_cpu_sigmoid() -> None:
