@@ -160,6 +160,10 @@ class Runtime:
         """Cycles each device has run so far, per tile type."""
         return {p: [d.cycles for d in pool.devices] for p, pool in self._pools.items()}
 
+    def device_bytes(self) -> dict[str, list[tuple[int, int]]]:
+        """Bytes the host has written to and read from each device's memory so far, per tile type."""
+        return {p: [(d.bytes_written, d.bytes_read) for d in pool.devices] for p, pool in self._pools.items()}
+
     def close(self) -> None:
         """Finish the queued tasks and stop every device."""
         self._executor.shutdown(wait=True)

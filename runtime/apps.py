@@ -28,6 +28,8 @@ class AppResult:
     cycles_total: int  # device cycles summed over the devices
     cycles_max: int  # the busiest device's cycles: the run's length on devices working in parallel
     device_cycles: list[int]  # each device's cycles
+    bytes_written: list[int]  # each device's bytes written by the host into its memory
+    bytes_read: list[int]  # each device's bytes read back by the host
 
 
 def errors(got: Array, want: Array) -> tuple[float, float]:
@@ -164,13 +166,19 @@ def run_app(
     if digits is not None and app not in DIGIT_APPS:
         raise ValueError(f"digits: only {', '.join(DIGIT_APPS)} take it, not {app}")
     options = {} if digits is None else {"digits": digits}
-    before = _cycles(rt)
+    before = _counts(rt)
     got, want = fn(_Precision(rt, precision), np.random.default_rng(seed), size, **options)
-    after = _cycles(rt)
-    spent = [a - b for a, b in zip(after, before + [0] * (len(after) - len(before)), strict=True)]
+    after = _counts(rt)
+    # Devices started during the run count from zero.
+    spent = [
+        tuple(a - b for a, b in zip(x, y, strict=True)) for x, y in zip(after, _pad(before, len(after)), strict=True)
+    ]
+    cycles, written, read = ([s[i] for s in spent] for i in range(3))
     mape, rmse = errors(np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel())
     used = digits if digits is not None else _default_digits(fn)
-    return AppResult(app, str(size), used, round(mape, 4), round(rmse, 4), sum(spent), max(spent, default=0), spent)
+    return AppResult(
+        app, str(size), used, round(mape, 4), round(rmse, 4), sum(cycles), max(cycles, default=0), cycles, written, read
+    )
 
 
 def _default_digits(fn: Callable[..., object]) -> int | None:
@@ -178,8 +186,14 @@ def _default_digits(fn: Callable[..., object]) -> int | None:
     return None if parameter is None else int(parameter.default)
 
 
-def _cycles(rt: Runtime) -> list[int]:
-    return [c for cycles in rt.device_cycles().values() for c in cycles]
+def _counts(rt: Runtime) -> list[tuple[int, int, int]]:
+    """Each device's cycles, bytes written and bytes read so far."""
+    cycles, moved = rt.device_cycles(), rt.device_bytes()
+    return [(c, *b) for p in cycles for c, b in zip(cycles[p], moved[p], strict=True)]
+
+
+def _pad(counts: list[tuple[int, int, int]], n: int) -> list[tuple[int, int, int]]:
+    return counts + [(0, 0, 0)] * (n - len(counts))
 
 
 class _Precision:

@@ -188,6 +188,15 @@ def test_bench_cli_json_and_errors() -> None:
     out = subprocess.run([*run, "--model", "mlp", "--json"], capture_output=True, text=True, check=True)
     row = json.loads(out.stdout)
     assert (row["model"], row["config"], row["macs_offloaded"], row["regions"]) == ("mlp", "4x4-bf16", MLP_MACS, 1)
-    for bad, field in ((["--model", "resnet50"], "--model"), (["--min-macs-per-byte", "-1"], "--min-macs-per-byte")):
+    # The transfer model beside the device cycles: the runtime's bytes over GPTPU's PCIe 2.0 lane.
+    assert row["bytes_to_device"] + row["bytes_from_device"] == row["transfer_bytes"] > 0
+    assert row["transfer_seconds"] == row["transfer_bytes"] / 500e6 and row["link"] == "pcie2x1"
+    assert row["cycles_max_with_transfers"] == row["cycles_total"] + round(row["transfer_bytes"] / 500e6 * 100e6)
+    bad_args = (
+        (["--model", "resnet50"], "--model"),
+        (["--min-macs-per-byte", "-1"], "--min-macs-per-byte"),
+        (["--link", "ethernet"], "--link"),
+    )
+    for bad, field in bad_args:
         err = subprocess.run([*run, *bad], capture_output=True, text=True)
         assert err.returncode == 2 and field in err.stderr and "Traceback" not in err.stderr

@@ -17,7 +17,7 @@ import pytest
 
 from rtl.config import AccelConfig
 from rtl.vector.ops import VecOp
-from runtime import DeviceError, DeviceHung, Runtime, apps, kernels, ops, quant
+from runtime import DeviceError, DeviceHung, Runtime, apps, kernels, link, ops, quant
 from runtime.device import Device
 from sim.cli import main
 
@@ -376,6 +376,9 @@ def test_bench_runtime(capsys) -> None:
     assert 0 <= result["mape"] < 1.0  # GPTPU's bound
     assert 0 < result["cycles_max"] < result["cycles_total"] == sum(result["device_cycles"])
     assert len(result["device_cycles"]) == 2 and max(result["device_cycles"]) == result["cycles_max"]
+    moved = sum(result["bytes_written"]) + sum(result["bytes_read"])
+    assert result["transfer_seconds"] == pytest.approx(moved / 500e6) and result["link"] == "pcie2x1"
+    assert result["cycles_max_with_transfers"] > result["cycles_max"]
 
 
 def test_blackscholes_cnd_polynomial() -> None:
@@ -395,3 +398,28 @@ def test_blackscholes_within_gptpu_bound(rt, precision) -> None:
         assert apps.run_app(rt, "blackscholes", size=64, precision="int8", digits=1).mape > 1.0
     with pytest.raises(ValueError, match="digits: only blackscholes, gemm, pagerank take it, not hotspot3d"):
         apps.run_app(rt, "hotspot3d", size=4, precision=precision, digits=2)
+
+
+# -- the host link ------------------------------------------------------------------------------
+
+
+def test_transfer_report_arithmetic() -> None:
+    """(written + read) / bandwidth per device, in cycles at the clock, added to that device's
+    cycles; the run's length is the busiest device's sum."""
+    report = link.transfer_report([1000, 50_000], [400_000, 0], [100_000, 250], "pcie2x1", 100.0)
+    assert report["link_bytes_per_second"] == 500e6  # 5 GT/s, 8b/10b: 4 Gb/s
+    assert (report["bytes_to_device"], report["bytes_from_device"]) == (400_000, 100_250)
+    assert report["transfer_seconds"] == pytest.approx(1e-3 + 0.5e-6)
+    assert report["transfer_cycles"] == [100_000, 50] and report["cycles_max_with_transfers"] == 101_000
+    assert link.transfer_report([10], [0], [0], "pcie3x4", 250.0)["link_bytes_per_second"] == 4 * 8e9 * 128 / 130 / 8
+    with pytest.raises(ValueError, match="link: must be one of pcie2x1, pcie3x4, usb3, got 'pci'"):
+        link.transfer_report([0], [0], [0], "pci")
+
+
+def test_device_bytes_count_a_block(rt) -> None:
+    """One int8 GEMM block: A and B written (one byte an element), C read (4 bytes an element)."""
+    rt.pool("int8")  # started, so its counts exist before the call
+    before = [sum(x) for x in zip(*rt.device_bytes()["int8"], strict=True)]
+    rt.gemm(np.ones((3, 4)), np.ones((4, 2)), precision="int8")
+    after = [sum(x) for x in zip(*rt.device_bytes()["int8"], strict=True)]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [3 * 4 + 4 * 2, 3 * 2 * 4]
