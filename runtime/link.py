@@ -15,6 +15,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from sim.arg_types import real
+
 __all__ = ["DEFAULT_CLOCK_MHZ", "DEFAULT_LINK", "LINKS", "Link", "add_link_args", "transfer_report"]
 
 
@@ -46,7 +48,7 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--clock-mhz",
-        type=float,
+        type=real(0.0, low_open=True),
         default=DEFAULT_CLOCK_MHZ,
         help=f"device clock to count transfer time in cycles (default {DEFAULT_CLOCK_MHZ:g})",
     )

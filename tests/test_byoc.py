@@ -196,6 +196,7 @@ def test_bench_cli_json_and_errors() -> None:
         (["--model", "resnet50"], "--model"),
         (["--min-macs-per-byte", "-1"], "--min-macs-per-byte"),
         (["--link", "ethernet"], "--link"),
+        (["--clock-mhz", "0"], "--clock-mhz"),
     )
     for bad, field in bad_args:
         err = subprocess.run([*run, *bad], capture_output=True, text=True)
