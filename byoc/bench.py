@@ -23,9 +23,9 @@ __all__ = ["BF16_BOUND", "register", "run_model"]
 # models' 3-13 layers that compounds to a few 2^-9, so 2^-6 leaves a margin of ~3x over the
 # largest error measured (docs/byoc.md).
 BF16_BOUND = 2.0**-6
-MODEL_NAMES = ["cnn", "lstm", "mlp", "qmlp", "split"]  # byoc/models.py (not imported here: onnx is optional)
+MODEL_NAMES = ["cnn", "lstm", "mlp", "qcnn", "qmlp", "split"]  # byoc/models.py (not imported here: onnx is optional)
 # int8 QDQ models: the tile's integer GEMM and onnxruntime's requantization, so exactly equal.
-QUANTIZED = {"qmlp"}
+QUANTIZED = {"qcnn", "qmlp"}
 DEFAULT_CONFIG = "4x4-bf16"  # the models are fp32: they run in bf16
 
 

@@ -34,6 +34,7 @@ from runtime import Runtime, ops
 __all__ = ["ENTRY", "Program", "PyardExecutable", "Step", "build", "load", "region_source"]
 
 ENTRY = "pyard.run_region"  # the global function every region's C stub calls
+QUANTIZED = ("qdense", "qconv2d")  # int8 QDQ composites: the model's integers on the int8 tile
 
 
 @dataclass
@@ -104,12 +105,16 @@ def _step(composite: relax.Function, inputs: list[int], out: int) -> Step:
     kind = str(composite.attrs["Composite"]).removeprefix("pyard.")
     slot_of = dict(zip(composite.params, inputs, strict=True))
     step = Step(kind, inputs, out)
-    calls = [b.value for block in composite.body.blocks for b in block.bindings if isinstance(b.value, relax.Call)]
-    for call in calls:
-        if call.op.name == "relax.nn.conv2d":
-            step.stride, step.pad = int(call.attrs.strides[0]), int(call.attrs.padding[0])
-    if kind == "qdense":  # TVM shares equal constants among the parameters: find each by its role
-        dqx, dqw, q = (c for c in calls if c.op.name != "relax.matmul")
+    bound = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
+    calls = [v for v in bound.values() if isinstance(v, relax.Call)]
+    core = next((c for c in calls if c.op.name in ("relax.nn.conv2d", "relax.matmul")), None)
+    if core is None:  # element-wise: its inputs as they are
+        return step
+    if core.op.name == "relax.nn.conv2d":
+        step.stride, step.pad = int(core.attrs.strides[0]), int(core.attrs.padding[0])
+    if kind in QUANTIZED:  # TVM shares equal constants among the parameters: find each by its role
+        dqx, dqw = bound[core.args[0]], bound[core.args[1]]
+        q = next(c for c in calls if c.op.name == "relax.quantize")
         step.inputs = [slot_of[e] for e in (dqx.args[0], dqw.args[0], dqx.args[1], dqw.args[1], q.args[1])]
     return step
 
@@ -206,8 +211,8 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     kind = step.kind
     if kind in ("add", "sub", "mul", "relu", "tanh"):
         return getattr(rt, kind)(*xs)
-    if kind == "qdense":
-        return _qdense(rt, *xs)
+    if kind in QUANTIZED:
+        return _quantized(rt, step, *xs)
     if kind.startswith("dense"):
         y = rt.gemm(xs[0], xs[1])
     else:  # conv2d: NCHW / OIHW in Relax, NHWC / HWIO on the tile
@@ -220,17 +225,24 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     return y
 
 
-def _qdense(
-    rt: Runtime, xq: npt.NDArray, wq: npt.NDArray, sx: npt.NDArray, sw: npt.NDArray, sy: npt.NDArray
+def _quantized(
+    rt: Runtime, step: Step, xq: npt.NDArray, wq: npt.NDArray, sx: npt.NDArray, sw: npt.NDArray, sy: npt.NDArray
 ) -> npt.NDArray:
-    """The int8 tile's GEMM on the model's integers (exact int32 accumulators, summed over K blocks
-    in int64), requantized on the host as onnxruntime's QLinearMatMul does: ``rint(float32(acc) *
-    float32(sx * sw / sy))``, clipped to int8. The runtime reads the accumulators at full width, so
-    the read-out's own requantization is not used (docs/byoc.md)."""
-    acc = ops.gemm_partials(rt.pool("int8"), xq.view(np.uint8), wq.view(np.uint8))
+    """The int8 tile's GEMM or CONV2D on the model's integers (exact int32 accumulators; GEMM's K
+    blocks summed in int64), requantized on the host as onnxruntime's QLinearMatMul / QLinearConv
+    do: ``rint(float32(acc) * float32(float32(sx * sw) / sy))``, clipped to int8, with ``sw`` one
+    scale or one per output channel. The runtime reads the accumulators at full width, so the
+    read-out's own requantization is not used (docs/byoc.md)."""
+    pool = rt.pool("int8")
+    if step.kind == "qdense":
+        acc = ops.gemm_partials(pool, xq.view(np.uint8), wq.view(np.uint8))
+    else:  # NCHW / OIHW in Relax, NHWC / HWIO on the tile; the channel axis last for the scales
+        x, w = xq.transpose(0, 2, 3, 1).view(np.uint8), wq.transpose(2, 3, 1, 0).view(np.uint8)
+        acc = ops.conv2d_partials(pool, x, w, step.stride, step.pad)
     f32 = np.float32
-    scale = f32(f32(sx) * f32(sw)) / f32(sy)
-    return np.clip(np.rint(acc.astype(f32) * scale), -128, 127).astype(np.int8)
+    scale = (np.asarray(sx, f32) * np.asarray(sw, f32)) / np.asarray(sy, f32)
+    out = np.clip(np.rint(acc.astype(f32) * scale.astype(f32)), -128, 127).astype(np.int8)
+    return out if step.kind == "qdense" else out.transpose(0, 3, 1, 2)
 
 
 def _bias_shape(bias: npt.NDArray, y: npt.NDArray) -> tuple[int, ...]:

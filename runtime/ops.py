@@ -31,7 +31,19 @@ from runtime import kernels, quant
 from runtime.device import Device
 from runtime.kernels import Block
 
-__all__ = ["DIGITS", "ELEMENTWISE", "Pool", "conv2d", "crop", "elementwise", "ext", "gemm", "gemm_edge", "reduce"]
+__all__ = [
+    "DIGITS",
+    "ELEMENTWISE",
+    "Pool",
+    "conv2d",
+    "conv2d_partials",
+    "crop",
+    "elementwise",
+    "ext",
+    "gemm",
+    "gemm_edge",
+    "reduce",
+]
 
 Instruction = Callable[[Device], Block]
 DIGITS = (1, 2)  # GEMM operands as one digit, or two (runtime/quant.py: split_int8, split_bf16)
@@ -178,28 +190,34 @@ def gemm_partials_many(pool: Pool, pairs: list[tuple[npt.NDArray, npt.NDArray]])
 
 
 def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray[np.float64]:
-    """NHWC ``x`` with HWIO ``w`` on the CONV2D command. The input is zero-padded on the host, then
-    cut into instructions of one image, a band of output rows (at most ``block`` output pixels, at
-    least one row) and at most ``block`` output channels; each band reads its input rows with the
-    kernel's halo."""
+    """NHWC ``x`` with HWIO ``w`` on the CONV2D command: the operands encoded (int8 with their
+    factors, or bf16), :func:`conv2d_partials`, the accumulators divided by the factors."""
     _check_conv(x, w, stride, pad)
     _check_int8(pool, x=x, w=w)
     qx, qw, f = _conv_operands(pool, x, w)
+    return _accumulators(pool, conv2d_partials(pool, qx, qw, stride, pad), f)
+
+
+def conv2d_partials(pool: Pool, qx: npt.NDArray, qw: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray:
+    """The tile's CONV2D on encoded operands (NHWC, HWIO bit patterns): its full accumulators as
+    int32 (int8 tiles) or float32 (bf16). The input is zero-padded on the host, then cut into
+    instructions of one image, a band of output rows (at most ``block`` output pixels, at least
+    one row) and at most ``block`` output channels; each band reads its input rows with the
+    kernel's halo."""
     qx = np.pad(qx, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    kh, kw, _, cout = w.shape
+    kh, kw, _, cout = qw.shape
     oh, ow = (qx.shape[1] - kh) // stride + 1, (qx.shape[2] - kw) // stride + 1
     bands = _spans(oh, max(1, pool.block // ow))
-    jobs = [(n, r, c) for n in range(x.shape[0]) for r in bands for c in _spans(cout, pool.block)]
+    jobs = [(n, r, c) for n in range(qx.shape[0]) for r in bands for c in _spans(cout, pool.block)]
     blocks = _run(
         pool,
         [partial(kernels.conv2d, x=qx[n : n + 1, r[0] * stride : (r[1] - 1) * stride + kh], w=qw[..., c[0] : c[1]],
                  stride=stride, pad=0, budget=pool.budget) for n, r, c in jobs],
     )  # fmt: skip
-    out = np.zeros((x.shape[0], oh, ow, cout), np.uint32)
+    out = np.zeros((qx.shape[0], oh, ow, cout), np.uint32)
     for (n, r, c), block in zip(jobs, blocks, strict=True):
         out[n, r[0] : r[1], :, c[0] : c[1]] = block.out[0]
-    signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
-    return _accumulators(pool, signed, f)
+    return out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
 
 
 def _conv_operands(pool: Pool, x: npt.NDArray, w: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray | float]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
@@ -170,6 +170,34 @@ def test_qdq_mlp_is_exact_on_the_int8_tile(rt: Runtime) -> None:
     with Runtime(("4x4-bf16", "4x4-int8")) as both:
         got = build(from_onnx(model, keep_params_in_input=False), both)(x)
     np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+
+
+def test_qdq_cnn_is_exact_on_the_int8_tile() -> None:
+    """int8 QDQ convolutions, one weight scale (3 -> 8) and one per output channel (8 -> 16, stride
+    2): the tile's CONV2D on the model's integers and QLinearConv's requantization give onnxruntime's
+    output exactly, with its graph optimizations on (fused QLinearConv) or off."""
+    row = run_model("qcnn")
+    assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qconv2d", "qconv2d"], ["int8"])
+    assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 8 * 16 * 16 * 27 + 16 * 8 * 8 * 72
+    model, x = make_model("qcnn")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        got = build(from_onnx(model, keep_params_in_input=False), both)(x)
+    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+
+
+def test_qdq_conv_with_nonzero_zero_points_is_not_quantized() -> None:
+    """The tile's int8 is symmetric: per-channel zero points other than 0 fail qconv2d's check, so
+    only the first convolution becomes a qconv2d region; the second is a float conv2d (its
+    dequantized operands, bf16 on the tile), not an integer one."""
+    model, _ = make_model("qcnn")
+    inits = {t.name: t for t in model.graph.initializer}
+    per_channel = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and len(n.attribute))
+    inits[per_channel.input[2]].CopyFrom(onnx.numpy_helper.from_array(np.ones(16, np.int8), per_channel.input[2]))
+    _, regions = partition_for_pyard(from_onnx(model, keep_params_in_input=False))
+    assert [(r.ops, r.offloaded) for r in regions] == [(["qconv2d"], True), (["conv2d"], True)]
 
 
 def test_cnn_table_row() -> None:
