@@ -46,9 +46,14 @@ def register(kinds: argparse._SubParsersAction) -> None:
 
 def bench_runtime(args: argparse.Namespace) -> int:
     from runtime.api import DEFAULT_BLOCK, Runtime
-    from runtime.apps import run_app
+    from runtime.apps import DIGIT_APPS, run_app
     from runtime.link import transfer_report
+    from sim.cli import UsageError
 
+    if args.digits is not None and args.app not in DIGIT_APPS:  # before any device starts
+        raise UsageError(
+            f"--digits = {args.digits} is invalid for --app {args.app}: allowed only with {', '.join(DIGIT_APPS)}"
+        )
     cfg = config_from_args(args)
     with Runtime(cfg, devices=args.devices, block=args.block or DEFAULT_BLOCK, scaling=args.scaling) as rt:
         start = time.monotonic()

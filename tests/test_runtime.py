@@ -379,6 +379,8 @@ def test_bench_runtime(capsys) -> None:
     moved = sum(result["bytes_written"]) + sum(result["bytes_read"])
     assert result["transfer_seconds"] == pytest.approx(moved / 500e6) and result["link"] == "pcie2x1"
     assert result["cycles_max_with_transfers"] > result["cycles_max"]
+    assert main(["bench", "runtime", "--app", "hotspot3d", "--digits", "2"]) == 2
+    assert "--digits = 2 is invalid for --app hotspot3d" in capsys.readouterr().err
 
 
 def test_blackscholes_cnd_polynomial() -> None:
