@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from rtl.config import AccelConfig
+from runtime.link import DEFAULT_CLOCK_MHZ, DEFAULT_LINK, add_link_args, transfer_report
 from sim.arg_types import integer, real
 from sim.config_args import add_config_args, config_from_args
 
@@ -22,9 +23,9 @@ __all__ = ["BF16_BOUND", "register", "run_model"]
 # models' 3-13 layers that compounds to a few 2^-9, so 2^-6 leaves a margin of ~3x over the
 # largest error measured (docs/byoc.md).
 BF16_BOUND = 2.0**-6
-MODEL_NAMES = ["cnn", "lstm", "mlp", "qmlp", "split"]  # byoc/models.py (not imported here: onnx is optional)
+MODEL_NAMES = ["cnn", "lstm", "mlp", "qcnn", "qmlp", "split"]  # byoc/models.py (not imported here: onnx is optional)
 # int8 QDQ models: the tile's integer GEMM and onnxruntime's requantization, so exactly equal.
-QUANTIZED = {"qmlp"}
+QUANTIZED = {"qcnn", "qmlp"}
 DEFAULT_CONFIG = "4x4-bf16"  # the models are fp32: they run in bf16
 
 
@@ -40,14 +41,22 @@ def register(kinds: argparse._SubParsersAction) -> None:
         help="the cost rule: offload a region only if MACs >= this x its transfer bytes (default 1)",
     )
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="weights and input seed")
+    add_link_args(p)
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=bench_byoc)
 
 
 def run_model(
-    name: str, config: Any = "4x4-bf16", devices: int = 1, min_macs_per_byte: float | None = None, seed: int = 0
+    name: str,
+    config: Any = "4x4-bf16",
+    devices: int = 1,
+    min_macs_per_byte: float | None = None,
+    seed: int = 0,
+    link: str = DEFAULT_LINK,
+    clock_mhz: float = DEFAULT_CLOCK_MHZ,
 ) -> dict[str, Any]:
-    """Compile and run model ``name``; its offload table row and its error against onnxruntime."""
+    """Compile and run model ``name``; its offload table row, its error against onnxruntime and the
+    host link's time for the bytes its regions moved (runtime/link.py)."""
     import onnxruntime as ort
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -72,7 +81,7 @@ def run_model(
         devs = [d for pool in rt._pools.values() for d in pool.devices]
         cycles = [d.cycles for d in devs]
         used = sorted(rt.device_cycles())
-        moved = sum(d.bytes_written + d.bytes_read for d in devs)
+        written, read = [d.bytes_written for d in devs], [d.bytes_read for d in devs]
     on = [r for r in exe.regions if r.offloaded]
     err = float(np.abs(got.astype(np.float64) - want).max() / np.abs(want).max())
     bound = 0.0 if name in QUANTIZED else BF16_BOUND
@@ -84,8 +93,9 @@ def run_model(
         "regions_kept_on_cpu": len(exe.regions) - len(on),
         "tile_types": used, "device_cycles": cycles, "cycles_total": sum(cycles),
         "host_seconds": round(wall - exe.stats.seconds, 4), "pyard_seconds": round(exe.stats.seconds, 3),
-        "transfer_bytes": moved, "region_bytes": sum(r.transfer_bytes * r.calls for r in on),
+        "transfer_bytes": sum(written) + sum(read), "region_bytes": sum(r.transfer_bytes * r.calls for r in on),
         "max_err_rel": err, "bound": bound, "within_bound": err <= bound,
+        **transfer_report(cycles, written, read, link, clock_mhz),
         "regions_detail": [{"ops": r.ops, "macs": r.macs, "transfer_bytes": r.transfer_bytes, "calls": r.calls,
                             "offloaded": r.offloaded} for r in exe.regions],
     }  # fmt: skip
@@ -94,6 +104,6 @@ def run_model(
 def bench_byoc(args: argparse.Namespace) -> int:
     base = None if args.config else AccelConfig.from_name(DEFAULT_CONFIG)
     cfg = config_from_args(args, base)
-    out = run_model(args.model, cfg, args.devices, args.min_macs_per_byte, args.seed)
+    out = run_model(args.model, cfg, args.devices, args.min_macs_per_byte, args.seed, args.link, args.clock_mhz)
     print(json.dumps(out, indent=None if args.json else 2))
     return 0

@@ -3,17 +3,23 @@
 ``RunCodegen`` hands every region function to ``relax.ext.pyard`` (registered here from Python)
 and replaces each call with ``R.call_dps_packed(<region symbol>, args)``. The codegen compiles a
 region into a :class:`Program` (a list of runtime operators with their operands and attributes)
-and registers a PackedFunc under the region's symbol; it returns no runtime module, so the Relax
-VM finds the symbol in TVM's global function table when it runs. The PackedFunc runs the program
-on the devices of the bound :class:`runtime.Runtime` and writes the destination tensor. Everything
-else in the module is compiled by TVM for the CPU (``tvm.compile(..., target="llvm")``).
+and returns one runtime module for all regions: C source (``runtime.CSourceModuleCreate``) with
+a function per region symbol that embeds the region's program (JSON) and forwards the call to the
+global function ``pyard.run_region`` (registered when this module is imported). ``tvm.compile``
+imports that module into the executable, and ``export_library`` compiles it into the shared
+library with TVM's CPU code, so the regions survive ``tvm.runtime.load_module`` in another
+process (:func:`load`). ``pyard.run_region`` runs the program on the devices of the bound
+:class:`runtime.Runtime` and writes the destination tensors. Everything else in the module is
+compiled by TVM for the CPU (``tvm.compile(..., target="llvm")``).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +31,10 @@ from byoc.partition import DEFAULT_MACS_PER_BYTE, Region, partition_for_pyard
 from rtl.config import AccelConfig
 from runtime import Runtime, ops
 
-__all__ = ["Program", "PyardExecutable", "Step", "build"]
+__all__ = ["ENTRY", "Program", "PyardExecutable", "Step", "build", "load", "region_source"]
+
+ENTRY = "pyard.run_region"  # the global function every region's C stub calls
+QUANTIZED = ("qdense", "qconv2d")  # int8 QDQ composites: the model's integers on the int8 tile
 
 
 @dataclass
@@ -49,6 +58,14 @@ class Program:
     steps: list[Step]
     results: list[int]
 
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> Program:
+        data = json.loads(text)
+        return Program(data["name"], data["params"], [Step(**step) for step in data["steps"]], data["results"])
+
 
 @dataclass
 class Stats:
@@ -59,8 +76,6 @@ class Stats:
     per_region: dict[str, int] = field(default_factory=dict)
 
 
-_PROGRAMS: dict[str, Program] = {}
-_builds = 0  # builds so far: each build's region symbols are its own
 _bound = threading.local()  # the Runtime regions run on, set by PyardExecutable.__call__
 
 
@@ -90,39 +105,98 @@ def _step(composite: relax.Function, inputs: list[int], out: int) -> Step:
     kind = str(composite.attrs["Composite"]).removeprefix("pyard.")
     slot_of = dict(zip(composite.params, inputs, strict=True))
     step = Step(kind, inputs, out)
-    calls = [b.value for block in composite.body.blocks for b in block.bindings if isinstance(b.value, relax.Call)]
-    for call in calls:
-        if call.op.name == "relax.nn.conv2d":
-            step.stride, step.pad = int(call.attrs.strides[0]), int(call.attrs.padding[0])
-    if kind == "qdense":  # TVM shares equal constants among the parameters: find each by its role
-        dqx, dqw, q = (c for c in calls if c.op.name != "relax.matmul")
+    bound = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
+    calls = [v for v in bound.values() if isinstance(v, relax.Call)]
+    core = next((c for c in calls if c.op.name in ("relax.nn.conv2d", "relax.matmul")), None)
+    if core is None:  # element-wise: its inputs as they are
+        return step
+    if core.op.name == "relax.nn.conv2d":
+        step.stride, step.pad = int(core.attrs.strides[0]), int(core.attrs.padding[0])
+    if kind in QUANTIZED:  # TVM shares equal constants among the parameters: find each by its role
+        dqx, dqw = bound[core.args[0]], bound[core.args[1]]
+        q = next(c for c in calls if c.op.name == "relax.quantize")
         step.inputs = [slot_of[e] for e in (dqx.args[0], dqw.args[0], dqx.args[1], dqw.args[1], q.args[1])]
     return step
 
 
 @tvm.register_global_func("relax.ext.pyard")
 def _codegen(functions: list[relax.Function], options: Any, constant_names: Any) -> list:
-    for func in functions:
-        program = _compile_region(func)
-        _PROGRAMS[program.name] = program
-        tvm.register_global_func(program.name, _packed(program), override=True)
-    return []  # no runtime module: the regions' symbols are global functions
+    programs = [_compile_region(func) for func in functions]
+    if not programs:
+        return []
+    create = tvm.get_global_func("runtime.CSourceModuleCreate")
+    return [create(region_source(programs), "c", [p.name for p in programs], [])]
 
 
-def _packed(program: Program) -> Any:
-    def run(*tensors: Any) -> None:
-        runtime, stats = getattr(_bound, "runtime", None), getattr(_bound, "stats", None)
-        if runtime is None or stats is None:
-            raise RuntimeError(f"pyard region {program.name}: run the model through its PyardExecutable")
-        start = time.perf_counter()
-        outs = run_program(runtime, program, [t.numpy() for t in tensors[: program.params]])
-        for tensor, out in zip(tensors[program.params :], outs, strict=True):
-            tensor.copyfrom(np.ascontiguousarray(out, str(tensor.dtype)))
-        stats.calls += 1
-        stats.seconds += time.perf_counter() - start
-        stats.per_region[program.name] = stats.per_region.get(program.name, 0) + 1
+# The C side of a region: TVM's packed-function ABI (tvm/ffi/c_api.h). Each exported
+# ``__tvm_ffi_<symbol>`` prepends its program (a C string) to the call's arguments and calls the
+# entry point, looked up once; a library loaded without byoc.codegen imported fails with a message.
+# export_library may compile the file as C++: the exports keep C names.
+_C_PRELUDE = """#include <stdlib.h>
+#include <tvm/ffi/c_api.h>
 
-    return run
+#ifdef __cplusplus
+#define PYARD_EXPORT extern "C" TVM_FFI_DLL_EXPORT
+#else
+#define PYARD_EXPORT TVM_FFI_DLL_EXPORT
+#endif
+
+static int pyard_region(const char* program, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
+  static TVMFFIObjectHandle entry = NULL;
+  if (entry == NULL) {
+    TVMFFIByteArray name = {"%(entry)s", %(entry_len)d};
+    if (TVMFFIFunctionGetGlobal(&name, &entry) != 0) return -1;
+    if (entry == NULL) {
+      TVMFFIErrorSetRaisedFromCStr("RuntimeError",
+                                   "%(entry)s is not registered: import byoc.codegen to run pyard regions");
+      return -1;
+    }
+  }
+  TVMFFIAny* packed = (TVMFFIAny*)malloc(sizeof(TVMFFIAny) * (size_t)(num_args + 1));
+  if (packed == NULL) {
+    TVMFFIErrorSetRaisedFromCStr("MemoryError", "pyard region: no memory for the arguments");
+    return -1;
+  }
+  packed[0].type_index = kTVMFFIRawStr;
+  packed[0].zero_padding = 0;
+  packed[0].v_c_str = program;
+  for (int32_t i = 0; i < num_args; ++i) packed[i + 1] = args[i];
+  int status = TVMFFIFunctionCall(entry, packed, num_args + 1, result);
+  free(packed);
+  return status;
+}
+"""
+
+
+def region_source(programs: list[Program]) -> str:
+    """C source of the regions' runtime module: each program as a byte array (no escaping to get
+    wrong) and its exported packed function."""
+    parts = [_C_PRELUDE % {"entry": ENTRY, "entry_len": len(ENTRY)}]
+    for program in programs:
+        data = ",".join(str(byte) for byte in (*program.to_json().encode(), 0))
+        parts.append(
+            f"static const char {program.name}_program[] = {{{data}}};\n"
+            f"PYARD_EXPORT int __tvm_ffi_{program.name}(void* self, const TVMFFIAny* args, int32_t num_args,\n"
+            f"                                    TVMFFIAny* result) {{\n"
+            f"  return pyard_region({program.name}_program, args, num_args, result);\n}}\n"
+        )
+    return "\n".join(parts)
+
+
+@tvm.register_global_func(ENTRY)
+def _run_region(program_json: str, *tensors: Any) -> None:
+    """A region's call from its C stub: ``tensors`` are its parameters, then its outputs."""
+    runtime, stats = getattr(_bound, "runtime", None), getattr(_bound, "stats", None)
+    program = Program.from_json(program_json)
+    if runtime is None or stats is None:
+        raise RuntimeError(f"pyard region {program.name}: run the model through its PyardExecutable")
+    start = time.perf_counter()
+    outs = run_program(runtime, program, [t.numpy() for t in tensors[: program.params]])
+    for tensor, out in zip(tensors[program.params :], outs, strict=True):
+        tensor.copyfrom(np.ascontiguousarray(out, str(tensor.dtype)))
+    stats.calls += 1
+    stats.seconds += time.perf_counter() - start
+    stats.per_region[program.name] = stats.per_region.get(program.name, 0) + 1
 
 
 def run_program(rt: Runtime, program: Program, args: list[npt.NDArray]) -> list[npt.NDArray]:
@@ -137,8 +211,8 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     kind = step.kind
     if kind in ("add", "sub", "mul", "relu", "tanh"):
         return getattr(rt, kind)(*xs)
-    if kind == "qdense":
-        return _qdense(rt, *xs)
+    if kind in QUANTIZED:
+        return _quantized(rt, step, *xs)
     if kind.startswith("dense"):
         y = rt.gemm(xs[0], xs[1])
     else:  # conv2d: NCHW / OIHW in Relax, NHWC / HWIO on the tile
@@ -151,17 +225,24 @@ def _run_step(rt: Runtime, step: Step, xs: list[npt.NDArray]) -> npt.NDArray:
     return y
 
 
-def _qdense(
-    rt: Runtime, xq: npt.NDArray, wq: npt.NDArray, sx: npt.NDArray, sw: npt.NDArray, sy: npt.NDArray
+def _quantized(
+    rt: Runtime, step: Step, xq: npt.NDArray, wq: npt.NDArray, sx: npt.NDArray, sw: npt.NDArray, sy: npt.NDArray
 ) -> npt.NDArray:
-    """The int8 tile's GEMM on the model's integers (exact int32 accumulators, summed over K blocks
-    in int64), requantized on the host as onnxruntime's QLinearMatMul does: ``rint(float32(acc) *
-    float32(sx * sw / sy))``, clipped to int8. The runtime reads the accumulators at full width, so
-    the read-out's own requantization is not used (docs/byoc.md)."""
-    acc = ops.gemm_partials(rt.pool("int8"), xq.view(np.uint8), wq.view(np.uint8))
+    """The int8 tile's GEMM or CONV2D on the model's integers (exact int32 accumulators; GEMM's K
+    blocks summed in int64), requantized on the host as onnxruntime's QLinearMatMul / QLinearConv
+    do: ``rint(float32(acc) * float32(float32(sx * sw) / sy))``, clipped to int8, with ``sw`` one
+    scale or one per output channel. The runtime reads the accumulators at full width, so the
+    read-out's own requantization is not used (docs/byoc.md)."""
+    pool = rt.pool("int8")
+    if step.kind == "qdense":
+        acc = ops.gemm_partials(pool, xq.view(np.uint8), wq.view(np.uint8))
+    else:  # NCHW / OIHW in Relax, NHWC / HWIO on the tile; the channel axis last for the scales
+        x, w = xq.transpose(0, 2, 3, 1).view(np.uint8), wq.transpose(2, 3, 1, 0).view(np.uint8)
+        acc = ops.conv2d_partials(pool, x, w, step.stride, step.pad)
     f32 = np.float32
-    scale = f32(f32(sx) * f32(sw)) / f32(sy)
-    return np.clip(np.rint(acc.astype(f32) * scale), -128, 127).astype(np.int8)
+    scale = (np.asarray(sx, f32) * np.asarray(sw, f32)) / np.asarray(sy, f32)
+    out = np.clip(np.rint(acc.astype(f32) * scale.astype(f32)), -128, 127).astype(np.int8)
+    return out if step.kind == "qdense" else out.transpose(0, 3, 1, 2)
 
 
 def _bias_shape(bias: npt.NDArray, y: npt.NDArray) -> tuple[int, ...]:
@@ -171,9 +252,18 @@ def _bias_shape(bias: npt.NDArray, y: npt.NDArray) -> tuple[int, ...]:
 class PyardExecutable:
     """A model compiled by TVM with its pyard regions; call it with NumPy inputs."""
 
-    def __init__(self, vm: relax.VirtualMachine, runtime: Runtime, regions: list[Region]) -> None:
-        self.vm, self.runtime, self.regions = vm, runtime, regions
+    def __init__(
+        self, vm: relax.VirtualMachine, runtime: Runtime, regions: list[Region], executable: Any = None
+    ) -> None:
+        self.vm, self.runtime, self.regions, self.executable = vm, runtime, regions, executable
         self.stats = Stats()
+
+    def export_library(self, path: str | Path) -> None:
+        """The compiled model as one shared library: TVM's CPU code and the regions' C module
+        (their programs inside); :func:`load` runs it again."""
+        if self.executable is None:
+            raise ValueError("path: this executable was loaded from a library, export that library instead")
+        self.executable.export_library(str(path))
 
     def __call__(self, *inputs: npt.NDArray) -> npt.NDArray:
         _bound.runtime, _bound.stats = self.runtime, self.stats
@@ -182,18 +272,6 @@ class PyardExecutable:
         finally:
             _bound.runtime = _bound.stats = None
         return out.numpy()
-
-
-def _unique_symbols(mod: tvm.IRModule) -> tvm.IRModule:
-    """Region symbols unique to this build: they name global functions, and two models (or two
-    builds of one) may have regions TVM names alike."""
-    global _builds
-    _builds += 1
-    out = mod
-    for index, (gv, func) in enumerate(mod.functions.items()):
-        if isinstance(func, relax.Function) and func.attrs and func.attrs.get("Codegen") == "pyard":
-            out[gv] = func.with_attr("global_symbol", f"pyard_b{_builds}_r{index}")
-    return out
 
 
 def build(
@@ -206,6 +284,12 @@ def build(
     """Partition ``mod`` for pyard, run the codegen, compile the rest for the CPU."""
     cfg = config or runtime.configs[runtime.default_precision]
     mod, regions = partition_for_pyard(mod, cfg, min_macs_per_byte=min_macs_per_byte)
-    mod = relax.transform.RunCodegen()(_unique_symbols(mod))
-    executable = tvm.compile(mod, target="llvm")
-    return PyardExecutable(relax.VirtualMachine(executable, tvm.cpu()), runtime, regions)
+    executable = tvm.compile(relax.transform.RunCodegen()(mod), target="llvm")
+    return PyardExecutable(relax.VirtualMachine(executable, tvm.cpu()), runtime, regions, executable)
+
+
+def load(path: str | Path, runtime: Runtime) -> PyardExecutable:
+    """A library saved with ``PyardExecutable.export_library`` (or TVM's ``export_library`` of the
+    executable), in this or another process: its regions run on ``runtime``'s devices."""
+    library = tvm.runtime.load_module(str(path))
+    return PyardExecutable(relax.VirtualMachine(library, tvm.cpu()), runtime, [])

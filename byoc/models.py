@@ -124,6 +124,33 @@ def qmlp(g: _Graph) -> tuple[onnx.ModelProto, list[int]]:
     return g.model("qmlp", [16, 64], qdense(h, 64, 32, 6 / 127), [16, 32]), [16, 64]
 
 
+def qcnn(g: _Graph) -> tuple[onnx.ModelProto, list[int]]:
+    """Two int8 QDQ convolutions on 1 x 3 x 16 x 16: 3 -> 8 channels, 3 x 3, with one weight scale
+    (per tensor), then 8 -> 16, 3 x 3 at stride 2, with a weight scale per output channel
+    (DequantizeLinear axis 0); per-tensor activation scales, zero points 0, no bias."""
+    zero = _const(g, np.array(0, np.int8))
+
+    def qdq(x: str, scale: float) -> str:
+        s = _const(g, np.array(scale, np.float32))
+        return g.node("DequantizeLinear", [g.node("QuantizeLinear", [x, s, zero]), s, zero])
+
+    def qconv(x: str, cin: int, cout: int, stride: int, per_channel: bool, out_scale: float) -> str:
+        wq = g.name("wq")
+        g.inits.append(numpy_helper.from_array(g.rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), wq))
+        base = 1 / (127 * np.sqrt(cin * 9))
+        if per_channel:  # scales spread over 0.5-2x the base: each channel needs its own
+            scale = _const(g, (base * 2 ** g.rng.uniform(-1, 1, cout)).astype(np.float32))
+            w = g.node("DequantizeLinear", [wq, scale, _const(g, np.zeros(cout, np.int8))], axis=0)
+        else:
+            w = g.node("DequantizeLinear", [wq, _const(g, np.array(base, np.float32)), zero])
+        y = g.node("Conv", [x, w], kernel_shape=[3, 3], strides=[stride, stride], pads=[1, 1, 1, 1])
+        return qdq(y, out_scale)
+
+    h = qconv(qdq("x", 1 / 127), 3, 8, 1, False, 3 / 127)
+    out = qconv(h, 8, 16, 2, True, 6 / 127)
+    return g.model("qcnn", [1, 3, 16, 16], out, [1, 16, 8, 8]), [1, 3, 16, 16]
+
+
 def _const(g: _Graph, value: npt.NDArray) -> str:
     name = g.name("c")
     g.inits.append(numpy_helper.from_array(value, name))
@@ -131,7 +158,7 @@ def _const(g: _Graph, value: npt.NDArray) -> str:
 
 
 MODELS: dict[str, Callable[[_Graph], tuple[onnx.ModelProto, list[int]]]] = {
-    "mlp": mlp, "cnn": cnn, "split": split, "lstm": lstm, "qmlp": qmlp}  # fmt: skip
+    "mlp": mlp, "cnn": cnn, "split": split, "lstm": lstm, "qmlp": qmlp, "qcnn": qcnn}  # fmt: skip
 
 
 def make_model(name: str, seed: int = 0) -> tuple[onnx.ModelProto, npt.NDArray[np.float32]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+import numpy.typing as npt
 import tvm
 import tvm.tirx
 from tvm import relax
@@ -114,29 +116,55 @@ def _elementwise(op: str, name: str) -> FusionPattern:
     return FusionPattern(f"pyard.{name}", root, {"root": root}, _check_elementwise)
 
 
+def _constant(expr: relax.Expr) -> npt.NDArray | None:
+    """The value of a constant (a QDQ scale or zero point), else None."""
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
 def _scalar(expr: relax.Expr) -> float | None:
-    """The value of a scalar constant (a QDQ scale or zero point), else None."""
-    if not isinstance(expr, tvm.ir.expr.Constant):
-        return None
-    value = expr.value.numpy()
-    return float(value) if value.ndim == 0 else None
+    """The value of a scalar constant, else None."""
+    value = _constant(expr)
+    return float(value) if value is not None and value.ndim == 0 else None
 
 
-def _check_qdense(ctx: PatternCheckContext) -> bool:
-    """Per-tensor scales, zero points 0 (the tile's int8 is symmetric), int8 operands and result."""
-    calls = [ctx.annotated_expr[k] for k in ("dqx", "dqw", "root")]
-    if any(_scalar(c.args[1]) is None or _scalar(c.args[2]) != 0 for c in calls):
+def _per_channel(dq: relax.Call, channels: int) -> bool:
+    """A weight dequantize with one scale per output channel (OIHW axis 0) and zero points 0."""
+    scale, zero = _constant(dq.args[1]), _constant(dq.args[2])
+    return (
+        scale is not None
+        and zero is not None
+        and scale.shape == (channels,)
+        and int(dq.attrs.axis) in (0, -4)
+        and not np.any(zero)
+    )
+
+
+def _check_quantized(ctx: PatternCheckContext) -> bool:
+    """Per-tensor activation scales, zero points 0 (the tile's int8 is symmetric), int8 operands
+    and result; conv2d's weights may instead have a scale per output channel."""
+    dqx, dqw, root = (ctx.annotated_expr[k] for k in ("dqx", "dqw", "root"))
+    conv = ctx.annotated_expr.get("conv")
+    if any(_scalar(c.args[1]) is None or _scalar(c.args[2]) != 0 for c in (dqx, root)):
         return False
-    ints = (calls[0].args[0], calls[1].args[0], calls[2])
-    return all(str(e.ty.dtype) == "int8" and len(e.ty.shape) == 2 for e in ints)
+    per_tensor = _scalar(dqw.args[1]) is not None and _scalar(dqw.args[2]) == 0
+    if not (per_tensor or (conv is not None and _per_channel(dqw, int(dqw.args[0].ty.shape[0])))):
+        return False
+    rank = 2 if conv is None else 4
+    ints = (dqx.args[0], dqw.args[0], root)
+    return all(str(e.ty.dtype) == "int8" and len(e.ty.shape) == rank for e in ints) and (
+        conv is None or _check_conv(ctx)
+    )
 
 
-def _qdense() -> FusionPattern:
-    """``quantize(dequantize(xq) @ dequantize(wq))``: an ONNX QDQ MatMul."""
+def _quantized(kind: str) -> FusionPattern:
+    """``quantize(core(dequantize(xq), dequantize(wq)))``: an ONNX QDQ MatMul (``qdense``) or Conv
+    without bias (``qconv2d``)."""
     dqx = is_op("relax.dequantize")(wildcard(), wildcard(), wildcard())
     dqw = is_op("relax.dequantize")(wildcard(), wildcard(), wildcard())
-    root = is_op("relax.quantize")(is_op("relax.matmul")(dqx, dqw), wildcard(), wildcard())
-    return FusionPattern("pyard.qdense", root, {"dqx": dqx, "dqw": dqw, "root": root}, _check_qdense)
+    core = is_op("relax.nn.conv2d" if kind == "conv2d" else "relax.matmul")(dqx, dqw)
+    root = is_op("relax.quantize")(core, wildcard(), wildcard())
+    ann = {"dqx": dqx, "dqw": dqw, "root": root} | ({"conv": core} if kind == "conv2d" else {})
+    return FusionPattern(f"pyard.q{kind}", root, ann, _check_quantized)
 
 
 def pyard_patterns() -> list[FusionPattern]:
@@ -145,7 +173,7 @@ def pyard_patterns() -> list[FusionPattern]:
         table = [_elementwise(op, name) for op, name in ELEMENTWISE.items()]
         table += [_compute(kind, bias, relu) for kind in ("dense", "conv2d") for bias in (False, True)
                   for relu in (False, True)]  # fmt: skip
-        table.append(_qdense())
+        table += [_quantized("dense"), _quantized("conv2d")]
         register_patterns(table)
         _registered.extend(table)
     return list(get_patterns_with_prefix("pyard."))

@@ -160,6 +160,10 @@ class Runtime:
         """Cycles each device has run so far, per tile type."""
         return {p: [d.cycles for d in pool.devices] for p, pool in self._pools.items()}
 
+    def device_bytes(self) -> dict[str, list[tuple[int, int]]]:
+        """Bytes the host has written to and read from each device's memory so far, per tile type."""
+        return {p: [(d.bytes_written, d.bytes_read) for d in pool.devices] for p, pool in self._pools.items()}
+
     def close(self) -> None:
         """Finish the queued tasks and stop every device."""
         self._executor.shutdown(wait=True)
@@ -202,13 +206,17 @@ class Runtime:
 
     # -- operators (runtime/ops.py) ----------------------------------------------------------
 
-    def gemm(self, a: Any, b: Any, *, precision: str | None = None) -> npt.NDArray[np.float64]:
-        return ops.gemm(self.pool(precision), _array(a), _array(b))
+    def gemm(self, a: Any, b: Any, *, precision: str | None = None, digits: int = 1) -> npt.NDArray[np.float64]:
+        """``a @ b``; ``digits=2`` sends the operands as two digits each (three products on the
+        tile, 15-16 bits of operand precision: runtime/quant.py)."""
+        return ops.gemm(self.pool(precision), _array(a), _array(b), digits)
 
-    def fully_connected(self, x: Any, w: Any, *, precision: str | None = None) -> npt.NDArray[np.float64]:
-        """``x @ w`` for a vector or a batch of rows ``x``."""
+    def fully_connected(
+        self, x: Any, w: Any, *, precision: str | None = None, digits: int = 1
+    ) -> npt.NDArray[np.float64]:
+        """``x @ w`` for a vector or a batch of rows ``x``; ``digits`` as :meth:`gemm`."""
         x = _array(x)
-        out = ops.gemm(self.pool(precision), x.reshape(1, -1) if x.ndim == 1 else x, _array(w))
+        out = ops.gemm(self.pool(precision), x.reshape(1, -1) if x.ndim == 1 else x, _array(w), digits)
         return out[0] if x.ndim == 1 else out
 
     def conv2d(self, x: Any, w: Any, *, stride: int = 1, pad: int = 0, precision: str | None = None) -> npt.NDArray:

@@ -3,6 +3,7 @@ with a float64 reference and GPTPU's error measures (its Table 4: MAPE, RMSE).""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import erf, sqrt
@@ -12,7 +13,7 @@ import numpy.typing as npt
 
 from runtime.api import Runtime
 
-__all__ = ["APPS", "AppResult", "run_app"]
+__all__ = ["APPS", "DIGIT_APPS", "AppResult", "run_app"]
 
 Array = npt.NDArray[np.float64]
 
@@ -21,11 +22,14 @@ Array = npt.NDArray[np.float64]
 class AppResult:
     app: str
     size: str
+    digits: int | None  # GEMM operand digits (None: the app has no GEMM)
     mape: float  # mean |got − want| / |want|, in percent (elements with want ≠ 0)
     rmse: float  # root mean square of (got − want) / want, in percent
     cycles_total: int  # device cycles summed over the devices
     cycles_max: int  # the busiest device's cycles: the run's length on devices working in parallel
     device_cycles: list[int]  # each device's cycles
+    bytes_written: list[int]  # each device's bytes written by the host into its memory
+    bytes_read: list[int]  # each device's bytes read back by the host
 
 
 def errors(got: Array, want: Array) -> tuple[float, float]:
@@ -38,29 +42,37 @@ def errors(got: Array, want: Array) -> tuple[float, float]:
 # -- GEMM ---------------------------------------------------------------------------------------
 
 
-def gemm(rt: Runtime, rng: np.random.Generator, n: int) -> tuple[Array, Array]:
+def gemm(rt: Runtime, rng: np.random.Generator, n: int, digits: int = 1) -> tuple[Array, Array]:
     a, b = rng.uniform(0, 1, (n, n)), rng.uniform(0, 1, (n, n))
-    return rt.gemm(a, b), a @ b
+    return rt.gemm(a, b, digits=digits), a @ b
 
 
-# -- BlackScholes: the normal CDF as a ninth-degree polynomial, evaluated by FullyConnected ------
+# -- BlackScholes: the normal CDF as a polynomial, evaluated by FullyConnected ------------------
 
 CND_RANGE = 4.0  # |x| beyond this: CND is 0 or 1 to 3e-5; the polynomial works on t = x / 4
-_T = np.linspace(-1, 1, 401)
-# In the Chebyshev basis (T_0(t) … T_9(t), all within ±1) the coefficients stay below 1 and the
-# terms do not cancel, so int8 operands keep the error of a few int8 steps (monomial coefficients
-# reach ±6 with alternating signs).
-CND_POLY = np.polynomial.chebyshev.chebfit(_T, [0.5 * (1 + erf(CND_RANGE * t / sqrt(2))) for t in _T], 9)
+CND_DEGREE = 15  # max |error| 6.4e-5 on [-4, 4] (degree 9: 4.5e-3, a price MAPE of 1.34 % alone)
+# CND(x) − ½ is odd, so only T_0 and the odd T_k (all within ±1) carry it: degree 15 takes 9
+# columns. In the Chebyshev basis the coefficients stay below 1 and the terms do not cancel
+# (monomial coefficients alternate in sign and grow), so the operands' rounding stays small.
+CND_TERMS = [0, *range(1, CND_DEGREE + 1, 2)]
+_T = np.linspace(-1, 1, 2001)
+CND_POLY = np.polynomial.chebyshev.chebfit(_T, [0.5 * (1 + erf(CND_RANGE * t / sqrt(2))) for t in _T], CND_DEGREE)[
+    CND_TERMS
+]
 
 
-def blackscholes(rt: Runtime, rng: np.random.Generator, n: int) -> tuple[Array, Array]:
+def blackscholes(rt: Runtime, rng: np.random.Generator, n: int, digits: int = 2) -> tuple[Array, Array]:
+    """European calls. The CND of d1 and d2 is one ``fully_connected`` of their Chebyshev basis
+    (the tensor GPTPU builds: one row per input) with the coefficients, its operands in two digits
+    by default: one int8 digit resolves d only to 4/254 ≈ 0.016, which moves the CND by up to
+    0.006, and cheap options magnify that (docs/runtime.md)."""
     s, k = rng.uniform(80, 120, n), rng.uniform(80, 120, n)
     t, v, r = rng.uniform(0.25, 2, n), rng.uniform(0.2, 0.5, n), 0.02
     d1 = (np.log(s / k) + (r + v * v / 2) * t) / (v * np.sqrt(t))
     d2 = d1 - v * np.sqrt(t)
     x = np.clip(np.concatenate([d1, d2]), -CND_RANGE, CND_RANGE) / CND_RANGE
-    basis = np.polynomial.chebyshev.chebvander(x, 9)  # the tensor GPTPU builds: one row per input
-    cnd = rt.fully_connected(basis, CND_POLY[:, None])[:, 0]
+    basis = np.polynomial.chebyshev.chebvander(x, CND_DEGREE)[:, CND_TERMS]
+    cnd = rt.fully_connected(basis, CND_POLY[:, None], digits=digits)[:, 0]
     got = s * cnd[:n] - k * np.exp(-r * t) * cnd[n:]
     cnd64 = np.vectorize(lambda z: 0.5 * (1 + erf(z / sqrt(2))))
     return got, s * cnd64(d1) - k * np.exp(-r * t) * cnd64(d2)
@@ -115,18 +127,22 @@ def _conv_ref(x: Array, w: Array) -> Array:
 # -- PageRank: power iteration with the link matrix -----------------------------------------------
 
 
-def pagerank(rt: Runtime, rng: np.random.Generator, n: int, steps: int = 10, d: float = 0.85) -> tuple[Array, Array]:
+def pagerank(
+    rt: Runtime, rng: np.random.Generator, n: int, steps: int = 10, d: float = 0.85, digits: int = 1
+) -> tuple[Array, Array]:
     links = rng.random((n, n)) < 8 / n
     np.fill_diagonal(links, False)
     links[links.sum(axis=1) == 0, 0] = True  # no dangling pages
     m = (links / links.sum(axis=1, keepdims=True)).T  # column-stochastic
     got = want = np.full((n, 1), 1 / n)
     for _ in range(steps):
-        got = d * rt.gemm(m, got) + (1 - d) / n
+        got = d * rt.gemm(m, got, digits=digits) + (1 - d) / n
         want = d * (m @ want) + (1 - d) / n
     return got, want
 
 
+# The apps whose GEMMs take ``digits`` (HotSpot3D's conv2D has one digit only).
+DIGIT_APPS = ("blackscholes", "gemm", "pagerank")
 APPS: dict[str, tuple[Callable[..., tuple[Array, Array]], int]] = {
     "gemm": (gemm, 128),
     "blackscholes": (blackscholes, 2048),
@@ -135,20 +151,49 @@ APPS: dict[str, tuple[Callable[..., tuple[Array, Array]], int]] = {
 }
 
 
-def run_app(rt: Runtime, app: str, size: int | None = None, seed: int = 0, precision: str | None = None) -> AppResult:
-    """Run ``app`` on ``rt``'s devices; errors against float64 and the device cycles it took."""
+def run_app(
+    rt: Runtime,
+    app: str,
+    size: int | None = None,
+    seed: int = 0,
+    precision: str | None = None,
+    digits: int | None = None,
+) -> AppResult:
+    """Run ``app`` on ``rt``'s devices; errors against float64 and the device cycles it took.
+    ``digits`` overrides the app's GEMM operand digits (DIGIT_APPS only; None: the app's own)."""
     fn, default = APPS[app]
     size = size or default
-    before = _cycles(rt)
-    got, want = fn(_Precision(rt, precision), np.random.default_rng(seed), size)
-    after = _cycles(rt)
-    spent = [a - b for a, b in zip(after, before + [0] * (len(after) - len(before)), strict=True)]
+    if digits is not None and app not in DIGIT_APPS:
+        raise ValueError(f"digits: only {', '.join(DIGIT_APPS)} take it, not {app}")
+    options = {} if digits is None else {"digits": digits}
+    before = _counts(rt)
+    got, want = fn(_Precision(rt, precision), np.random.default_rng(seed), size, **options)
+    after = _counts(rt)
+    # Devices started during the run count from zero.
+    spent = [
+        tuple(a - b for a, b in zip(x, y, strict=True)) for x, y in zip(after, _pad(before, len(after)), strict=True)
+    ]
+    cycles, written, read = ([s[i] for s in spent] for i in range(3))
     mape, rmse = errors(np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel())
-    return AppResult(app, str(size), round(mape, 4), round(rmse, 4), sum(spent), max(spent, default=0), spent)
+    used = digits if digits is not None else _default_digits(fn)
+    return AppResult(
+        app, str(size), used, round(mape, 4), round(rmse, 4), sum(cycles), max(cycles, default=0), cycles, written, read
+    )
 
 
-def _cycles(rt: Runtime) -> list[int]:
-    return [c for cycles in rt.device_cycles().values() for c in cycles]
+def _default_digits(fn: Callable[..., object]) -> int | None:
+    parameter = inspect.signature(fn).parameters.get("digits")
+    return None if parameter is None else int(parameter.default)
+
+
+def _counts(rt: Runtime) -> list[tuple[int, int, int]]:
+    """Each device's cycles, bytes written and bytes read so far."""
+    cycles, moved = rt.device_cycles(), rt.device_bytes()
+    return [(c, *b) for p in cycles for c, b in zip(cycles[p], moved[p], strict=True)]
+
+
+def _pad(counts: list[tuple[int, int, int]], n: int) -> list[tuple[int, int, int]]:
+    return counts + [(0, 0, 0)] * (n - len(counts))
 
 
 class _Precision:

@@ -4,7 +4,7 @@ first served, and the host combines the partial results.
 
 | operator | on the device | on the host |
 | --- | --- | --- |
-| gemm / fully_connected | GEMM command per (M, K, N) block, full accumulators | sum of K partials |
+| gemm / fully_connected | GEMM command per (M, K, N) block, full accumulators | sum of K partials (and digits) |
 | conv2d | CONV2D command per (image, band of output rows, C_out) block, full accumulators | zero padding |
 | add, sub, mul, relu, tanh | VEC ADD / SUB / MUL / RELU / TANH per block of rows | — |
 | mean, max | VEC fold of each row (sum into the accumulator / max) | fold of the row results |
@@ -31,9 +31,22 @@ from runtime import kernels, quant
 from runtime.device import Device
 from runtime.kernels import Block
 
-__all__ = ["ELEMENTWISE", "Pool", "conv2d", "crop", "elementwise", "ext", "gemm", "gemm_edge", "reduce"]
+__all__ = [
+    "DIGITS",
+    "ELEMENTWISE",
+    "Pool",
+    "conv2d",
+    "conv2d_partials",
+    "crop",
+    "elementwise",
+    "ext",
+    "gemm",
+    "gemm_edge",
+    "reduce",
+]
 
 Instruction = Callable[[Device], Block]
+DIGITS = (1, 2)  # GEMM operands as one digit, or two (runtime/quant.py: split_int8, split_bf16)
 # Element-wise operators: the VEC op and the tile types that define it.
 ELEMENTWISE = {
     "add": (VecOp.ADD, ("int8", "bf16")),
@@ -94,27 +107,49 @@ def _check_2d(name: str, x: npt.NDArray) -> None:
 # -- GEMM ---------------------------------------------------------------------------------------
 
 
-def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray) -> npt.NDArray[np.float64]:
+def gemm(pool: Pool, a: npt.NDArray, b: npt.NDArray, digits: int = 1) -> npt.NDArray[np.float64]:
     """``a @ b``: (M, K, N) blocks of at most ``pool.block`` on each edge (less where the device
     memory would not hold them: :func:`gemm_edge`), K partials summed on the host (int64 for int8,
-    float32 in K order for bf16)."""
+    float32 in K order for bf16). ``digits=2`` sends each operand as two digits
+    (runtime/quant.py) and combines three products: :func:`_gemm_two_digits`."""
     _check_2d("a", a)
     _check_2d("b", b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"b: must have {a.shape[1]} rows (the columns of a), got {b.shape[0]}")
+    if digits not in DIGITS:
+        raise ValueError(f"digits: must be one of {', '.join(map(str, DIGITS))}, got {digits!r}")
     _check_int8(pool, a=a, b=b)
     if pool.cfg.dtype != "int8":
+        if digits == 2:
+            return _gemm_two_digits(pool, quant.split_bf16(a), quant.split_bf16(b), 1, 1.0)
         return _accumulators(pool, gemm_partials(pool, quant.bf16_bits(a), quant.bf16_bits(b)), 1.0)
     if pool.scaling == "balanced":
         d = quant.balance(a, b)
         a, b = a * d, b / d[:, None]
         fa, fb = quant.factors(a, 1), quant.factors(b, 0)
-        qb = quant.quantize_sums(b, fb)
     else:
         fa, fb = quant.factor(a), quant.factor(b)
-        qb = quant.quantize(b, fb)
+    if digits == 2:  # the second digit carries the rounding: no column-sum correction needed
+        return _gemm_two_digits(pool, quant.split_int8(a, fa), quant.split_int8(b, fb), quant.DIGIT, fa * fb)
+    qb = quant.quantize_sums(b, fb) if pool.scaling == "balanced" else quant.quantize(b, fb)
     partials = gemm_partials(pool, quant.quantize(a, fa), qb)
     return _accumulators(pool, partials, fa * fb)
+
+
+def _gemm_two_digits(
+    pool: Pool, a: tuple[npt.NDArray, npt.NDArray], b: tuple[npt.NDArray, npt.NDArray], weight: int, f: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """``A·B ≈ A₁B₁ + (A₁B₂ + A₂B₁) / weight`` from digits ``a = (A₁, A₂)``, ``b = (B₁, B₂)``: two
+    products queued together, ``A₁·[B₁ | B₂]`` and ``A₂·B₁`` (A₂B₂ is below the digits'
+    precision). int8: the integers combined exactly in int64 (``weight`` 254) and divided by the
+    factors ``f``; bf16: the fp32 sums added in float64 (``weight`` 1)."""
+    n = b[0].shape[1]
+    first, cross = gemm_partials_many(pool, [(a[0], np.concatenate(b, axis=1)), (a[1], b[0])])
+    if pool.cfg.acc_dtype == "int32":
+        exact = weight * first[:, :n] + first[:, n:] + cross
+        return exact.astype(np.float64) / (weight * np.asarray(f))
+    wide = [np.asarray(p, np.float32).astype(np.float64) for p in (first[:, :n], first[:, n:], cross)]
+    return wide[0] + (wide[1] + wide[2])
 
 
 def gemm_edge(cfg: AccelConfig, block: int, mem_bytes: int) -> int:
@@ -127,49 +162,62 @@ def gemm_edge(cfg: AccelConfig, block: int, mem_bytes: int) -> int:
 def gemm_partials(pool: Pool, qa: npt.NDArray, qb: npt.NDArray) -> npt.NDArray:
     """The tile's A·B on encoded operands, blocked: int64 (int8 tiles) or float32 (bf16) sums of
     the K blocks' full accumulators, in K order."""
-    (m, k), n = qa.shape, qb.shape[1]
+    return gemm_partials_many(pool, [(qa, qb)])[0]
+
+
+def gemm_partials_many(pool: Pool, pairs: list[tuple[npt.NDArray, npt.NDArray]]) -> list[npt.NDArray]:
+    """:func:`gemm_partials` of several (A, B) pairs, their blocks all queued at once (so they
+    spread over the devices together)."""
     edge = gemm_edge(pool.cfg, pool.block, pool.mem_bytes)
-    rows, inner, cols = (_spans(size, edge) for size in (m, k, n))
-    jobs = [(r, i, c) for r in rows for c in cols for i in inner]
+    jobs = []
+    for index, (qa, qb) in enumerate(pairs):
+        rows, inner, cols = (_spans(size, edge) for size in (qa.shape[0], qa.shape[1], qb.shape[1]))
+        jobs += [(index, r, i, c) for r in rows for c in cols for i in inner]
     blocks = _run(
         pool,
-        [partial(kernels.gemm, a=qa[r[0] : r[1], i[0] : i[1]], b=qb[i[0] : i[1], c[0] : c[1]], budget=pool.budget)
-         for r, i, c in jobs],
+        [partial(kernels.gemm, a=pairs[p][0][r[0] : r[1], i[0] : i[1]], b=pairs[p][1][i[0] : i[1], c[0] : c[1]],
+                 budget=pool.budget) for p, r, i, c in jobs],
     )  # fmt: skip
     wide = pool.cfg.acc_dtype == "int32"
-    out = np.zeros((m, n), np.int64 if wide else np.float32)
-    for (r, _, c), block in zip(jobs, blocks, strict=True):
+    outs = [np.zeros((qa.shape[0], qb.shape[1]), np.int64 if wide else np.float32) for qa, qb in pairs]
+    for (p, r, _, c), block in zip(jobs, blocks, strict=True):
         part = block.out.view(np.int32).astype(np.int64) if wide else block.out.view(np.float32)
-        out[r[0] : r[1], c[0] : c[1]] += part
-    return out
+        outs[p][r[0] : r[1], c[0] : c[1]] += part
+    return outs
 
 
 # -- conv2D -------------------------------------------------------------------------------------
 
 
 def conv2d(pool: Pool, x: npt.NDArray, w: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray[np.float64]:
-    """NHWC ``x`` with HWIO ``w`` on the CONV2D command. The input is zero-padded on the host, then
-    cut into instructions of one image, a band of output rows (at most ``block`` output pixels, at
-    least one row) and at most ``block`` output channels; each band reads its input rows with the
-    kernel's halo."""
+    """NHWC ``x`` with HWIO ``w`` on the CONV2D command: the operands encoded (int8 with their
+    factors, or bf16), :func:`conv2d_partials`, the accumulators divided by the factors."""
     _check_conv(x, w, stride, pad)
     _check_int8(pool, x=x, w=w)
     qx, qw, f = _conv_operands(pool, x, w)
+    return _accumulators(pool, conv2d_partials(pool, qx, qw, stride, pad), f)
+
+
+def conv2d_partials(pool: Pool, qx: npt.NDArray, qw: npt.NDArray, stride: int = 1, pad: int = 0) -> npt.NDArray:
+    """The tile's CONV2D on encoded operands (NHWC, HWIO bit patterns): its full accumulators as
+    int32 (int8 tiles) or float32 (bf16). The input is zero-padded on the host, then cut into
+    instructions of one image, a band of output rows (at most ``block`` output pixels, at least
+    one row) and at most ``block`` output channels; each band reads its input rows with the
+    kernel's halo."""
     qx = np.pad(qx, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    kh, kw, _, cout = w.shape
+    kh, kw, _, cout = qw.shape
     oh, ow = (qx.shape[1] - kh) // stride + 1, (qx.shape[2] - kw) // stride + 1
     bands = _spans(oh, max(1, pool.block // ow))
-    jobs = [(n, r, c) for n in range(x.shape[0]) for r in bands for c in _spans(cout, pool.block)]
+    jobs = [(n, r, c) for n in range(qx.shape[0]) for r in bands for c in _spans(cout, pool.block)]
     blocks = _run(
         pool,
         [partial(kernels.conv2d, x=qx[n : n + 1, r[0] * stride : (r[1] - 1) * stride + kh], w=qw[..., c[0] : c[1]],
                  stride=stride, pad=0, budget=pool.budget) for n, r, c in jobs],
     )  # fmt: skip
-    out = np.zeros((x.shape[0], oh, ow, cout), np.uint32)
+    out = np.zeros((qx.shape[0], oh, ow, cout), np.uint32)
     for (n, r, c), block in zip(jobs, blocks, strict=True):
         out[n, r[0] : r[1], :, c[0] : c[1]] = block.out[0]
-    signed = out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
-    return _accumulators(pool, signed, f)
+    return out.view(np.int32) if pool.cfg.acc_dtype == "int32" else out.view(np.float32)
 
 
 def _conv_operands(pool: Pool, x: npt.NDArray, w: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray | float]:

@@ -19,6 +19,13 @@ taken as the largest magnitude (the tile's int8 is symmetric):
   ``a + b`` cannot saturate the int8 result.
 * eq. 7 (mul): ``f = 127 / max|x|`` per input and the product shifted right by 7 on the tile
   (``127² / 2⁷ < 127``), so it cannot saturate either.
+
+GEMM can also take its operands as **two digits** (``digits=2``; GPTPU §10: it "can achieve the
+desired level of precision by iteratively computing on different portions of raw input numbers"):
+int8 ``x · f ≈ q₁ + q₂ / 254`` (:func:`split_int8`; q₂ is the first digit's rounding residual, which
+is within ±½, in 254ths), bf16 ``x ≈ hi + lo`` (:func:`split_bf16`; lo the bf16 of ``x − hi``).
+``A·B ≈ A₁B₁ + (A₁B₂ + A₂B₁)`` (the int8 cross terms weighted 1/254) takes three products on the tile
+instead of one and leaves the operands 15 bits (int8) or 16 bits (bf16) of precision.
 """
 
 from __future__ import annotations
@@ -39,10 +46,13 @@ __all__ = [
     "from_fp32",
     "quantize",
     "quantize_sums",
+    "split_bf16",
+    "split_int8",
 ]
 
 QMAX = 127
 MUL_SHIFT = 7  # eq. 7: the int8 product's right shift on the tile
+DIGIT = 254  # the second int8 digit's weight: a rounding residual within ±½ in 254ths fits ±127
 
 
 def factor(*arrays: npt.ArrayLike) -> float:
@@ -98,6 +108,22 @@ def dequant(q: npt.ArrayLike, bits: int, f: float) -> npt.NDArray[np.float64]:
     signed = {8: np.int8, 32: np.int32, 64: np.int64}[bits]
     unsigned = {8: np.uint8, 32: np.uint32, 64: np.uint64}[bits]
     return np.asarray(q).astype(unsigned).view(signed).astype(np.float64) / f
+
+
+def split_int8(x: npt.ArrayLike, f: npt.ArrayLike) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+    """Two int8 digits of ``x · f`` (``|x · f| ≤ 127``): ``q₁ = rint(x · f)`` and ``q₂`` its
+    residual in 254ths, so ``x · f = q₁ + q₂ / 254`` to within 1/508."""
+    v = np.asarray(x, np.float64) * f
+    q1 = np.clip(np.rint(v), -QMAX, QMAX)
+    q2 = np.clip(np.rint((v - q1) * DIGIT), -QMAX, QMAX)
+    return q1.astype(np.int8).view(np.uint8), q2.astype(np.int8).view(np.uint8)
+
+
+def split_bf16(x: npt.ArrayLike) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.uint16]]:
+    """Two bf16 digits: ``hi`` the bf16 of ``x``, ``lo`` the bf16 of what ``hi`` leaves out, so
+    ``hi + lo`` is ``x`` to 2⁻¹⁷ of its size."""
+    hi = bf16_bits(x)
+    return hi, bf16_bits(np.asarray(x, np.float64) - from_bf16(hi))
 
 
 def bf16_bits(x: npt.ArrayLike) -> npt.NDArray[np.uint16]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
@@ -84,7 +84,7 @@ def test_mlp_regions_equal_the_runtime_operators(rt: Runtime) -> None:
 
 
 def test_builds_keep_their_own_regions(rt: Runtime) -> None:
-    """Region symbols are global functions: a second build must not replace the first's."""
+    """Each build's regions are in its own library: a second build must not replace the first's."""
     first_mod, x, _ = _relax("mlp")
     first = build(first_mod, rt)
     want = first(x)
@@ -93,6 +93,50 @@ def test_builds_keep_their_own_regions(rt: Runtime) -> None:
     second(x2)
     np.testing.assert_array_equal(first(x), want)
     assert set(first.stats.per_region).isdisjoint(second.stats.per_region)
+
+
+# Run in a fresh process: the exported libraries, first without byoc.codegen (the regions' C stubs
+# must say what is missing), then with it, on a runtime of its own.
+_LOAD_SCRIPT = """
+import sys
+from pathlib import Path
+import numpy as np
+import tvm
+from tvm import relax
+
+out = Path(sys.argv[1])
+vm = relax.VirtualMachine(tvm.runtime.load_module(str(out / "split.so")), tvm.cpu())
+try:
+    vm["main"](tvm.runtime.tensor(np.load(out / "split_x.npy")))
+except Exception as error:
+    (out / "unregistered.txt").write_text(str(error))
+from byoc.codegen import load
+from runtime import Runtime
+with Runtime(("4x4-bf16", "4x4-int8")) as rt:
+    for name in ("split", "qmlp"):
+        np.save(out / f"{name}_loaded.npy", load(out / f"{name}.so", rt)(np.load(out / f"{name}_x.npy")))
+"""
+
+
+def test_exported_library_runs_in_a_fresh_process(tmp_path) -> None:
+    """export_library keeps the regions (a C module with their programs, compiled into the
+    library): loaded in another process that imports byoc.codegen, the model gives the same bits
+    as in the process that built it, within the bf16 bound of onnxruntime (split: two regions around
+    the CPU's Sigmoid) or equal to it (qmlp, int8)."""
+    got, want = {}, {}
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        for name in ("split", "qmlp"):
+            mod, x, want[name] = _relax(name)
+            exe = build(mod, both)
+            got[name] = exe(x)
+            exe.export_library(tmp_path / f"{name}.so")
+            np.save(tmp_path / f"{name}_x.npy", x)
+    subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(tmp_path)], check=True, timeout=600)
+    assert "pyard.run_region is not registered: import byoc.codegen" in (tmp_path / "unregistered.txt").read_text()
+    for name in ("split", "qmlp"):
+        np.testing.assert_array_equal(np.load(tmp_path / f"{name}_loaded.npy"), got[name])
+    assert np.abs(got["split"] - want["split"]).max() <= BF16_BOUND * np.abs(want["split"]).max()
+    np.testing.assert_array_equal(got["qmlp"], want["qmlp"])
 
 
 def test_split_model_has_two_regions_around_the_cpu_sigmoid() -> None:
@@ -128,6 +172,34 @@ def test_qdq_mlp_is_exact_on_the_int8_tile(rt: Runtime) -> None:
     np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
 
 
+def test_qdq_cnn_is_exact_on_the_int8_tile() -> None:
+    """int8 QDQ convolutions, one weight scale (3 -> 8) and one per output channel (8 -> 16, stride
+    2): the tile's CONV2D on the model's integers and QLinearConv's requantization give onnxruntime's
+    output exactly, with its graph optimizations on (fused QLinearConv) or off."""
+    row = run_model("qcnn")
+    assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qconv2d", "qconv2d"], ["int8"])
+    assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 8 * 16 * 16 * 27 + 16 * 8 * 8 * 72
+    model, x = make_model("qcnn")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with Runtime(("4x4-bf16", "4x4-int8")) as both:
+        got = build(from_onnx(model, keep_params_in_input=False), both)(x)
+    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+
+
+def test_qdq_conv_with_nonzero_zero_points_is_not_quantized() -> None:
+    """The tile's int8 is symmetric: per-channel zero points other than 0 fail qconv2d's check, so
+    only the first convolution becomes a qconv2d region; the second is a float conv2d (its
+    dequantized operands, bf16 on the tile), not an integer one."""
+    model, _ = make_model("qcnn")
+    inits = {t.name: t for t in model.graph.initializer}
+    per_channel = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and len(n.attribute))
+    inits[per_channel.input[2]].CopyFrom(onnx.numpy_helper.from_array(np.ones(16, np.int8), per_channel.input[2]))
+    _, regions = partition_for_pyard(from_onnx(model, keep_params_in_input=False))
+    assert [(r.ops, r.offloaded) for r in regions] == [(["qconv2d"], True), (["conv2d"], True)]
+
+
 def test_cnn_table_row() -> None:
     """ResNet-8: every conv in one region; the 64x10 classifier (640 MACs, 1,448 bytes) fails the
     cost rule and stays on the CPU with the pooling."""
@@ -144,6 +216,16 @@ def test_bench_cli_json_and_errors() -> None:
     out = subprocess.run([*run, "--model", "mlp", "--json"], capture_output=True, text=True, check=True)
     row = json.loads(out.stdout)
     assert (row["model"], row["config"], row["macs_offloaded"], row["regions"]) == ("mlp", "4x4-bf16", MLP_MACS, 1)
-    for bad, field in ((["--model", "resnet50"], "--model"), (["--min-macs-per-byte", "-1"], "--min-macs-per-byte")):
+    # The transfer model beside the device cycles: the runtime's bytes over GPTPU's PCIe 2.0 lane.
+    assert row["bytes_to_device"] + row["bytes_from_device"] == row["transfer_bytes"] > 0
+    assert row["transfer_seconds"] == row["transfer_bytes"] / 500e6 and row["link"] == "pcie2x1"
+    assert row["cycles_max_with_transfers"] == row["cycles_total"] + round(row["transfer_bytes"] / 500e6 * 100e6)
+    bad_args = (
+        (["--model", "resnet50"], "--model"),
+        (["--min-macs-per-byte", "-1"], "--min-macs-per-byte"),
+        (["--link", "ethernet"], "--link"),
+        (["--clock-mhz", "0"], "--clock-mhz"),
+    )
+    for bad, field in bad_args:
         err = subprocess.run([*run, *bad], capture_output=True, text=True)
         assert err.returncode == 2 and field in err.stderr and "Traceback" not in err.stderr

@@ -5,6 +5,7 @@ errors by name, a cycle budget that stops the device). Small shapes; the 4x4 til
 the ones tests/test_tilesim.py builds."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 from rtl.config import AccelConfig
 from rtl.vector.ops import VecOp
-from runtime import DeviceError, DeviceHung, Runtime, kernels, ops, quant
+from runtime import DeviceError, DeviceHung, Runtime, apps, kernels, link, ops, quant
 from runtime.device import Device
 from sim.cli import main
 
@@ -107,6 +108,49 @@ def test_gemm_bf16_exact(rt, m, k, n) -> None:
     got = rt.gemm(a, b, precision="bf16")
     assert np.array_equal(got, want.astype(np.float64))
     assert np.allclose(got, quant.from_bf16(qa) @ quant.from_bf16(qb), rtol=1e-2, atol=1e-2)
+
+
+def _ints(q: np.ndarray) -> np.ndarray:
+    return q.view(np.int8).astype(np.int64)
+
+
+@pytest.mark.parametrize("scaling", ["balanced", "tensor"])
+def test_gemm_int8_two_digits_exact(runtimes, scaling) -> None:
+    """digits=2: the integer products of the two digits, combined exactly, over the factors; and
+    15 bits of operand precision instead of 8 (GPTPU's "portions of raw input numbers")."""
+    a, b = _rng(21).normal(0, 3, (9, 7)), _rng(22).uniform(-1, 2, (7, 5))
+    if scaling == "balanced":
+        d = quant.balance(a, b)
+        sa, sb = a * d, b / d[:, None]
+        fa, fb = quant.factors(sa, 1), quant.factors(sb, 0)
+    else:
+        sa, sb, fa, fb = a, b, quant.factor(a), quant.factor(b)
+    (a1, a2), (b1, b2) = quant.split_int8(sa, fa), quant.split_int8(sb, fb)
+    assert np.all(np.abs(sa * fa - (_ints(a1) + _ints(a2) / quant.DIGIT)) <= 0.5 / quant.DIGIT + 1e-12)
+    exact = quant.DIGIT * (_ints(a1) @ _ints(b1)) + _ints(a1) @ _ints(b2) + _ints(a2) @ _ints(b1)
+    got = runtimes[scaling].gemm(a, b, precision="int8", digits=2)
+    assert np.array_equal(got, exact / (quant.DIGIT * (fa * fb)))
+    one = runtimes[scaling].gemm(a, b, precision="int8")
+    scale = np.max(np.abs(a @ b))
+    assert np.max(np.abs(got - a @ b)) < 1e-3 * scale < np.max(np.abs(one - a @ b))
+
+
+def test_gemm_bf16_two_digits_exact(rt) -> None:
+    """hi·hi + (hi·lo + lo·hi) from the GEMM model (one block: K ≤ 4), near float64."""
+    a, b = _rng(23).normal(0, 2, (6, 4)), _rng(24).normal(0, 2, (4, 3))
+    (ah, al), (bh, bl) = quant.split_bf16(a), quant.split_bf16(b)
+    assert np.max(np.abs(quant.from_bf16(ah) + quant.from_bf16(al) - a) / np.abs(a)) <= 2.0**-17
+    model = [
+        kernels.gemm_model(BF16, x, y).view(np.float32).astype(np.float64) for x, y in ((ah, bh), (ah, bl), (al, bh))
+    ]
+    got = rt.gemm(a, b, precision="bf16", digits=2)
+    assert np.array_equal(got, model[0] + (model[1] + model[2]))
+    assert np.max(np.abs(got - a @ b)) < 2.0**-14 * np.max(np.abs(a @ b))
+
+
+def test_gemm_digits_are_checked(rt) -> None:
+    with pytest.raises(ValueError, match="digits: must be one of 1, 2, got 3"):
+        rt.gemm(np.ones((2, 2)), np.ones((2, 2)), digits=3)
 
 
 def test_gemm_blocks_fit_the_device_memory() -> None:
@@ -332,3 +376,52 @@ def test_bench_runtime(capsys) -> None:
     assert 0 <= result["mape"] < 1.0  # GPTPU's bound
     assert 0 < result["cycles_max"] < result["cycles_total"] == sum(result["device_cycles"])
     assert len(result["device_cycles"]) == 2 and max(result["device_cycles"]) == result["cycles_max"]
+    moved = sum(result["bytes_written"]) + sum(result["bytes_read"])
+    assert result["transfer_seconds"] == pytest.approx(moved / 500e6) and result["link"] == "pcie2x1"
+    assert result["cycles_max_with_transfers"] > result["cycles_max"]
+    assert main(["bench", "runtime", "--app", "hotspot3d", "--digits", "2"]) == 2
+    assert "--digits = 2 is invalid for --app hotspot3d" in capsys.readouterr().err
+
+
+def test_blackscholes_cnd_polynomial() -> None:
+    """The CND polynomial's own error (float64) is far below what the device's operands add."""
+    x = np.linspace(-apps.CND_RANGE, apps.CND_RANGE, 4001)
+    cnd = np.polynomial.chebyshev.chebvander(x / apps.CND_RANGE, apps.CND_DEGREE)[:, apps.CND_TERMS] @ apps.CND_POLY
+    want = 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    assert np.max(np.abs(cnd - want)) < 1e-4
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_blackscholes_within_gptpu_bound(rt, precision) -> None:
+    """GPTPU's Table 4 bound (MAPE < 1 %) with the app's two digits; one int8 digit misses it."""
+    result = apps.run_app(rt, "blackscholes", size=64, precision=precision)
+    assert result.digits == 2 and result.mape < 0.1 and result.rmse < 1.0
+    if precision == "int8":
+        assert apps.run_app(rt, "blackscholes", size=64, precision="int8", digits=1).mape > 1.0
+    with pytest.raises(ValueError, match="digits: only blackscholes, gemm, pagerank take it, not hotspot3d"):
+        apps.run_app(rt, "hotspot3d", size=4, precision=precision, digits=2)
+
+
+# -- the host link ------------------------------------------------------------------------------
+
+
+def test_transfer_report_arithmetic() -> None:
+    """(written + read) / bandwidth per device, in cycles at the clock, added to that device's
+    cycles; the run's length is the busiest device's sum."""
+    report = link.transfer_report([1000, 50_000], [400_000, 0], [100_000, 250], "pcie2x1", 100.0)
+    assert report["link_bytes_per_second"] == 500e6  # 5 GT/s, 8b/10b: 4 Gb/s
+    assert (report["bytes_to_device"], report["bytes_from_device"]) == (400_000, 100_250)
+    assert report["transfer_seconds"] == pytest.approx(1e-3 + 0.5e-6)
+    assert report["transfer_cycles"] == [100_000, 50] and report["cycles_max_with_transfers"] == 101_000
+    assert link.transfer_report([10], [0], [0], "pcie3x4", 250.0)["link_bytes_per_second"] == 4 * 8e9 * 128 / 130 / 8
+    with pytest.raises(ValueError, match="link: must be one of pcie2x1, pcie3x4, usb3, got 'pci'"):
+        link.transfer_report([0], [0], [0], "pci")
+
+
+def test_device_bytes_count_a_block(rt) -> None:
+    """One int8 GEMM block: A and B written (one byte an element), C read (4 bytes an element)."""
+    rt.pool("int8")  # started, so its counts exist before the call
+    before = [sum(x) for x in zip(*rt.device_bytes()["int8"], strict=True)]
+    rt.gemm(np.ones((3, 4)), np.ones((4, 2)), precision="int8")
+    after = [sum(x) for x in zip(*rt.device_bytes()["int8"], strict=True)]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [3 * 4 + 4 * 2, 3 * 2 * 4]
