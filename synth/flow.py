@@ -36,6 +36,8 @@ ECP5_DEVICE = ("--85k", "--speed", "6", "--package", "CABGA381")
 NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 # An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
+_NUMBERED_RE = re.compile(r"([\w.:]*)\$(\d+)")  # a generated name's number and what precedes it
+_HEADER_RE = re.compile(r"^module (\\?\S+?) ?\(([^)]*)\);", re.M)
 _INSTANCE_RE = re.compile(r"^\s+\\?(\S+)\s+\\?\S+\s*\($", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
@@ -173,7 +175,7 @@ def _block_modules(
     names = subtree(texts, block)
     text = "".join(texts[n] for n in names)
     keep_here = [n for n in names if n in keep and n != block]
-    key = "\0".join([text, block, opts.family, *keep_here, tool_versions()])
+    key = "\0".join([_canonical(text), block, opts.family, *keep_here, tool_versions()])
     directory = root / "synth" / "blocks" / f"{block}-{opts.family}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if not (directory / "stat.json").exists():
         work = _fresh(directory.with_name(directory.name + ".tmp"))
@@ -181,6 +183,29 @@ def _block_modules(
         _run_yosys(work, yosys_script(work / "block.v", block, keep_here, opts, None, block=True))
         _publish(work, directory)
     return stat_modules(json.loads((directory / "stat.json").read_text()))
+
+
+def _canonical(text: str) -> str:
+    """``text`` with the generated names renumbered. Amaranth numbers them (``\\port$16162$4``,
+    ``dump_module$42``, ``\\$184``) across the whole design, so the same block in another design (a
+    tile beside one core or sixteen) differs in them, and in the order of its header's ports (the
+    parent's elaboration order; every instance connects them by name). Each module's numbers are
+    replaced by their rank among the module's numbers of the same prefix, and the header's ports are
+    sorted: a one-to-one renaming, so blocks that differ in anything else keep different texts."""
+    modules = split_modules(_HEADER_RE.sub(_sorted_ports, text))
+    return "".join(_renumbered(module) for module in modules.values())
+
+
+def _renumbered(module: str) -> str:
+    numbers: dict[str, set[int]] = {}
+    for prefix, number in _NUMBERED_RE.findall(module):
+        numbers.setdefault(prefix, set()).add(int(number))
+    rank = {prefix: {str(n): str(i) for i, n in enumerate(sorted(found))} for prefix, found in numbers.items()}
+    return _NUMBERED_RE.sub(lambda m: f"{m[1]}${rank[m[1]][m[2]]}", module)
+
+
+def _sorted_ports(header: re.Match[str]) -> str:
+    return f"module {header[1]}({', '.join(sorted(p.strip() for p in header[2].split(',')))});"
 
 
 def _run_yosys(work: Path, script: str) -> dict[str, dict[str, int]]:

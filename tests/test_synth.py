@@ -131,3 +131,48 @@ def test_blocks_and_shared_modules_are_found_in_the_verilog() -> None:
     everything = subtree(texts, "tile")
     assert set(everything) == set(texts)  # every module of the file is reached from the top
     assert set(kept_blocks(text, "tile", 1)) <= set(everything)
+
+
+class _Counter(wiring.Component):
+    """A block whose generated names Amaranth numbers across the whole design."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__({"en": In(1), "step": In(width), "count": Out(width), "odd": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        with m.If(self.en):
+            m.d.sync += self.count.eq(self.count + self.step + 1)
+        m.d.comb += self.odd.eq(self.count[0] ^ self.step[1])
+        return m
+
+
+class _Parent(wiring.Component):
+    def __init__(self, width: int, before: int) -> None:
+        super().__init__({"a": In(8), "y": Out(8), "z": Out(width)})
+        self.width, self.before = width, before
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        y = self.a
+        for k in range(self.before):  # blocks converted before this one shift its generated names
+            m.submodules[f"a{k}"] = other = _Counter(8)
+            m.d.comb += [other.en.eq(y[0]), other.step.eq(y)]
+            y = other.count
+        m.d.comb += self.y.eq(y)
+        m.submodules.block = block = _Counter(self.width)
+        m.d.comb += [block.en.eq(self.a[0]), block.step.eq(self.a), self.z.eq(block.count)]
+        return m
+
+
+def test_a_block_is_cached_by_its_text_up_to_generated_names() -> None:
+    """The same block in two designs has the same cache text although Amaranth numbered its names
+    differently; a block with other logic does not."""
+    from synth.flow import _canonical, split_modules
+
+    def block(width: int, before: int) -> str:
+        return split_modules(shared.convert(_Parent(width, before), "top"))["top.block"]
+
+    one, other, wider = block(8, 0), block(8, 5), block(9, 0)
+    assert one != other and _canonical(one) == _canonical(other)
+    assert _canonical(wider) != _canonical(one)
