@@ -134,8 +134,8 @@ def test_model_requant_rows() -> None:
         engine_model.run(cfg, cmd, sp, acc)
         clamped = np.clip(shift, -31, 30)
         if double:
-            raw = np.array([[quant.mbqm_double(int(v), int(m), int(s)) for v, m, s in zip(row, mult, clamped)]
-                            for row in x])  # fmt: skip
+            terms = [zip(row, mult, clamped, strict=True) for row in x]
+            raw = np.array([[quant.mbqm_double(int(v), int(m), int(s)) for v, m, s in row] for row in terms])
         else:
             raw = quant.multiply_by_quantized_multiplier(x, mult, clamped, False)
         want = np.clip(raw - 5, -100, 120)
