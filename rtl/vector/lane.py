@@ -17,6 +17,9 @@ Pipeline, one result per cycle, every op ``LATENCY`` = 2 cycles from its operand
    reads its tables;
 2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result
    (the function's value comes straight from ``fn_y``), registered into ``y``.
+
+REQUANT (int8) uses the same two stages: stage 1 shifts ``a`` left (two-rounding form) in front of
+the product by the multiplier ``b``; stage 2 rounds, adds the zero point and clamps.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
