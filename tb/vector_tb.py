@@ -23,7 +23,7 @@ from rtl.vector.engine_model import VecCommand
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 from tb import stimulus
 from tb.tile_cases import unit_scale
-from tb.tile_tb import EXEC, FENCE, LOAD, STORE, Tile, gemm_reference, get, put, start, tb_args
+from tb.tile_tb import EXEC, FENCE, LOAD, STORE, Tile, gemm_reference, get, put, run_gemm_loop, start, tb_args
 from tb.vector_cases import stream_case
 
 ROWS = 80  # rows of each memory the tests use
@@ -410,3 +410,23 @@ async def tile_lstm_step(dut) -> None:
     for command in program:
         engine_model.run(cfg, command, mems.sp, mems.acc)
     mems.check("LSTM step")
+
+
+@cocotb.test()
+async def tile_requant_then_gemm(dut) -> None:
+    """The deploy executor's order on one tile: a GEMM with a bias row, then standalone LOADs, VEC
+    REQUANTs and STOREs (the driver's requantization), then GEMMs with a bias again. The loop's
+    outstanding counts must not take the standalone STOREs' finishes for its own (they drove its
+    STORE count below zero, and a GEMM with a bias then waited forever for it)."""
+    t = await start(dut)
+    case = {"m": 3, "k": 5, "n": 7, "bias": 2}
+    await run_gemm_loop(t, case, seed=41)
+    rng = np.random.default_rng(41)
+    mems = Memories(t, rng)
+    cmds = [random_requant(t.cfg, rng) for _ in range(4)] if t.cfg.dtype == "int8" else []
+    await run_commands(t, mems.load_commands() + [c.words() for c in cmds] + mems.store_commands())
+    for c in cmds:
+        engine_model.run(t.cfg, c, mems.sp, mems.acc)
+    mems.check("requant")
+    for seed in (42, 43):
+        await run_gemm_loop(t, case, seed=seed)
