@@ -296,13 +296,12 @@ int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c) {
 int pyard_conv2d(const pyard_conv2d_t *c) { return pyard_tile_conv2d(0, c); }
 
 #if PYARD_DTYPE_INT8 && PYARD_ACC_INT32
-/* Rows of each local memory a requantization chunk may use (a whole number per bank, as the tile
- * counts them; docs/tile.md): accumulator rows 0-1 hold the parameters, the rest the chunk. */
+/* Rows of each local memory the requantization may use (a whole number per bank, as the tile
+ * counts them; docs/tile.md). */
 #define RQ_ACC_ROWS (PYARD_ACC_KIB * 1024u / (PYARD_COLS * 4u) / PYARD_ACC_BANKS * PYARD_ACC_BANKS)
 #define RQ_DIM (PYARD_ROWS > PYARD_COLS ? PYARD_ROWS : PYARD_COLS)
 #define RQ_SP_ROWS (PYARD_SP_KIB * 1024u / RQ_DIM / PYARD_SP_BANKS * PYARD_SP_BANKS)
 #define RQ_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define RQ_CHUNK RQ_MIN(RQ_MIN(RQ_ACC_ROWS - 2u, RQ_SP_ROWS), 65535u)
 
 static int check_requant(const pyard_requant_t *r) {
   if (r->rows == 0 || r->rows > 0x7fffffffu) return invalid("rows", (unsigned)r->rows, "1 to 2^31 - 1");
@@ -324,30 +323,54 @@ static int load_acc(unsigned tile, const int32_t *src, uint32_t stride, uint32_t
   return pyard_tile_push(tile, words, 5);
 }
 
+/* One pass over `n` rows from r0 of the column blocks g0 … g0 + nb − 1: every block's LOAD, one
+ * FENCE, every block's VEC, one FENCE, every block's STORE, so the DMA overlaps the blocks. Block
+ * j's parameters are accumulator rows 2j, 2j + 1 (loaded with the pass's first rows), its int32
+ * rows follow all parameters (2·nb + j·n), its int8 rows are scratchpad rows j·n. The next pass's
+ * LOADs overwrite only rows whose VECs have finished (before the second FENCE), and its VECs wait
+ * for these STOREs at its first FENCE. */
+static int requant_pass(unsigned tile, const pyard_requant_t *r, size_t g0, uint32_t nb, size_t r0, uint32_t n,
+                        uint32_t scalar) {
+  const uint32_t fence = PYARD_OP_FENCE;
+  int err = 0;
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const size_t c0 = (g0 + j) * PYARD_COLS;
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - c0, (size_t)PYARD_COLS);
+    if (r0 == 0) err = load_acc(tile, r->mult + c0, 4, 1, w, 2 * j);
+    if (!err && r0 == 0) err = load_acc(tile, r->shift + c0, 4, 1, w, 2 * j + 1);
+    if (!err) err = load_acc(tile, r->acc + r0 * r->stride_acc + c0, (uint32_t)(r->stride_acc * 4), n, w, 2 * nb + j * n);
+  }
+  if (!err) err = pyard_tile_push(tile, &fence, 1);
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - (g0 + j) * PYARD_COLS, (size_t)PYARD_COLS);
+    const uint32_t vec[5] = {PYARD_OP_VEC | PYARD_VEC_A_ACC | PYARD_VEC_B_ACC | PYARD_VEC_OP(PYARD_VEC_REQUANT), scalar,
+                             n | w << 16, (2 * nb + j * n) | (2 * j) << 16, j * n};
+    err = pyard_tile_push(tile, vec, 5);
+  }
+  if (!err) err = pyard_tile_push(tile, &fence, 1);
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const size_t c0 = (g0 + j) * PYARD_COLS;
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - c0, (size_t)PYARD_COLS);
+    const uint32_t store[6] = {PYARD_OP_STORE | 1u << 12, (uint32_t)(uintptr_t)(r->out + r0 * r->stride_out + c0),
+                               (uint32_t)r->stride_out, n | w << 16, j * n, 0};
+    err = pyard_tile_push(tile, store, 6);
+  }
+  return err;
+}
+
 int pyard_tile_requant_push(unsigned tile, const pyard_requant_t *r) {
   int err = use_tile(tile);
   if (!err) err = check_requant(r);
   const uint32_t scalar = (uint32_t)(r->zero_point & 0xff) | (uint32_t)(r->act_min & 0xff) << 8 |
                           (uint32_t)(r->act_max & 0xff) << 16 | (uint32_t)r->double_round << 24;
-  const uint32_t fence = PYARD_OP_FENCE;
-  for (size_t c0 = 0; c0 < r->cols && !err; c0 += PYARD_COLS) {
-    const uint32_t w = (uint32_t)RQ_MIN(r->cols - c0, (size_t)PYARD_COLS);
-    err = load_acc(tile, r->mult + c0, 4, 1, w, 0);
-    if (!err) err = load_acc(tile, r->shift + c0, 4, 1, w, 1);
-    for (size_t r0 = 0; r0 < r->rows && !err; r0 += RQ_CHUNK) {
-      const uint32_t n = (uint32_t)RQ_MIN(r->rows - r0, (size_t)RQ_CHUNK);
-      err = load_acc(tile, r->acc + r0 * r->stride_acc + c0, (uint32_t)(r->stride_acc * 4), n, w, 2);
-      /* A in the accumulator from row 2, B the parameter rows 0-1, D scratchpad rows from 0. */
-      const uint32_t vec[5] = {PYARD_OP_VEC | PYARD_VEC_A_ACC | PYARD_VEC_B_ACC | PYARD_VEC_OP(PYARD_VEC_REQUANT),
-                               scalar, n | w << 16, 2, 0};
-      const uint32_t store[6] = {PYARD_OP_STORE | 1u << 12, (uint32_t)(uintptr_t)(r->out + r0 * r->stride_out + c0),
-                                 (uint32_t)r->stride_out, n | w << 16, 0, 0};
-      /* The units are ordered only by FENCEs: LOAD before VEC, VEC before STORE (and before the next
-       * chunk's LOADs overwrite its rows; the next VEC waits for this STORE by the same fences). */
-      if (!err) err = pyard_tile_push(tile, &fence, 1);
-      if (!err) err = pyard_tile_push(tile, vec, 5);
-      if (!err) err = pyard_tile_push(tile, &fence, 1);
-      if (!err) err = pyard_tile_push(tile, store, 6);
+  const size_t blocks = (r->cols + PYARD_COLS - 1) / PYARD_COLS;
+  /* Blocks per group: each needs at least its two parameter rows and one row of results. */
+  const size_t group = RQ_MIN(blocks, (size_t)RQ_MIN(RQ_ACC_ROWS / 3u, RQ_SP_ROWS));
+  for (size_t g0 = 0; g0 < blocks && !err; g0 += group) {
+    const uint32_t nb = (uint32_t)RQ_MIN(group, blocks - g0);
+    const size_t per = RQ_MIN(RQ_MIN((size_t)(RQ_ACC_ROWS / nb - 2), (size_t)(RQ_SP_ROWS / nb)), (size_t)65535);
+    for (size_t r0 = 0; r0 < r->rows && !err; r0 += per) {
+      err = requant_pass(tile, r, g0, nb, r0, (uint32_t)RQ_MIN(per, r->rows - r0), scalar);
     }
   }
   return err;
