@@ -37,6 +37,8 @@ NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 # An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
 _NUMBERED_RE = re.compile(r"([\w.:]*)\$(\d+)")  # a generated name's number and what precedes it
+_DECLARATION_RE = re.compile(r"^\s+(wire|reg|input|output|inout)\b[^;]*;$")
+_CONNECTION_RE = re.compile(r"^\s+\.\S+\s*\(.*\),?$")
 _HEADER_RE = re.compile(r"^module (\\?\S+?) ?\(([^)]*)\);", re.M)
 _INSTANCE_RE = re.compile(r"^\s+\\?(\S+)\s+\\?\S+\s*\($", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
@@ -186,14 +188,14 @@ def _block_modules(
 
 
 def _canonical(text: str) -> str:
-    """``text`` with the generated names renumbered. Amaranth numbers them (``\\port$16162$4``,
-    ``dump_module$42``, ``\\$184``) across the whole design, so the same block in another design (a
-    tile beside one core or sixteen) differs in them, and in the order of its header's ports (the
-    parent's elaboration order; every instance connects them by name). Each module's numbers are
-    replaced by their rank among the module's numbers of the same prefix, and the header's ports are
-    sorted: a one-to-one renaming, so blocks that differ in anything else keep different texts."""
-    modules = split_modules(_HEADER_RE.sub(_sorted_ports, text))
-    return "".join(_renumbered(module) for module in modules.values())
+    """``text`` as the same hardware in any design. Amaranth numbers generated names
+    (``\\port$16162$4``, ``dump_module$42``, ``\\$184``) across the whole design and orders a
+    module's ports, declarations and an instance's named connections as the parent's elaboration
+    went, so the same block in another design (a tile beside one core or sixteen) differs in those.
+    Each module's numbers are replaced by their rank among its numbers of the same prefix (a
+    one-to-one renaming), and the header's ports, each run of declarations and each run of named
+    connections are sorted (Verilog gives their order no meaning); everything else keeps its order."""
+    return "".join(_ordered(_renumbered(module)) for module in split_modules(text).values())
 
 
 def _renumbered(module: str) -> str:
@@ -204,8 +206,36 @@ def _renumbered(module: str) -> str:
     return _NUMBERED_RE.sub(lambda m: f"{m[1]}${rank[m[1]][m[2]]}", module)
 
 
+def _ordered(module: str) -> str:
+    module = _HEADER_RE.sub(_sorted_ports, module)
+    out: list[str] = []
+    run: list[str] = []
+    kind = None
+    for line in [*module.split("\n"), None]:
+        this = None if line is None else _unordered_kind(line)
+        if run and this != kind:
+            # a key, not Verilog: the connections' commas go, since the last one has none
+            out += sorted(line.rstrip(",") for line in run) if kind == "connection" else sorted(run)
+            run = []
+        kind = this
+        if this is not None:
+            run.append(line)
+        elif line is not None:
+            out.append(line)
+    return "\n".join(out)
+
+
 def _sorted_ports(header: re.Match[str]) -> str:
     return f"module {header[1]}({', '.join(sorted(p.strip() for p in header[2].split(',')))});"
+
+
+def _unordered_kind(line: str) -> str | None:
+    """Whether ``line`` is a declaration or a named connection (order free in Verilog), or neither."""
+    if _DECLARATION_RE.match(line):
+        return "declaration"
+    if _CONNECTION_RE.match(line):
+        return "connection"
+    return None
 
 
 def _run_yosys(work: Path, script: str) -> dict[str, dict[str, int]]:

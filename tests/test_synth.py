@@ -176,3 +176,19 @@ def test_a_block_is_cached_by_its_text_up_to_generated_names() -> None:
     one, other, wider = block(8, 0), block(8, 5), block(9, 0)
     assert one != other and _canonical(one) == _canonical(other)
     assert _canonical(wider) != _canonical(one)
+
+
+def test_block_cache_text_ignores_only_what_verilog_leaves_unordered() -> None:
+    """Declarations, a header's ports and an instance's named connections may come in any order,
+    and generated names with any numbers; a connection to another net is another block."""
+    from synth.flow import _canonical
+
+    def module(ports: str, decls: list[str], conns: list[str], net: str) -> str:
+        body = "".join(f"  {d};\n" for d in decls) + "  sub u (\n" + ",\n".join(f"    {c}" for c in conns)
+        return f"module \\top.b ({ports});\n{body}\n  );\n  assign y = {net} ;\nendmodule\n"
+
+    one = module("a, y, \\port$12$0 ", ["input a", "output y", "wire \\$7 "], [".x(a)", ".q(\\$7 )"], "\\$7")
+    same = module("\\port$40$0 , y, a", ["wire \\$9 ", "output y", "input a"], [".q(\\$9 )", ".x(a)"], "\\$9")
+    other = module("a, y, \\port$12$0 ", ["input a", "output y", "wire \\$7 "], [".x(\\$7 )", ".q(a)"], "\\$7")
+    assert _canonical(one) == _canonical(same)
+    assert _canonical(other) != _canonical(one)
