@@ -163,13 +163,7 @@ def test_qdq_mlp_is_exact_on_the_int8_tile(rt: Runtime) -> None:
     row = run_model("qmlp")
     assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qdense", "qdense"], ["int8"])
     assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 16 * 64 * (64 + 32)
-    model, x = make_model("qmlp")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    with Runtime(("4x4-bf16", "4x4-int8")) as both:
-        got = build(from_onnx(model, keep_params_in_input=False), both)(x)
-    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+    _equals_unoptimized_onnxruntime("qmlp")
 
 
 def test_qdq_cnn_is_exact_on_the_int8_tile() -> None:
@@ -179,7 +173,13 @@ def test_qdq_cnn_is_exact_on_the_int8_tile() -> None:
     row = run_model("qcnn")
     assert (row["regions"], row["regions_detail"][0]["ops"], row["tile_types"]) == (1, ["qconv2d", "qconv2d"], ["int8"])
     assert row["max_err_rel"] == 0.0 and row["macs_offloaded"] == row["macs"] == 8 * 16 * 16 * 27 + 16 * 8 * 8 * 72
-    model, x = make_model("qcnn")
+    _equals_unoptimized_onnxruntime("qcnn")
+
+
+def _equals_unoptimized_onnxruntime(name: str) -> None:
+    """The model on both tiles against onnxruntime without graph optimizations (float DequantizeLinear,
+    MatMul or Conv, QuantizeLinear), exactly."""
+    model, x = make_model(name)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     plain = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
