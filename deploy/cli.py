@@ -108,6 +108,7 @@ def run_on_soc(model: Model, cfg: SocConfig, inputs: list[npt.NDArray], max_cycl
     cyc = np.frombuffer(raw, "<u4", n, hd["infer_cycles"] - tail)
     per_layer = np.frombuffer(raw, "<u4", hd["n_layers"], hd["layer_cycles"] - tail)
     in_tile = np.frombuffer(raw, "<u4", hd["n_layers"], hd["tile_cycles"] - tail)
+    takes = np.frombuffer(raw, "<u4", cfg.tiles, hd["tile_takes"] - tail)
     hart0 = len(range(0, n, harts))  # the per-layer cycles are hart 0's inferences' sums
     layers = [
         {"layer": i, "op": op, "where": "tile+hart" if op in ("CONV_2D", "FULLY_CONNECTED") else "hart",
@@ -119,7 +120,8 @@ def run_on_soc(model: Model, cfg: SocConfig, inputs: list[npt.NDArray], max_cycl
         "inferences": n,
         "ok": res.exit_code == 0, "exit_code": res.exit_code, "console": res.console.strip(),
         "cycles_per_inference": int(np.mean(cyc)), "cycles_per_inference_min": int(cyc.min()),
-        "run_cycles": res.cycles, "layers": layers, "outputs": [host_output(model, p, y) for y in outs],
+        "run_cycles": res.cycles, "tile_layers": [int(k) for k in takes], "layers": layers,
+        "outputs": [host_output(model, p, y) for y in outs],
     }  # fmt: skip
 
 

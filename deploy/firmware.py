@@ -18,12 +18,13 @@ import numpy.typing as npt
 
 from deploy.model import DeployError, Layer, Model
 from deploy.reference import OPS, to_nhwc
+from soc.config import MAX_TILES
 
 FW_SOURCE = Path(__file__).resolve().parent / "fw" / "deploy.c"
 MAGIC = 0x50445950
 HEADER = ("magic", "total_bytes", "n_layers", "layers", "n_infer", "in_bytes", "out_bytes", "in_off", "out_off",
           "arena_bytes", "arenas", "inputs", "outputs", "infer_cycles", "layer_cycles", "tile_cycles",
-          "status")  # fmt: skip
+          "tile_takes", "status")  # fmt: skip
 RECORD = ("op", "in", "in2", "out", "h", "w", "c", "oh", "ow", "oc", "kh", "kw", "sh", "sw", "pt", "pl", "in_zp",
           "in2_zp", "out_zp", "act_min", "act_max", "weights", "bias", "mult", "shift", "pad_buf", "acc_buf", "ph",
           "pw", "e0", "e1", "e2", "e3", "e4", "e5", "float_rq")  # fmt: skip
@@ -146,7 +147,8 @@ class Blob:
 
 
 def make_blob(model: Model, p: Plan, inputs: list[npt.NDArray[np.int8]], harts: int) -> Blob:
-    """The bytes deploy.c reads: header, records, constants, arenas, inputs, outputs, cycle counters."""
+    """The bytes deploy.c reads: header, records, constants, arenas, inputs, outputs, cycle counters,
+    the layers run on each tile."""
     n_layers, n = len(p.records), len(inputs)
     out_t = p.dq_out.inputs[0] if p.dq_out else model.outputs[0]
     in_t = p.q_in.output if p.q_in else model.inputs[0]
@@ -162,7 +164,8 @@ def make_blob(model: Model, p: Plan, inputs: list[npt.NDArray[np.int8]], harts: 
     off = hd["infer_cycles"] = _align(off + hd["out_bytes"] * n)
     off = hd["layer_cycles"] = _align(off + 4 * n)
     off = hd["tile_cycles"] = _align(off + 4 * n_layers)
-    hd["total_bytes"] = _align(off + 4 * n_layers)
+    off = hd["tile_takes"] = _align(off + 4 * n_layers)
+    hd["total_bytes"] = _align(off + 4 * MAX_TILES)
     blob = bytearray(hd["total_bytes"])
     struct.pack_into(f"<{len(HEADER)}I", blob, 0, *hd.values())
     for i, rec in enumerate(p.records):

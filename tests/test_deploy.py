@@ -225,6 +225,9 @@ def test_model_on_two_tiles_and_two_harts_is_bit_exact_with_litert(capsys, name:
     assert r["cycles_per_inference"] > 0 and all(layer["cycles"] > 0 for layer in r["layers"])
     on_tile = [layer["op"] for layer in r["layers"] if layer["where"] == "tile+hart"]
     assert on_tile and set(on_tile) <= {"CONV_2D", "FULLY_CONNECTED"}
+    # every layer run on a tile is counted on the one it ran on, and both tiles were used
+    assert len(r["tile_layers"]) == 2 and min(r["tile_layers"]) > 0
+    assert sum(r["tile_layers"]) == r["inferences"] * len(on_tile)
 
 
 def test_input_file_gives_the_numpy_executors_outputs(tmp_path: Path, capsys) -> None:

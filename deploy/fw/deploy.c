@@ -22,7 +22,7 @@ enum { DP_CONV = 1, DP_DWCONV, DP_FC, DP_MAXPOOL, DP_AVGPOOL, DP_ADD, DP_SOFTMAX
 
 typedef struct { /* the blob's header (deploy/firmware.py HEADER) */
   uint32_t magic, total_bytes, n_layers, layers, n_infer, in_bytes, out_bytes, in_off, out_off;
-  uint32_t arena_bytes, arenas, inputs, outputs, infer_cycles, layer_cycles, tile_cycles, status;
+  uint32_t arena_bytes, arenas, inputs, outputs, infer_cycles, layer_cycles, tile_cycles, tile_takes, status;
 } dp_header_t;
 
 typedef struct { /* one layer (deploy/firmware.py RECORD): activation offsets are arena-relative */
@@ -157,7 +157,12 @@ static void stage_out_done(dp_ctx_t *ctx, int8_t *staged, int32_t off, uint32_t 
 }
 
 /* A tile for one command: through the resource manager when the SoC has several (or several harts). */
-static int tile_take(void) { return PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1 ? pyard_rm_acquire(PYARD_WORK_GEMM) : 0; }
+static uint32_t takes[PYARD_NTILES]; /* layers run on each tile, by every hart (the host reads them) */
+static int tile_take(void) {
+  const int tile = PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1 ? pyard_rm_acquire(PYARD_WORK_GEMM) : 0;
+  if (tile >= 0) __atomic_fetch_add(&takes[tile], 1u, __ATOMIC_RELAXED);
+  return tile;
+}
 static void tile_give(int tile) {
   if (PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1) pyard_rm_release((unsigned)tile);
 }
@@ -389,6 +394,7 @@ int hart_main(unsigned hart, unsigned nharts) {
   }
   if (failed) hd->status = 2;
   pyard_barrier();
+  if (hart == 0) memcpy((char *)hd + hd->tile_takes, takes, sizeof takes);
   if (hart == 0) printf("deploy: %u inferences on %u harts, %u tiles: %s\n", (unsigned)hd->n_infer, nharts,
                         (unsigned)PYARD_NTILES, hd->status ? "FAILED" : "done");
   return hart == 0 && hd->status ? 1 : 0;
