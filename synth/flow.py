@@ -23,6 +23,7 @@ import re
 import shutil
 import time
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 
 from sim import children
@@ -35,11 +36,11 @@ ECP5_DEVICE = ("--85k", "--speed", "6", "--package", "CABGA381")
 # --timing-allow-fail: a design that misses its clock still gets its report.
 NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
-# An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
 _NUMBERED_RE = re.compile(r"([\w.:]*)\$(\d+)")  # a generated name's number and what precedes it
 _DECLARATION_RE = re.compile(r"^\s+(wire|reg|input|output|inout)\b[^;]*;$")
 _CONNECTION_RE = re.compile(r"^\s+\.\S+\s*\(.*\),?$")
 _HEADER_RE = re.compile(r"^module (\\?\S+?) ?\(([^)]*)\);", re.M)
+# An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
 _INSTANCE_RE = re.compile(r"^\s+\\?(\S+)\s+\\?\S+\s*\($", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
@@ -207,21 +208,12 @@ def _renumbered(module: str) -> str:
 
 
 def _ordered(module: str) -> str:
-    module = _HEADER_RE.sub(_sorted_ports, module)
     out: list[str] = []
-    run: list[str] = []
-    kind = None
-    for line in [*module.split("\n"), None]:
-        this = None if line is None else _unordered_kind(line)
-        if run and this != kind:
-            # a key, not Verilog: the connections' commas go, since the last one has none
-            out += sorted(line.rstrip(",") for line in run) if kind == "connection" else sorted(run)
-            run = []
-        kind = this
-        if this is not None:
-            run.append(line)
-        elif line is not None:
-            out.append(line)
+    for kind, group in groupby(_HEADER_RE.sub(_sorted_ports, module).split("\n"), key=_unordered_kind):
+        run = list(group)
+        if kind == "connection":  # a key, not Verilog: the commas go, since the last one has none
+            run = [line.rstrip(",") for line in run]
+        out += run if kind is None else sorted(run)
     return "\n".join(out)
 
 
