@@ -24,7 +24,7 @@ from rtl.exec_unit import exec_op_layout
 from rtl.im2col import KERNEL_MAX
 from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
 from rtl.vector.engine import vec_op_layout
-from rtl.vector.engine_model import B_OPERAND_OPS
+from rtl.vector.engine_model import B_OPERAND_OPS, REQUANT_ROWS
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 
 __all__ = ["OP", "Decoder"]
@@ -271,6 +271,7 @@ class Decoder(wiring.Component):
             v.d.eq(w[4][:16]),
             v.shift.eq(w[4][16:21]),
             v.update.eq(op == VecOp.UPDATE),
+            v.requant.eq(op == VecOp.REQUANT),
             v.g.eq(w[5][:16]),
             v.kappa.eq(w[5][16:]),
         ]
@@ -290,7 +291,7 @@ class Decoder(wiring.Component):
         flags = Cat(v.a_acc, v.b_acc, v.d_acc, v.b_one, v.d_one, v.accumulate, v.reduce, v.reduce_max)
         bad_field = (
             undefined | shift_bad | (v.accumulate & ~v.d_acc) | (v.d_one & ~v.accumulate) | (v.reduce_max & ~v.reduce)
-            | (v.update & flags.any())
+            | (v.update & flags.any()) | (v.requant & self._requant_bad(v))
         )  # fmt: skip
         b_rows = Mux(v.b_one, 1, v.rows)
         d_rows = Mux(v.d_one, 1, v.rows)
@@ -300,6 +301,7 @@ class Decoder(wiring.Component):
             (v.d, d_rows, v.d_acc, Const(1)),
             (v.b, v.rows, Const(0), v.update),  # UPDATE: θ̄ and g, rows spans in the scratchpad
             (v.g, v.rows, Const(0), v.update),
+            (v.b, REQUANT_ROWS, Const(1), v.requant),  # REQUANT: the multipliers' and shifts' rows
         ]
         too_wide = Cat(used & (v.elems > Mux(acc, cfg.cols, cfg.dim)) for _, _, acc, used in operands).any()
         sp_out = Cat(used & ~acc & (base + span > cfg.sp_rows) for base, span, acc, used in operands).any()
@@ -309,6 +311,7 @@ class Decoder(wiring.Component):
             & ~((base == v.d) & (span == v.rows) & (d_rows == v.rows))
             for base, span, acc, used in operands[:2]
         ).any() & ~v.update  # fmt: skip
+        overlap |= v.requant & v.d_acc & (v.b < v.d + d_rows) & (v.d < v.b + REQUANT_ROWS)
         # UPDATE: θ (A), θ̄ (B), λ (D) and g pairwise apart (each is read and three are written).
         tensors = (v.a, v.b, v.d, v.g)
         overlap |= (
@@ -323,6 +326,13 @@ class Decoder(wiring.Component):
             (vec & acc_out, "ACC_RANGE"),
             (vec & overlap, "BAD_SHAPE"),
         ]
+
+    @staticmethod
+    def _requant_bad(v):
+        """REQUANT's fields: B in the accumulator as two whole rows, no one-row, accumulating or
+        folding form, shift 0, scalar bits [31:25] zero and a clamp range with min ≤ max."""
+        forms = Cat(~v.b_acc, v.b_one, v.d_one, v.accumulate, v.reduce, v.reduce_max, v.shift != 0).any()
+        return forms | (v.scalar[25:] != 0) | (v.scalar[8:16].as_signed() > v.scalar[16:24].as_signed())
 
     def _conv_checks(self, w, conv) -> list:
         """CONV2D rules: no zero size, a kernel of at most 7 × 7 that fits the padded input, a

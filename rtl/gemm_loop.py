@@ -381,6 +381,10 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    # The finish strobes are every EXEC's and STORE's, a standalone command's too,
+                    # whose finishes would drive the counts below zero; a loop starts when every
+                    # earlier command has finished, so its own count starts from zero.
+                    m.d.sync += [ex_out.eq(0), st_out.eq(0)]
                     m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                     # Garbage while a resident B's row is out of range: refused before anything is issued.
                     rows_below_b = (self.cmd.p.b - layout.a_base)[: len(a_rows)]

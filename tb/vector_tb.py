@@ -23,7 +23,7 @@ from rtl.vector.engine_model import VecCommand
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
 from tb import stimulus
 from tb.tile_cases import unit_scale
-from tb.tile_tb import EXEC, FENCE, LOAD, STORE, Tile, gemm_reference, get, put, start, tb_args
+from tb.tile_tb import EXEC, FENCE, LOAD, STORE, Tile, gemm_reference, get, put, run_gemm_loop, start, tb_args
 from tb.vector_cases import stream_case
 
 ROWS = 80  # rows of each memory the tests use
@@ -66,12 +66,46 @@ def random_update(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
     )  # fmt: skip
 
 
+# REQUANT's multipliers (QuantizeMultiplier's ends 2^30, 2^31 − 1; INT32_MIN for the saturation
+# of INT32_MIN · INT32_MIN) and shifts (the limits −31, 30 and beyond them, clamped).
+RQ_MULTS = [1 << 30, 2**31 - 1, 1518500250, -(2**31), 0, 1]
+RQ_SHIFTS = [-31, -30, -8, -1, 0, 1, 7, 30, 31, -40, 2**31 - 1, -(2**31)]
+
+
+def random_requant(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
+    """A valid REQUANT: A from rows 0-15 of either memory, multipliers and shifts in accumulator
+    rows 16-24 (their values are written into the accumulator's initial contents by ``requant_rows``),
+    D in either memory's rows 40-55; both roundings, random zero points and clamp ranges."""
+    a_acc, d_acc = (bool(x) for x in rng.integers(0, 2, 2))
+    lo, hi = sorted(int(v) for v in rng.integers(-128, 128, 2))
+    if rng.random() < 0.5:
+        lo, hi = -128, 127
+    scalar = engine_model.requant_scalar(int(rng.integers(-128, 128)), lo, hi, bool(rng.random() < 0.5))
+    return VecCommand(
+        op=VecOp.REQUANT, rows=int(rng.integers(1, 9)), elems=int(rng.integers(1, cfg.cols + 1)),
+        a=int(rng.integers(0, 8)), b=2 * int(rng.integers(8, 12)), d=int(rng.integers(40, 48)),
+        a_acc=a_acc, b_acc=True, d_acc=d_acc, scalar=scalar,
+    )  # fmt: skip
+
+
+def requant_rows(cfg: AccelConfig, rng: np.random.Generator, acc: np.ndarray) -> None:
+    """Accumulator rows 16-24 as REQUANT's B pairs (even rows multipliers, odd rows shifts)."""
+    for row in range(16, 25):
+        values = RQ_MULTS if row % 2 == 0 else RQ_SHIFTS
+        random = rng.integers(1 << 30, 1 << 31, cfg.cols) if row % 2 == 0 else rng.integers(-31, 31, cfg.cols)
+        acc[row] = np.where(rng.random(cfg.cols) < 0.5, rng.choice(values, cfg.cols), random) & 0xFFFFFFFF
+
+
 def random_command(cfg: AccelConfig, rng: np.random.Generator) -> VecCommand:
     """A valid VEC command over rows 0-71: A from rows 0-15, B from 16-31, D in 40-55, or in place;
-    on tiles with the update unit, one in eight an UPDATE."""
+    on tiles with the update unit, one in eight an UPDATE; on int8 tiles, one in eight a REQUANT."""
     if cfg.update_lanes and rng.random() < 0.125:
         return random_update(cfg, rng)
-    op = VecOp(int(rng.choice(sorted(FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS))))
+    if cfg.dtype == "int8" and rng.random() < 0.125:
+        return random_requant(cfg, rng)
+    op = VecOp(
+        int(rng.choice(sorted(FLOAT_OPS - {VecOp.REQUANT} if cfg.dtype == "bf16" else INT_OPS - {VecOp.REQUANT})))
+    )
     a_acc, b_acc, d_acc = (bool(x) for x in rng.integers(0, 2, 3))
     rows = int(rng.integers(1, 9))
     a, b, d = int(rng.integers(0, 8)), int(rng.integers(16, 24)), int(rng.integers(40, 48))
@@ -116,6 +150,8 @@ class Memories:
         self.t, self.cfg = t, cfg
         self.sp = stimulus.inputs(cfg, rng, (ROWS, cfg.dim), special=0.1).astype(np.uint64)
         self.acc = _acc_values(cfg, rng, (ROWS, cfg.cols))
+        if cfg.dtype == "int8":
+            requant_rows(cfg, rng, self.acc)
 
     @property
     def in_dtype(self):
@@ -245,6 +281,22 @@ def bad_commands(cfg: AccelConfig) -> list[tuple[list[int], int]]:
         (VecCommand(op=VecOp.ADD, rows=4, elems=1, a=0, b=9, d=8).words(), ERR["BAD_SHAPE"]),
         (VecCommand(op=VecOp.ADD, rows=4, elems=1, a=20, b=8, d=8, b_one=True).words(), ERR["BAD_SHAPE"]),
         *_bad_updates(cfg),
+        *_bad_requants(cfg),
+    ]
+
+
+def _bad_requants(cfg: AccelConfig) -> list[tuple[list[int], int]]:
+    """REQUANT with a bad field (or on a bf16 tile at all), B outside the accumulator, D over B."""
+    ok = {"op": VecOp.REQUANT, "rows": 4, "elems": 1, "a": 0, "b": 16, "d": 40, "a_acc": True, "b_acc": True}
+    if cfg.dtype == "bf16":
+        return [(VecCommand(**ok).words(), ERR["BAD_FIELD"])]
+    bad = [{"b_acc": False}, {"b_one": True}, {"reduce": True}, {"shift": 3}, {"scalar": 1 << 25},
+           {"scalar": engine_model.requant_scalar(0, 5, 4, False)}, {"d_acc": True, "accumulate": True}]  # fmt: skip
+    return [
+        *((VecCommand(**ok | b).words(), ERR["BAD_FIELD"]) for b in bad),
+        (VecCommand(**ok | {"b": cfg.acc_rows - 1}).words(), ERR["ACC_RANGE"]),
+        (VecCommand(**ok | {"elems": cfg.cols + 1}).words(), ERR["TOO_LARGE"]),
+        (VecCommand(**ok | {"d": 17, "d_acc": True}).words(), ERR["BAD_SHAPE"]),
     ]
 
 
@@ -358,3 +410,23 @@ async def tile_lstm_step(dut) -> None:
     for command in program:
         engine_model.run(cfg, command, mems.sp, mems.acc)
     mems.check("LSTM step")
+
+
+@cocotb.test()
+async def tile_requant_then_gemm(dut) -> None:
+    """The deploy executor's order on one tile: a GEMM with a bias row, then standalone LOADs, VEC
+    REQUANTs and STOREs (the driver's requantization), then GEMMs with a bias again. The loop's
+    outstanding counts must not take the standalone STOREs' finishes for its own (they drove its
+    STORE count below zero, and a GEMM with a bias then waited forever for it)."""
+    t = await start(dut)
+    case = {"m": 3, "k": 5, "n": 7, "bias": 2}
+    await run_gemm_loop(t, case, seed=41)
+    rng = np.random.default_rng(41)
+    mems = Memories(t, rng)
+    cmds = [random_requant(t.cfg, rng) for _ in range(4)] if t.cfg.dtype == "int8" else []
+    await run_commands(t, mems.load_commands() + [c.words() for c in cmds] + mems.store_commands())
+    for c in cmds:
+        engine_model.run(t.cfg, c, mems.sp, mems.acc)
+    mems.check("requant")
+    for seed in (42, 43):
+        await run_gemm_loop(t, case, seed=seed)

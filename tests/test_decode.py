@@ -6,7 +6,7 @@ from amaranth.sim import Simulator
 from rtl.cmd import ERR
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
-from rtl.vector.engine_model import VecCommand
+from rtl.vector.engine_model import VecCommand, requant_scalar
 from rtl.vector.ops import VecOp
 
 CFG = AccelConfig(rows=4, cols=8, dtype="int8")  # dim 8; sp_rows 32768; acc_rows 2048 (int32)
@@ -339,6 +339,38 @@ def test_update_fields() -> None:
     assert out["vec"] == {"op": 16, "rows": 4, "elems": 8, "a": 1, "b": 2000, "d": 3000, "uses_b": 0}
     assert out["vec_update"] == {"update": 1, "g": 4000, "kappa": 0x3F80, "scalar": 0x3F003D4D}
     assert decode(vec(op=VecOp.ADD), cfg=BF16)["vec_update"]["update"] == 0
+
+
+def requant(**fields) -> list[int]:
+    """REQUANT of 4 accumulator rows from row 0, B's pair at accumulator rows 100-101, D at scratchpad row 16."""
+    scalar = requant_scalar(-3, -128, 127, True)
+    return vec(**({"op": VecOp.REQUANT, "a_acc": True, "b": 100, "b_acc": True, "scalar": scalar} | fields))
+
+
+@pytest.mark.parametrize(
+    ("words", "error", "cfg"),
+    [
+        (requant(), None, CFG),
+        (requant(a_acc=False), None, CFG),  # int8 rows from the scratchpad are int32 values too
+        (requant(b=CFG.acc_rows - 2), None, CFG),  # the pair may end at the last row
+        (requant(b=CFG.acc_rows - 1), "ACC_RANGE", CFG),  # the shifts' row past the end
+        (requant(b_acc=False), "BAD_FIELD", CFG),
+        (requant(b_one=True), "BAD_FIELD", CFG),
+        (requant(d_acc=True, d=101), "BAD_SHAPE", CFG),  # D over the shifts' row
+        (requant(d_acc=True, d=102), None, CFG),
+        (requant(d_acc=True, d_one=True, accumulate=True), "BAD_FIELD", CFG),
+        (requant(reduce=True), "BAD_FIELD", CFG),
+        (requant(shift=1), "BAD_FIELD", CFG),
+        (requant(scalar=1 << 25), "BAD_FIELD", CFG),  # word 1 [31:25] must be 0
+        (requant(scalar=requant_scalar(0, 1, 0, False)), "BAD_FIELD", CFG),  # minimum above maximum
+        (requant(scalar=requant_scalar(0, 7, 7, False)), None, CFG),
+        (requant(elems=9), "TOO_LARGE", CFG),
+        (requant(), "BAD_FIELD", BF16),  # int8 tiles only
+    ],
+)
+def test_rules_requant(words: list[int], error: str | None, cfg: AccelConfig) -> None:
+    out = decode(words, cfg=cfg)
+    assert out["error"] == (None if error is None else ERR[error])
 
 
 def test_vec_fields() -> None:

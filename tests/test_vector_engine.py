@@ -112,3 +112,33 @@ def test_command_words() -> None:
                    accumulate=True, scalar=-1, shift=31, deps=1 << 11)  # fmt: skip
     assert c.words() == [0x05 | 1 << 11 | 1 << 12 | 1 << 14 | 1 << 17 | 4 << 18, 0xFFFFFFFF, 300 | 7 << 16,
                          1 | 2 << 16, 65535 | 31 << 16]  # fmt: skip
+
+
+def test_model_requant_rows() -> None:
+    """REQUANT's contract: B's two accumulator rows (multipliers, shifts) serve every row of A; the
+    result is TFLite's requantization per column (deploy/quant.py), plus the zero point, clamped,
+    narrowed to int8 in the scratchpad; shifts past [−31, 30] are clamped to it."""
+    quant = pytest.importorskip("deploy.quant")
+    cfg = AccelConfig(rows=4, cols=4, dtype="int8")
+    rng = np.random.default_rng(3)
+    acc = np.zeros((16, 4), dtype=np.uint64)
+    x = rng.integers(-(2**31), 2**31, (5, 4))
+    x[0] = [-(2**31), 2**31 - 1, -(2**31), 0]
+    mult, shift = np.array([-(2**31), 1 << 30, 2**31 - 1, 1518500250]), np.array([0, -31, 30, -40])
+    acc[2:7], acc[0], acc[1] = x & 0xFFFFFFFF, mult & 0xFFFFFFFF, shift & 0xFFFFFFFF
+    for double in (False, True):
+        sp = np.zeros((16, 4), dtype=np.uint64)
+        scalar = engine_model.requant_scalar(-5, -100, 120, double)
+        cmd = VecCommand(op=VecOp.REQUANT, rows=5, elems=4, a=2, a_acc=True, b=0, b_acc=True, d=8, scalar=scalar)
+        assert cmd.words()[1] == (0xFB | 0x9C << 8 | 120 << 16 | double << 24)
+        engine_model.run(cfg, cmd, sp, acc)
+        clamped = np.clip(shift, -31, 30)
+        if double:
+            terms = [zip(row, mult, clamped, strict=True) for row in x]
+            raw = np.array([[quant.mbqm_double(int(v), int(m), int(s)) for v, m, s in row] for row in terms])
+        else:
+            raw = quant.multiply_by_quantized_multiplier(x, mult, clamped, False)
+        want = np.clip(raw - 5, -100, 120)
+        assert np.array_equal(sp[8:13].astype(np.uint8).view(np.int8), want), double
+        assert not sp[:8].any() and not sp[13:].any()
+    assert want[0, 0] == min(2**31 - 1 - 5, 120)  # INT32_MIN · INT32_MIN saturates

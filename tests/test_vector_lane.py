@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from rtl.fp_model import F32_NAN, f64_to_bf16_bits, ftz32
 from rtl.vector.lane import VectorLane
-from rtl.vector.lane_model import INT32_MAX, INT32_MIN, lane, to_bf16
+from rtl.vector.lane_model import INT32_MAX, INT32_MIN, lane, mbqm, to_bf16
 from rtl.vector.ops import FLOAT_OPS, FUNCTION_OPS, INT_OPS, SCALAR_OPS, VecOp
 from tb.comb_eval import evaluate
 
@@ -67,11 +67,11 @@ def model(dtype: str, op, a, b, s, shift=0) -> npt.NDArray[np.uint32]:
 class LaneWithStandIn(wiring.Component):
     """The lane with the stand-in function unit wired as the engine would wire the real one."""
 
-    op: In(4)
+    op: In(5)
     a: In(32)
     b: In(32)
     s: In(32)
-    shift: In(5)
+    shift: In(6)
     fn_x: Out(16)
     y: Out(32)
 
@@ -96,7 +96,7 @@ class LaneWithStandIn(wiring.Component):
         return m
 
 
-MASKS = (0xF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 31)
+MASKS = (0x1F, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 63)
 
 
 def _describe(op, a, b, s, shift, got, want) -> str:
@@ -110,7 +110,7 @@ def check(dtype: str, op, a, b, s, shift=0, bf16_a: bool = False) -> None:
     op, a, b, s, shift = np.broadcast_arrays(*columns)
     inputs = {"op": op, "a": a, "b": b, "s": s, "shift": shift}
     got = evaluate(LaneWithStandIn(dtype, bf16_a), inputs, ("y", "fn_x"), latency=VectorLane.LATENCY)
-    want = model(dtype, op, a, b, s, shift).astype(np.uint64)
+    want = model(dtype, op, a, b, s, (shift ^ 32) - 32).astype(np.uint64)  # the port's 6 bits are signed
     bad = np.nonzero(got["y"] != want)[0]
     assert bad.size == 0, [_describe(op[i], a[i], b[i], s[i], shift[i], got["y"][i], want[i]) for i in bad[:8]]
     if dtype == "bf16":
@@ -237,10 +237,11 @@ def test_op_codes_are_fixed() -> None:
         "EXP",
         "RECIP",
     ]
-    lane_ops = [op for op in VecOp if op != VecOp.UPDATE]  # 16: the update unit's, not a lane op
+    lane_ops = [op for op in VecOp if op < VecOp.UPDATE]  # 16: the update unit's, not a lane op
     assert [op.name for op in lane_ops] == codes and [int(op) for op in lane_ops] == list(range(16))
+    assert VecOp.REQUANT == 17 and len(VecOp) == 18
     functions = {VecOp.SIGMOID, VecOp.TANH, VecOp.EXP, VecOp.RECIP}
-    assert set(FLOAT_OPS) == set(lane_ops) and set(INT_OPS) == set(lane_ops) - functions
+    assert set(FLOAT_OPS) == set(lane_ops) and set(INT_OPS) == set(lane_ops) - functions | {VecOp.REQUANT}
 
 
 # The model against independent references.
@@ -369,3 +370,56 @@ def test_recip_model_against_float64() -> None:
     r = np.where(np.abs(r) < 2.0**-126, np.copysign(0.0, r), r)
     got = lane("bf16", VecOp.RECIP, _bits(a), 0, 0)
     np.testing.assert_array_equal(got, r.astype(np.float32).view(np.uint32))
+
+
+# REQUANT: the edges of TFLite's requantization, hardware and model against deploy/quant.py.
+
+RQ_X = [0, 1, -1, 2, -2, 3, -3, INT32_MAX, INT32_MIN, INT32_MIN + 1, 1 << 30, (1 << 30) + 1, -(1 << 30),
+        0x40008000, -0x40008000, 12345, -98765, 1 << 16, -(1 << 16) + 1, 0x7FFF, -0x8000]  # fmt: skip
+# 2^30 and 2^31 − 1 (QuantizeMultiplier's range ends), 0, a typical value, and the negative ones
+# (INT32_MIN with x = INT32_MIN is SaturatingRoundingDoublingHighMul's saturation).
+RQ_M = [0, 1, 1 << 30, INT32_MAX, (1 << 30) + 12345, 1518500250, INT32_MIN, -1]
+RQ_SHIFTS = [-31, -30, -17, -16, -1, 0, 1, 2, 15, 29, 30]
+
+
+def _requant_scalar(zp: int, lo: int, hi: int, double: bool) -> int:
+    return (zp & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16 | double << 24
+
+
+def _requant_vectors(scalars: list[int], shifts: list[int]) -> tuple[list[int], ...]:
+    rows = [
+        (VecOp.REQUANT, x & 0xFFFFFFFF, m & 0xFFFFFFFF, s, sh)
+        for s in scalars
+        for x, m, sh in itertools.product(RQ_X, RQ_M, shifts)
+    ]
+    return tuple(list(c) for c in zip(*rows, strict=True))
+
+
+def test_lane_requant_edges() -> None:
+    """Every edge accumulator × multiplier × shift at the documented limits (−31 … 30, and −32, 31
+    clamped to them), both roundings, the full int8 clamp range and narrow ones with zero points."""
+    scalars = [_requant_scalar(zp, lo, hi, d) for zp, lo, hi in ((0, -128, 127), (-128, -128, 127), (5, 0, 6))
+               for d in (False, True)]  # fmt: skip
+    check("int8", *_requant_vectors(scalars, [*RQ_SHIFTS, -32, 31]))
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_requant_model_against_tflite(double: bool) -> None:
+    """The model's requantization (before the zero point) is deploy/quant.py's, which LiteRT pins:
+    one rounding (FULLY_CONNECTED) and two (CONV_2D: SaturatingRoundingDoublingHighMul, then
+    RoundingDivideByPOT, scalar by scalar in ``mbqm_double``), including INT32_MIN · INT32_MIN."""
+    quant = pytest.importorskip("deploy.quant")
+    rows = list(itertools.product(RQ_X, RQ_M, RQ_SHIFTS))
+    x, m, sh = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    got = mbqm(x, m, sh, double)
+    if double:
+        want = np.array([quant.mbqm_double(int(a), int(b), int(c)) for a, b, c in rows])
+        assert got[(x == INT32_MIN) & (m == INT32_MIN) & (sh == 0)].tolist() == [INT32_MAX]
+    else:
+        want = quant.multiply_by_quantized_multiplier(x, m, sh, False)
+    np.testing.assert_array_equal(got, want)
+    # The zero point and the clamp, and the two roundings' ties: −4 · 2^-3 = −0.5 rounds half up
+    # once (0) and half away from zero the second time (−1); 0.5 rounds to 1 either way.
+    s = _requant_scalar(-3, -4, 9, double)
+    got = lane("int8", VecOp.REQUANT, np.array([-4, 4, 1000]) & 0xFFFFFFFF, 1 << 30, s, -2).view(np.int32)
+    assert got.tolist() == [-4 if double else -3, -2, 9]

@@ -5,8 +5,9 @@
  * (weights, biases, requantization multipliers and shifts) and one activation arena per hart. Every
  * active hart runs inferences hart, hart + nharts, ... of the blob's inputs; CONV_2D and
  * FULLY_CONNECTED accumulate in int32 on a tile (taken from the resource manager, so harts share the
- * tiles), everything else (the requantization, depthwise convolution, pooling, ADD, SOFTMAX) runs
- * on the hart in integer C that mirrors LiteRT's reference kernels bit for bit (deploy/reference.py). */
+ * tiles) and are requantized there by the vector engine (VEC REQUANT); everything else (depthwise
+ * convolution, pooling, ADD, SOFTMAX, onnxruntime's float requantization) runs on the hart in
+ * integer C that mirrors LiteRT's reference kernels bit for bit (deploy/reference.py). */
 #include <limits.h>
 
 #include "pyard.h"
@@ -45,10 +46,6 @@ static int32_t rdbpot(int32_t x, int e) { /* RoundingDivideByPOT */
 }
 static int32_t mbqm_double(int32_t x, int32_t m, int32_t shift) { /* conv, depthwise, ADD, SOFTMAX */
   return rdbpot(srdhm((int32_t)((uint32_t)x << (shift > 0 ? shift : 0)), m), shift > 0 ? 0 : -shift);
-}
-static int32_t mbqm_single(int32_t x, int32_t m, int32_t shift) { /* FULLY_CONNECTED: one rounding */
-  const int total = 31 - shift;
-  return (int32_t)(((int64_t)x * m + ((int64_t)1 << (total - 1))) >> total);
 }
 /* onnxruntime's MlasRequantizeOutput: float(acc) · scale (float32, soft float on the harts), clamped
  * to the int8 range less the zero point, rounded half to even, plus the zero point. */
@@ -170,18 +167,16 @@ static void tile_give(int tile) {
   if (PYARD_NTILES > 1 || PYARD_NHARTS_ACTIVE > 1) pyard_rm_release((unsigned)tile);
 }
 
-/* int32 accumulators -> int8, per output channel (the last dimension). */
-static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, unsigned n, bool dbl) {
-  const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t), *s = CACHED(ctx, l->shift, 4u * l->oc, int32_t);
+/* int32 accumulators -> int8, per output channel (the last dimension), on the hart: onnxruntime's
+ * float requantization (TFLite's fixed-point one runs on the tile, on_tile). */
+static void requant(dp_ctx_t *ctx, const dp_layer_t *l, const int32_t *acc, unsigned n) {
+  const int32_t *m = CACHED(ctx, l->mult, 4u * l->oc, int32_t);
   int8_t *staged = stage_out(ctx, n), *out = out_ptr(ctx, staged, l->out);
   const unsigned oc = (unsigned)l->oc;
   for (unsigned i = 0; i < n; i += oc) /* one pixel's channels a pass: no channel wrap test per element */
     for (unsigned ch = 0; ch < oc; ch++) {
       const int32_t a = acc[i + ch];
-      const int32_t v = l->float_rq ? requant_float(a, m[ch], l->out_zp) - l->out_zp
-                        : dbl       ? mbqm_double(a, m[ch], s[ch])
-                                    : mbqm_single(a, m[ch], s[ch]);
-      out[i + ch] = clamp8(v + l->out_zp, l);
+      out[i + ch] = clamp8(requant_float(a, m[ch], l->out_zp), l);
     }
   stage_out_done(ctx, staged, l->out, n);
 }
@@ -201,6 +196,28 @@ static const int8_t *padded(dp_ctx_t *ctx, const dp_layer_t *l) {
   return ACT(ctx, l->pad_buf, int8_t);
 }
 
+/* The tile's part of a CONV_2D or FULLY_CONNECTED layer: the int32 accumulation (`run`), then, for
+ * TFLite's fixed-point requantization, VEC REQUANT on the same tile (rows × oc int32 -> int8 at
+ * l->out). onnxruntime's float requantization stays on the hart (requant). */
+static int on_tile(dp_ctx_t *ctx, const dp_layer_t *l, int (*run)(unsigned, const void *), const void *cmd,
+                   unsigned rows, bool dbl) {
+  const pyard_requant_t rq = {.rows = rows, .cols = (size_t)l->oc, .acc = ACT(ctx, l->acc_buf, int32_t),
+                              .mult = CONST(ctx, l->mult, int32_t), .shift = CONST(ctx, l->shift, int32_t),
+                              .out = ACT(ctx, l->out, int8_t), .stride_acc = (size_t)l->oc,
+                              .stride_out = (size_t)l->oc, .zero_point = l->out_zp, .act_min = l->act_min,
+                              .act_max = l->act_max, .double_round = dbl};
+  const uint64_t t0 = pyard_cycles();
+  const int tile = tile_take();
+  int err = tile < 0 ? PYARD_ENODEV : run((unsigned)tile, cmd);
+  if (!err && !l->float_rq) err = pyard_tile_requant((unsigned)tile, &rq);
+  if (tile >= 0) tile_give(tile);
+  ctx->tile_time += pyard_cycles() - t0;
+  if (!err && l->float_rq) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), rows * (unsigned)l->oc);
+  return err;
+}
+static int run_conv(unsigned tile, const void *c) { return pyard_tile_conv2d(tile, c); }
+static int run_gemm(unsigned tile, const void *g) { return pyard_tile_gemm(tile, g); }
+
 static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
   const pyard_conv2d_t c = {.batch = 1, .in_ch = (unsigned)l->c, .in_h = (unsigned)l->ph, .in_w = (unsigned)l->pw,
                             .out_ch = (unsigned)l->oc, .k_h = (unsigned)l->kh, .k_w = (unsigned)l->kw,
@@ -208,13 +225,7 @@ static int conv(dp_ctx_t *ctx, const dp_layer_t *l) {
                             .weights = CONST(ctx, l->weights, int8_t), .bias = CONST(ctx, l->bias, int32_t),
                             .output = ACT(ctx, l->acc_buf, int32_t), .scale = PYARD_SCALE_ONE,
                             .act = PYARD_ACT_NONE, .full_out = true};
-  const uint64_t t0 = pyard_cycles();
-  const int tile = tile_take();
-  const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_conv2d((unsigned)tile, &c);
-  if (tile >= 0) tile_give(tile);
-  ctx->tile_time += pyard_cycles() - t0;
-  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), (unsigned)(l->oh * l->ow * l->oc), true);
-  return err;
+  return on_tile(ctx, l, run_conv, &c, (unsigned)(l->oh * l->ow), true);
 }
 
 static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
@@ -223,13 +234,7 @@ static int fc(dp_ctx_t *ctx, const dp_layer_t *l) {
                           .C = ACT(ctx, l->acc_buf, int32_t), .stride_a = (size_t)l->c, .stride_b = (size_t)l->oc,
                           .stride_d = (size_t)l->oc, .stride_c = (size_t)l->oc, .scale = PYARD_SCALE_ONE,
                           .act = PYARD_ACT_NONE, .bias = PYARD_BIAS_ROW, .full_c = true};
-  const uint64_t t0 = pyard_cycles();
-  const int tile = tile_take();
-  const int err = tile < 0 ? PYARD_ENODEV : pyard_tile_gemm((unsigned)tile, &g);
-  if (tile >= 0) tile_give(tile);
-  ctx->tile_time += pyard_cycles() - t0;
-  if (!err) requant(ctx, l, ACT(ctx, l->acc_buf, int32_t), (unsigned)l->oc, false);
-  return err;
+  return on_tile(ctx, l, run_gemm, &g, 1, false);
 }
 
 /* The taps of output pixel (oy, ox) inside the input map: rows ky0..ky1-1, columns kx0..kx1-1 of the

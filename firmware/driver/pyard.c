@@ -295,6 +295,95 @@ int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c) {
 
 int pyard_conv2d(const pyard_conv2d_t *c) { return pyard_tile_conv2d(0, c); }
 
+#if PYARD_DTYPE_INT8 && PYARD_ACC_INT32
+/* Rows of each local memory the requantization may use (a whole number per bank, as the tile
+ * counts them; docs/tile.md). */
+#define RQ_ACC_ROWS (PYARD_ACC_KIB * 1024u / (PYARD_COLS * 4u) / PYARD_ACC_BANKS * PYARD_ACC_BANKS)
+#define RQ_DIM (PYARD_ROWS > PYARD_COLS ? PYARD_ROWS : PYARD_COLS)
+#define RQ_SP_ROWS (PYARD_SP_KIB * 1024u / RQ_DIM / PYARD_SP_BANKS * PYARD_SP_BANKS)
+#define RQ_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+static int check_requant(const pyard_requant_t *r) {
+  if (r->rows == 0 || r->rows > 0x7fffffffu) return invalid("rows", (unsigned)r->rows, "1 to 2^31 - 1");
+  if (r->cols == 0 || r->cols > 65535) return invalid("cols", (unsigned)r->cols, "1 to 65535");
+  if (r->zero_point < -128 || r->zero_point > 127) return invalid("zero_point", (unsigned)r->zero_point, "-128 to 127");
+  if (r->act_min < -128 || r->act_min > r->act_max || r->act_max > 127) {
+    return invalid("act_min", (unsigned)r->act_min, "-128 <= act_min <= act_max <= 127");
+  }
+  int err = in_main_memory("acc", r->acc, r->rows, r->cols, r->stride_acc, 4);
+  if (!err) err = in_main_memory("mult", r->mult, 1, r->cols, r->cols, 4);
+  if (!err) err = in_main_memory("shift", r->shift, 1, r->cols, r->cols, 4);
+  if (!err) err = in_main_memory("out", r->out, r->rows, r->cols, r->stride_out, 1);
+  return err;
+}
+
+/* LOAD rows × elems int32 from `src` (row stride in bytes) into accumulator rows from `first`. */
+static int load_acc(unsigned tile, const int32_t *src, uint32_t stride, uint32_t rows, uint32_t elems, uint32_t first) {
+  const uint32_t words[5] = {PYARD_OP_LOAD | 1u << 12, (uint32_t)(uintptr_t)src, stride, rows | elems << 16, first};
+  return pyard_tile_push(tile, words, 5);
+}
+
+/* One pass over `n` rows from r0 of the column blocks g0 … g0 + nb − 1: every block's LOAD, one
+ * FENCE, every block's VEC, one FENCE, every block's STORE, so the DMA overlaps the blocks. Block
+ * j's parameters are accumulator rows 2j, 2j + 1 (loaded with the pass's first rows), its int32
+ * rows follow all parameters (2·nb + j·n), its int8 rows are scratchpad rows j·n. The next pass's
+ * LOADs overwrite only rows whose VECs have finished (before the second FENCE), and its VECs wait
+ * for these STOREs at its first FENCE. */
+static int requant_pass(unsigned tile, const pyard_requant_t *r, size_t g0, uint32_t nb, size_t r0, uint32_t n,
+                        uint32_t scalar) {
+  const uint32_t fence = PYARD_OP_FENCE;
+  int err = 0;
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const size_t c0 = (g0 + j) * PYARD_COLS;
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - c0, (size_t)PYARD_COLS);
+    if (r0 == 0) err = load_acc(tile, r->mult + c0, 4, 1, w, 2 * j);
+    if (!err && r0 == 0) err = load_acc(tile, r->shift + c0, 4, 1, w, 2 * j + 1);
+    if (!err) err = load_acc(tile, r->acc + r0 * r->stride_acc + c0, (uint32_t)(r->stride_acc * 4), n, w, 2 * nb + j * n);
+  }
+  if (!err) err = pyard_tile_push(tile, &fence, 1);
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - (g0 + j) * PYARD_COLS, (size_t)PYARD_COLS);
+    const uint32_t vec[5] = {PYARD_OP_VEC | PYARD_VEC_A_ACC | PYARD_VEC_B_ACC | PYARD_VEC_OP(PYARD_VEC_REQUANT), scalar,
+                             n | w << 16, (2 * nb + j * n) | (2 * j) << 16, j * n};
+    err = pyard_tile_push(tile, vec, 5);
+  }
+  if (!err) err = pyard_tile_push(tile, &fence, 1);
+  for (uint32_t j = 0; j < nb && !err; j++) {
+    const size_t c0 = (g0 + j) * PYARD_COLS;
+    const uint32_t w = (uint32_t)RQ_MIN(r->cols - c0, (size_t)PYARD_COLS);
+    const uint32_t store[6] = {PYARD_OP_STORE | 1u << 12, (uint32_t)(uintptr_t)(r->out + r0 * r->stride_out + c0),
+                               (uint32_t)r->stride_out, n | w << 16, j * n, 0};
+    err = pyard_tile_push(tile, store, 6);
+  }
+  return err;
+}
+
+int pyard_tile_requant_push(unsigned tile, const pyard_requant_t *r) {
+  int err = use_tile(tile);
+  if (!err) err = check_requant(r);
+  const uint32_t scalar = (uint32_t)(r->zero_point & 0xff) | (uint32_t)(r->act_min & 0xff) << 8 |
+                          (uint32_t)(r->act_max & 0xff) << 16 | (uint32_t)r->double_round << 24;
+  const size_t blocks = (r->cols + PYARD_COLS - 1) / PYARD_COLS;
+  /* Blocks per group: each needs at least its two parameter rows and one row of results. */
+  const size_t group = RQ_MIN(blocks, (size_t)RQ_MIN(RQ_ACC_ROWS / 3u, RQ_SP_ROWS));
+  for (size_t g0 = 0; g0 < blocks && !err; g0 += group) {
+    const uint32_t nb = (uint32_t)RQ_MIN(group, blocks - g0);
+    const size_t per = RQ_MIN(RQ_MIN((size_t)(RQ_ACC_ROWS / nb - 2), (size_t)(RQ_SP_ROWS / nb)), (size_t)65535);
+    for (size_t r0 = 0; r0 < r->rows && !err; r0 += per) {
+      err = requant_pass(tile, r, g0, nb, r0, (uint32_t)RQ_MIN(per, r->rows - r0), scalar);
+    }
+  }
+  return err;
+}
+
+int pyard_tile_requant(unsigned tile, const pyard_requant_t *r) {
+  int err = use_tile(tile);
+  if (err) return err;
+  pyard_tile_write(tile, PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
+  return run_blocking(tile, pyard_tile_requant_push(tile, r));
+}
+#endif
+
 pyard_counters_t pyard_read_counters(void) { return pyard_tile_read_counters(0); }
 
 pyard_counters_t pyard_tile_read_counters(unsigned tile) {

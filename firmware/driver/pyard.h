@@ -78,7 +78,7 @@ enum { PYARD_OP_LOAD = 0x01, PYARD_OP_STORE = 0x02, PYARD_OP_EXEC = 0x03, PYARD_
 #define PYARD_VEC_REDUCE_MAX (1u << 24) /* ... or, with PYARD_VEC_REDUCE, a row max */
 enum { PYARD_VEC_COPY = 0, PYARD_VEC_ADD, PYARD_VEC_SUB, PYARD_VEC_MUL, PYARD_VEC_MADDS, PYARD_VEC_MULS,
        PYARD_VEC_ADDS, PYARD_VEC_RSUBS, PYARD_VEC_NEG, PYARD_VEC_MAX, PYARD_VEC_MIN, PYARD_VEC_RELU,
-       PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP, PYARD_VEC_RECIP, PYARD_VEC_UPDATE };
+       PYARD_VEC_SIGMOID, PYARD_VEC_TANH, PYARD_VEC_EXP, PYARD_VEC_RECIP, PYARD_VEC_UPDATE, PYARD_VEC_REQUANT };
 /* PYARD_VEC_UPDATE, the FPTT update (docs/isa.md): theta at A, theta_bar at B, lambda at D; word 1
    eta | alpha << 16, word 5 G | kappa << 16 (bf16 scalars); bf16 tiles with the update unit only. */
 
@@ -214,6 +214,25 @@ int pyard_conv2d(const pyard_conv2d_t *c);
 int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c);
 /* Output height/width of a convolution (0 when the kernel does not fit). */
 unsigned pyard_conv2d_out_dim(unsigned in, unsigned k, unsigned stride, unsigned pad);
+
+/* ---- TFLite int8 requantization on the vector engine (docs/isa.md VEC REQUANT; int8 tiles) ----
+ * out[r][c] = clamp(MultiplyByQuantizedMultiplier(acc[r][c], mult[c], shift[c]) + zero_point,
+ * act_min, act_max) for a rows × cols int32 matrix (channels along a row): two roundings
+ * (CONV_2D, DEPTHWISE_CONV_2D) with double_round, else one (FULLY_CONNECTED). Per column block of
+ * PYARD_COLS channels: the multipliers and shifts are loaded into two accumulator rows, then chunks
+ * of rows into the accumulator, one VEC REQUANT each into the scratchpad and a STORE; it uses the
+ * tile's accumulator and scratchpad rows from 0 (nothing resident survives it). Strides are in
+ * elements. pyard_tile_requant blocks until the result is in memory. */
+typedef struct {
+  size_t rows, cols;
+  const int32_t *acc, *mult, *shift;
+  int8_t *out;
+  size_t stride_acc, stride_out;
+  int zero_point, act_min, act_max;
+  bool double_round;
+} pyard_requant_t;
+int pyard_tile_requant_push(unsigned tile, const pyard_requant_t *r);
+int pyard_tile_requant(unsigned tile, const pyard_requant_t *r);
 
 /* ---- counters ---- */
 typedef struct {

@@ -16,6 +16,8 @@ written, so a VEC operation sees the results of the one before it. Checked bit f
 ``rtl/vector/engine_model.py``.
 """
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -25,6 +27,7 @@ from rtl.fp import round_bf16
 from rtl.gate import EngineDone
 from rtl.readout import readout_controls
 from rtl.shared import add_shared
+from rtl.vector.engine_model import REQUANT_ROWS
 from rtl.vector.function_unit import FunctionUnit
 from rtl.vector.lane import VectorLane
 from rtl.vector.ops import VecOp
@@ -62,6 +65,7 @@ def vec_op_layout() -> data.StructLayout:
             "update": 1,  # op UPDATE: A θ, B θ̄, D λ, g below; scalar η | α << 16 (bf16)
             "g": 16,  # UPDATE: first row of the gradient
             "kappa": 16,  # UPDATE: 1/(2α), bf16
+            "requant": 1,  # op REQUANT: B is two accumulator rows, the multipliers and the shifts
         }
     )
 
@@ -125,16 +129,19 @@ class VectorEngine(wiring.Component):
             m, "a", cmd, running, start, (cmd.a, cmd.d), self.sp_a, self.sp_a_data, self.acc_a, self.acc_a_data
         )
         b_rows = self._reader(
-            m, "b", cmd, running & (cmd.uses_b | cmd.update), start, (cmd.b, cmd.g),
+            m, "b", cmd, running & (cmd.uses_b | cmd.update | cmd.requant), start, (cmd.b, cmd.g),
             self.sp_b, self.sp_b_data, self.acc_b, self.acc_b_data,
         )  # fmt: skip
+        params = self._requant_params(m, cmd, running, start, b_rows)
         # A row reduction's fold steps borrow lane 0 (see ``_fold``).
         fold = Signal(data.StructLayout({"valid": 1, "a": 32, "b": 32}), name="fold_step")
-        results, lane_pop, lane_elems, lane0 = self._compute(m, cmd, running & ~cmd.update, start, a_rows, b_rows, fold)
+        results, lane_pop, lane_elems, lane0 = self._compute(
+            m, cmd, running & ~cmd.update, start, a_rows, b_rows, fold, params
+        )
         updates, update_pop, update_elems = self._update(m, cmd, running & cmd.update, start, a_rows, b_rows)
         m.d.comb += [
             a_rows.r_en.eq(lane_pop | update_pop),
-            b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop),
+            b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop | (params.pop if params else 0)),
             self.elements.eq(lane_elems | update_elems),
         ]
         finished = self._writer(m, cmd, running, start, results, updates, fold, lane0)
@@ -160,7 +167,8 @@ class VectorEngine(wiring.Component):
         in_flight = Signal(range(ROW_BUFFER + 1), name=f"{name}_in_flight")
         from_acc = cmd.a_acc if name == "a" else cmd.b_acc
         one_row = Const(0) if name == "a" else cmd.b_one
-        total = Mux(cmd.update, Cat(Const(0, 1), cmd.rows), cmd.rows)
+        params_only = cmd.requant if name == "b" else Const(0)  # REQUANT's B: its two rows, once
+        total = Mux(cmd.update, Cat(Const(0, 1), cmd.rows), Mux(params_only, REQUANT_ROWS, cmd.rows))
         want = enable & (issued != total) & (buf.level + in_flight < ROW_BUFFER)
         pair = Mux(issued[0], bases[1], bases[0]) + issued[1:]
         addr = Mux(cmd.update, pair, bases[0] + Mux(one_row, 0, issued))
@@ -213,9 +221,36 @@ class VectorEngine(wiring.Component):
             stored = Cat(*(Cat(Const(0, 16), stored[16 * k : 16 * k + 16]) for k in range(self.width)))
         return data.View(data.ArrayLayout(32, self.width), stored)
 
+    # -- REQUANT's parameters -------------------------------------------------------------------
+
+    def _requant_params(self, m: Module, cmd, running, start, b_rows) -> "RequantParams | None":
+        """REQUANT (int8 tiles): B's two rows, taken from the head of B's buffer before the first
+        beat, the multipliers into one row register and the shifts (saturated to the lanes' 6
+        bits) into another; the lanes then read them with every row of A, so A streams one row a
+        cycle as for any op. None on bf16 tiles (no REQUANT)."""
+        if self.cfg.dtype != "int8":
+            return None
+        width = self.width
+        taken = Signal(range(REQUANT_ROWS + 1), name="rq_taken")
+        mult = Signal(data.ArrayLayout(32, width), name="rq_mult")
+        shift = Signal(data.ArrayLayout(6, width), name="rq_shifts")
+        pop = running & cmd.requant & (taken != REQUANT_ROWS) & b_rows.r_rdy
+        row = self._work_row(b_rows.r_data)
+        with m.If(pop & (taken == 0)):
+            m.d.sync += mult.eq(row.as_value())
+        with m.If(pop & (taken == 1)):
+            for k in range(width):
+                v = row[k].as_signed()
+                m.d.sync += shift[k].eq(Mux(v < -32, -32, Mux(v > 31, 31, v)))
+        with m.If(pop):
+            m.d.sync += taken.eq(taken + 1)
+        with m.If(start):
+            m.d.sync += taken.eq(0)
+        return RequantParams(mult, shift, ~cmd.requant | (taken == REQUANT_ROWS), pop)
+
     # -- lanes ----------------------------------------------------------------------------------
 
-    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows, fold):
+    def _compute(self, m: Module, cmd, running, start, a_rows, b_rows, fold, params):
         """One beat of ``lanes`` elements of the head rows per cycle; results collect into rows.
         A cycle with a valid ``fold`` step gives lane 0 to it and issues no beat. Returns the result
         rows, the pulse that takes the head rows, the elements computed and lane 0's result."""
@@ -228,7 +263,7 @@ class VectorEngine(wiring.Component):
         computed = Signal(16, name="rows_computed")
         in_pipe = Signal(range(ROW_BUFFER + 1), name="rows_in_pipe")
         mid_row = beat != 0
-        heads = a_rows.r_rdy & (b_rows.r_rdy | ~cmd.uses_b)
+        heads = a_rows.r_rdy & (b_rows.r_rdy | ~cmd.uses_b) & (params.ready if params else 1)
         room = out.level + in_pipe < ROW_BUFFER
         issue = running & heads & (computed != cmd.rows) & (mid_row | room) & ~fold.valid
         last = (beat + 1) * lanes >= cmd.elems
@@ -241,8 +276,13 @@ class VectorEngine(wiring.Component):
         elements = Mux(issue, Mux(last, cmd.elems - beat * lanes, lanes), 0)
 
         a_row, b_row = self._work_row(a_rows.r_data), self._work_row(b_rows.r_data)
-        ys = [self._lane(m, k, cmd, self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats), fold)
-              for k in range(lanes)]  # fmt: skip
+        if params:  # REQUANT: the multipliers in B's place, the shifts in the command's
+            b_row = data.View(b_row.shape(), Mux(cmd.requant, params.mult.as_value(), b_row.as_value()))
+        ys = []
+        for k in range(lanes):
+            a, b = self._pick(m, a_row, beat, k, beats), self._pick(m, b_row, beat, k, beats)
+            shift = Mux(cmd.requant, self._pick(m, params.shift, beat, k, beats, 6), cmd.shift) if params else cmd.shift
+            ys.append(self._lane(m, k, cmd, a, b, shift, fold))
 
         # The beat's position and row end travel beside the lanes' pipeline.
         latency = VectorLane.LATENCY
@@ -261,10 +301,10 @@ class VectorEngine(wiring.Component):
         m.d.sync += in_pipe.eq(in_pipe + (issue & ~mid_row) - push)
         return out, issue & last, elements, ys[0]
 
-    def _pick(self, m: Module, row, beat, k: int, beats: int) -> Signal:
-        """Element ``beat · lanes + k`` of a work row (0 past its end)."""
+    def _pick(self, m: Module, row, beat, k: int, beats: int, bits: int = 32) -> Signal:
+        """Element ``beat · lanes + k`` of a row of ``bits``-wide elements (0 past its end)."""
         lanes = self.cfg.lanes
-        value = Signal(32, name=f"pick{k}")
+        value = Signal(bits, name=f"pick{k}")
         with m.Switch(beat):
             for j in range(beats):
                 if j * lanes + k < self.width:
@@ -272,7 +312,7 @@ class VectorEngine(wiring.Component):
                         m.d.comb += value.eq(row[j * lanes + k])
         return value
 
-    def _lane(self, m: Module, k: int, cmd, a, b, fold) -> Signal:
+    def _lane(self, m: Module, k: int, cmd, a, b, shift, fold) -> Signal:
         dtype = self.cfg.dtype
         # Both memories bf16: every operand a lane multiplies (a, and the update unit's ext_a) is bf16.
         bf16_a = dtype == "bf16" and self.cfg.acc_dtype == "bf16"
@@ -289,7 +329,7 @@ class VectorEngine(wiring.Component):
             lane.a.eq(a),
             lane.b.eq(b),
             lane.s.eq(cmd.scalar),
-            lane.shift.eq(cmd.shift),
+            lane.shift.eq(shift),
         ]
         if self.cfg.dtype == "bf16":
             # The unit registers x and fn together (FunctionUnit.latency = 1): fn comes from the op
@@ -467,6 +507,17 @@ class VectorEngine(wiring.Component):
             v = value.as_signed()
             return Mux(v > 127, 127, Mux(v < -128, -128, v))[:8]
         return round_bf16(m, value, name)
+
+
+@dataclass(frozen=True)
+class RequantParams:
+    """REQUANT's per-column multipliers and shifts, ``ready`` once both are in (or for other ops),
+    and the pulse that takes a row of them from B's buffer."""
+
+    mult: Signal
+    shift: Signal
+    ready: Signal
+    pop: Signal
 
 
 def _collected(m: Module, out: fifo.SyncFIFOBuffered, collect: Signal, last, name: str) -> Signal:

@@ -7,6 +7,8 @@ A VEC command (docs/isa.md, "VEC") computes, for each row ``r < rows`` in order:
     D[d + r or d] = narrow(y)                   # or, accumulating, D[...] = D[...] + narrow(y)
 
 UPDATE (op 16) is the FPTT update unit's (``update_model.update``) over four scratchpad tensors.
+REQUANT (op 17, int8 tiles) reads B as two accumulator rows used with every row of A: the
+per-column multipliers (row ``b``) and shifts (row ``b + 1``); ``lane_model.requant``.
 
 Accumulator rows are read through the read-out set to the identity (scale 1.0 or shift 0, no
 activation, full width), which flushes subnormals and makes NaNs canonical, as the lanes do.
@@ -27,10 +29,11 @@ from rtl.vector import update_model
 from rtl.vector.lane_model import lane
 from rtl.vector.ops import VecOp
 
-__all__ = ["B_OPERAND_OPS", "OPCODE", "VecCommand", "narrow", "run", "widen"]
+__all__ = ["B_OPERAND_OPS", "OPCODE", "REQUANT_ROWS", "VecCommand", "narrow", "requant_scalar", "run", "widen"]
 
 OPCODE = 0x05
 ONE_F32 = 0x3F800000
+REQUANT_ROWS = 2  # REQUANT's B: the multipliers' and the shifts' accumulator rows
 # Operations that read B; the others ignore its fields and read nothing for it.
 B_OPERAND_OPS = frozenset({VecOp.ADD, VecOp.SUB, VecOp.MUL, VecOp.MADDS, VecOp.MAX, VecOp.MIN})
 
@@ -81,6 +84,11 @@ class VecCommand:
         return [*words, self.g | self.kappa << 16] if self.op == VecOp.UPDATE else words
 
 
+def requant_scalar(zero_point: int, act_min: int, act_max: int, double: bool) -> int:
+    """REQUANT's scalar word: the output zero point, the clamp range (int8 each) and the rounding."""
+    return (zero_point & 0xFF) | (act_min & 0xFF) << 8 | (act_max & 0xFF) << 16 | int(double) << 24
+
+
 def widen(cfg: AccelConfig, values: npt.ArrayLike, from_acc: bool) -> npt.NDArray[np.uint32]:
     """Elements of a memory row as 32-bit work values: fp32 bits (a bf16 shifted up) or int32."""
     v = np.asarray(values, dtype=np.uint64)
@@ -120,12 +128,16 @@ def run(cfg: AccelConfig, c: VecCommand, sp: np.ndarray, acc: np.ndarray) -> Non
         return
     for r in range(c.rows):
         a = _read(cfg, mems[c.a_acc], c.a + r, c.elems, c.a_acc)
+        shift: npt.ArrayLike = c.shift
         if VecOp(c.op) in B_OPERAND_OPS:
             b = _read(cfg, mems[c.b_acc], c.b + (0 if c.b_one else r), c.elems, c.b_acc)
+        elif c.op == VecOp.REQUANT:
+            b, shifts = (_read(cfg, acc, c.b + k, c.elems, True) for k in range(REQUANT_ROWS))
+            shift = shifts.view(np.int32).astype(np.int64)
         else:
             b = np.zeros_like(a)
         s = np.full_like(a, c.scalar & 0xFFFFFFFF)
-        y = lane(cfg.dtype, c.op, a, b, s, c.shift)
+        y = lane(cfg.dtype, c.op, a, b, s, shift)
         if c.reduce:
             y = _fold(cfg, y, VecOp.MAX if c.reduce_max else VecOp.ADD)
         out = narrow(cfg, y, c.d_acc)

@@ -17,10 +17,13 @@ Pipeline, one result per cycle, every op ``LATENCY`` = 2 cycles from its operand
    reads its tables;
 2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result
    (the function's value comes straight from ``fn_y``), registered into ``y``.
+
+REQUANT (int8) uses the same two stages: stage 1 shifts ``a`` left (two-rounding form) in front of
+the product by the multiplier ``b``; stage 2 rounds, adds the zero point and clamps.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.fp import Fp32Mul, FpAdd
@@ -39,7 +42,8 @@ class VectorLane(wiring.Component):
     """The lane of a tile whose dtype is ``dtype``: fp32 work values for "bf16", int32 for "int8".
 
     Ports: ``op`` (a ``VecOp`` code), ``a``, ``b``, ``s`` (the scalar), ``shift`` (int MUL, MULS,
-    MADDS: the product's rounding right shift), ``fn_x`` / ``fn_y`` (to and from the external
+    MADDS: the product's rounding right shift, its low 5 bits; REQUANT: the column's signed shift,
+    clamped to [−31, 30]), ``fn_x`` / ``fn_y`` (to and from the external
     function unit; unused on int8 lanes), ``y`` = the result of the operands of ``LATENCY`` cycles
     before. bf16 lanes also lend their fp32 adder and multiplier: while ``ext`` is high the adder
     adds ``ext_acc`` and ``ext_x`` instead of stage 1's operands and the multiplier multiplies
@@ -59,11 +63,11 @@ class VectorLane(wiring.Component):
         lend |= {"sum": Out(32), "product": Out(32)}
         super().__init__(
             {
-                "op": In(4),
+                "op": In(5),
                 "a": In(32),
                 "b": In(32),
                 "s": In(32),
-                "shift": In(5),
+                "shift": In(6),
                 "fn_y": In(16),
                 "fn_x": Out(16),
                 "y": Out(32),
@@ -94,7 +98,7 @@ class VectorLane(wiring.Component):
 
         # Stage 1: the product, the adder's operands (MADDS takes the product as its first one in
         # stage 2) and the single-step result.
-        op1, p1, acc1, x1 = Signal(4), Signal(32), Signal(32), Signal(32)
+        op1, p1, acc1, x1 = Signal(5), Signal(32), Signal(32), Signal(32)
         flip_b, flip_a = b ^ SIGN, a ^ SIGN  # subtraction adds the negated subtrahend
         m.d.sync += [
             op1.eq(op),
@@ -145,11 +149,12 @@ class VectorLane(wiring.Component):
         # Stage 1: the exact product, the adder's operands (left ± right; MADDS takes the scaled
         # product as its left one in stage 2) and the single-step result.
         p1 = Signal(signed(64))
-        op1, shift1, left1, right1, neg1 = Signal(4), Signal(5), Signal(32), Signal(32), Signal()
+        op1, shift1, left1, right1, neg1 = Signal(5), Signal(5), Signal(32), Signal(32), Signal()
+        rq = op == VecOp.REQUANT
         m.d.sync += [
             op1.eq(op),
-            shift1.eq(self.shift),
-            p1.eq(a.as_signed() * Mux(op == VecOp.MUL, b, s).as_signed()),
+            shift1.eq(self.shift[:5]),
+            p1.eq(Mux(rq, self._requant_operand(m), a).as_signed() * Mux(rq | (op == VecOp.MUL), b, s).as_signed()),
             left1.eq(_pick(op, {VecOp.RSUBS: s, VecOp.NEG: 0}, a)),
             right1.eq(_pick(op, {VecOp.ADDS: s, VecOp.RSUBS: a, VecOp.NEG: a}, b)),
             neg1.eq((op == VecOp.SUB) | (op == VecOp.RSUBS) | (op == VecOp.NEG)),
@@ -164,7 +169,51 @@ class VectorLane(wiring.Component):
         right = right1.as_signed()
         total = Signal(32)
         m.d.comb += total.eq(saturate(Mux(neg1, left - right, left + right)))
-        self._result(m, op1, total, scaled, r1)
+        self._result(m, op1, total, scaled, r1, self._requant(m, p1))
+
+    # REQUANT (lane_model.requant): stage 1 shifts ``a`` left for the two-rounding form and
+    # multiplies by the multiplier ``b`` (the shared 32 × 32 product); stage 2 rounds the product
+    # once (shift 31 − shift, half up), or twice (31, then half away from zero by −shift), and adds
+    # the zero point and clamps. The scalar and the shifts travel in the ``rq`` registers.
+
+    def _requant_operand(self, m: Module) -> Signal:
+        """``a`` shifted left by ``max(shift, 0)`` with wrap-around (two roundings), else ``a``;
+        registers the shifts and scalar fields stage 2 needs."""
+        sh = Signal(signed(6), name="rq_shift")
+        raw = self.shift.as_signed()
+        m.d.comb += sh.eq(Mux(raw < -31, -31, Mux(raw > 30, 30, raw)))
+        double = self.s[24]
+        left = Mux(double & (sh > 0), sh[:5], 0)
+        shifted = Signal(32, name="rq_shifted")
+        m.d.comb += shifted.eq(self.a << left)
+        self._rq = Signal(data.StructLayout({"total": 6, "right": 5, "zp": 8, "lo": 8, "hi": 8}), name="rq1")
+        m.d.sync += [
+            self._rq.total.eq(Mux(double, 31, 31 - sh)),
+            self._rq.right.eq(Mux(double & (sh < 0), -sh, 0)),
+            self._rq.zp.eq(self.s[:8]),
+            self._rq.lo.eq(self.s[8:16]),
+            self._rq.hi.eq(self.s[16:24]),
+        ]
+        return Mux(double, shifted, self.a)
+
+    def _requant(self, m: Module, p1) -> Signal:
+        """Stage 2 of REQUANT on the registered product ``p1``: its result before ``y``."""
+        rq = self._rq
+        rounded = Signal(signed(65), name="rq_rounded")
+        m.d.comb += rounded.eq((p1 + (Const(1, 64) << (rq.total - 1)[:6])) >> rq.total)
+        high = Signal(signed(32), name="rq_high")
+        m.d.comb += high.eq(saturate(rounded))
+        mask = Signal(32, name="rq_mask")
+        m.d.comb += mask.eq((Const(1, 33) << rq.right) - 1)
+        threshold = (mask >> 1) + high[31]
+        quotient = Signal(signed(33), name="rq_quotient")
+        m.d.comb += quotient.eq((high >> rq.right) + ((high.as_unsigned() & mask) > threshold))
+        zp, lo, hi = rq.zp.as_signed(), rq.lo.as_signed(), rq.hi.as_signed()
+        value = Signal(signed(34), name="rq_value")
+        m.d.comb += value.eq(quotient + zp)
+        raised, out = Signal(signed(34), name="rq_raised"), Signal(32, name="rq_y")
+        m.d.comb += [raised.eq(Mux(value < lo, lo, value)), out.eq(Mux(raised > hi, hi, raised))]  # hi wins
+        return out
 
     def _int_single(self, m: Module) -> Signal:
         """The ops done in one step: copy, max, min and ReLU."""
@@ -181,9 +230,12 @@ class VectorLane(wiring.Component):
                 m.d.comb += r.eq(Mux(a[31], 0, a))
         return r
 
-    def _result(self, m: Module, op1, added, product, single) -> None:
-        """Register ``y``: the adder's result, the (scaled) product, or the single-step one."""
+    def _result(self, m: Module, op1, added, product, single, requant=None) -> None:
+        """Register ``y``: the adder's result, the (scaled) product, REQUANT's or the single-step one."""
         with m.Switch(op1):
+            if requant is not None:
+                with m.Case(VecOp.REQUANT):
+                    m.d.sync += self.y.eq(requant)
             with m.Case(*ADD_OPS, *((VecOp.NEG,) if self.dtype == "int8" else ())):
                 m.d.sync += self.y.eq(added)
             with m.Case(VecOp.MUL, VecOp.MULS):

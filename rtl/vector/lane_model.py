@@ -28,7 +28,12 @@ int8 tiles (int32 work values; "sat" clamps to [−2^31, 2^31 − 1]):
 * MUL, MULS: sat(round_half_even(a · b / 2^shift)) (``a · s`` for MULS) from the exact 64-bit
   product, ``shift`` 0–31, the read-out's rounding shift;
 * MADDS: sat(sat(round_half_even(a · s / 2^shift)) + b): the scaled product saturates first;
-* MAX, MIN, RELU: ``max(a, b)``, ``min(a, b)``, ``max(a, 0)``.
+* MAX, MIN, RELU: ``max(a, b)``, ``min(a, b)``, ``max(a, 0)``;
+* REQUANT: TFLite's ``MultiplyByQuantizedMultiplier(a, b, shift)`` (``b`` the multiplier, ``shift``
+  clamped to [−31, 30]) plus the zero point ``s[7:0]``, clamped to [``s[15:8]``, ``s[23:16]``] (int8
+  fields); ``s[24]`` picks LiteRT 2.3's two-rounding form (CONV_2D, DEPTHWISE_CONV_2D:
+  SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT) over the one-rounding form
+  (FULLY_CONNECTED: the 64-bit product shifted once, rounding half up). See ``requant``.
 
 The model is written against float64 and integer arithmetic (through ``rtl/fp_model.py`` and
 ``rtl/readout_model.py``), not against the hardware's structure.
@@ -155,4 +160,33 @@ def _int_ops(a: U32, b: U32, s: U32, shift: npt.NDArray) -> dict[VecOp, npt.Arra
         VecOp.MAX: sat(np.maximum(ia, ib)),
         VecOp.MIN: sat(np.minimum(ia, ib)),
         VecOp.RELU: sat(np.maximum(ia, 0)),
+        VecOp.REQUANT: sat(requant(ia, ib, shift, is_)),
     }
+
+
+def requant(x: npt.NDArray[np.int64], m: npt.NDArray[np.int64], shift: npt.ArrayLike, s: npt.ArrayLike) -> npt.NDArray:
+    """REQUANT on int32 values held in int64: ``clamp(mbqm(x, m, shift) + zp, lo, hi)``.
+
+    One rounding: ``(x·m + 2^(30 − shift)) >> (31 − shift)`` (|x·m| ≤ 2^62, so it fits int64).
+    Two roundings: ``x`` is first shifted left by ``max(shift, 0)`` with int32 wrap-around (the C
+    code's ``x * (1 << left)``), then SaturatingRoundingDoublingHighMul, ``(x·m + 2^30) >> 31``
+    (its nudge ``1 − 2^30`` for negative products with the truncating division is the same
+    round-half-up) with ``INT32_MIN · INT32_MIN → INT32_MAX``, then RoundingDivideByPOT by
+    ``max(−shift, 0)``: half away from zero. The value before the zero point cannot leave int32
+    except in the one-rounding form with large shifts (LiteRT leaves that undefined); it is exact
+    here and the clamp makes the result the same as saturating it first."""
+    s = np.asarray(s, np.int64) & 0xFFFFFFFF
+    zp, lo, hi = (((s >> k & 0xFF) ^ 0x80) - 0x80 for k in (0, 8, 16))
+    return np.clip(mbqm(x, m, shift, (s >> 24 & 1) == 1) + zp, lo, hi)
+
+
+def mbqm(x: npt.NDArray[np.int64], m: npt.ArrayLike, shift: npt.ArrayLike, double: npt.ArrayLike) -> npt.NDArray:
+    """MultiplyByQuantizedMultiplier, one or two roundings (``double``), exact in int64."""
+    shift = np.clip(np.asarray(shift, np.int64), -31, 30)
+    single = (x * m + (np.int64(1) << (30 - shift))) >> (31 - shift)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    xs = ((x << left) + 2**31) % 2**32 - 2**31
+    high = np.minimum((xs * m + (1 << 30)) >> 31, INT32_MAX)  # only INT32_MIN² reaches 2^31
+    mask = (np.int64(1) << right) - 1
+    twice = (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
+    return np.where(double, twice, single)

@@ -31,14 +31,17 @@ class VecOp(enum.IntEnum):
     # 16 is not a lane op: the FPTT update unit's whole update of θ, θ̄, λ from g
     # (rtl/vector/update_unit.py), defined on bf16 tiles with an update unit.
     UPDATE = 16
+    # TFLite's int8 requantization (int8 tiles): per column, a multiplier and a shift from two
+    # accumulator rows at B, a zero point and a clamp range in the scalar (docs/isa.md, "VEC").
+    REQUANT = 17
 
 
 # The functions evaluated in bf16 by the function unit outside the lane; its ``fn`` select is
 # ``op - VecOp.SIGMOID`` (0 sigmoid, 1 tanh, 2 exp, 3 reciprocal).
 FUNCTION_OPS = frozenset({VecOp.SIGMOID, VecOp.TANH, VecOp.EXP, VecOp.RECIP})
-# The ops of the lanes (UPDATE is the update unit's).
-FLOAT_OPS = frozenset(VecOp) - {VecOp.UPDATE}
+# The ops of the lanes on bf16 tiles (UPDATE is the update unit's; REQUANT is int8 only).
+FLOAT_OPS = frozenset(VecOp) - {VecOp.UPDATE, VecOp.REQUANT}
 # int8 tiles work on int32 values and have no function unit.
-INT_OPS = FLOAT_OPS - FUNCTION_OPS
+INT_OPS = (FLOAT_OPS - FUNCTION_OPS) | {VecOp.REQUANT}
 # The ops that read the scalar ``s``.
 SCALAR_OPS = frozenset({VecOp.MADDS, VecOp.MULS, VecOp.ADDS, VecOp.RSUBS})
