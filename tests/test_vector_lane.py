@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.fp_model import F32_NAN, f64_to_bf16_bits, ftz32
-from rtl.vector.lane import VectorLane
+from rtl.vector.lane import LATENCY, VectorLane
 from rtl.vector.lane_model import INT32_MAX, INT32_MIN, lane, mbqm, to_bf16
 from rtl.vector.ops import FLOAT_OPS, FUNCTION_OPS, INT_OPS, SCALAR_OPS, VecOp
 from tb.comb_eval import evaluate
@@ -109,14 +109,14 @@ def check(dtype: str, op, a, b, s, shift=0, bf16_a: bool = False) -> None:
     columns = (np.asarray(v, dtype=np.int64) & mask for v, mask in zip((op, a, b, s, shift), MASKS, strict=True))
     op, a, b, s, shift = np.broadcast_arrays(*columns)
     inputs = {"op": op, "a": a, "b": b, "s": s, "shift": shift}
-    got = evaluate(LaneWithStandIn(dtype, bf16_a), inputs, ("y", "fn_x"), latency=VectorLane.LATENCY)
+    got = evaluate(LaneWithStandIn(dtype, bf16_a), inputs, ("y", "fn_x"), latency=LATENCY[dtype])
     want = model(dtype, op, a, b, s, (shift ^ 32) - 32).astype(np.uint64)  # the port's 6 bits are signed
     bad = np.nonzero(got["y"] != want)[0]
     assert bad.size == 0, [_describe(op[i], a[i], b[i], s[i], shift[i], got["y"][i], want[i]) for i in bad[:8]]
     if dtype == "bf16":
         # fn_x is combinational: the value read with the result of vector k belongs to the vector
         # presented LATENCY cycles later (the last one is held after the end).
-        later = np.minimum(np.arange(a.size) + VectorLane.LATENCY, a.size - 1)
+        later = np.minimum(np.arange(a.size) + LATENCY[dtype], a.size - 1)
         np.testing.assert_array_equal(got["fn_x"], to_bf16(a[later].astype(np.uint32)).astype(np.uint64))
 
 

@@ -29,7 +29,7 @@ from rtl.readout import readout_controls
 from rtl.shared import add_shared
 from rtl.vector.engine_model import REQUANT_ROWS
 from rtl.vector.function_unit import FunctionUnit
-from rtl.vector.lane import VectorLane
+from rtl.vector.lane import LATENCY, VectorLane
 from rtl.vector.ops import VecOp
 from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 
@@ -285,7 +285,7 @@ class VectorEngine(wiring.Component):
             ys.append(self._lane(m, k, cmd, a, b, shift, fold))
 
         # The beat's position and row end travel beside the lanes' pipeline.
-        latency = VectorLane.LATENCY
+        latency = LATENCY[self.cfg.dtype]
         meta = [Signal(data.StructLayout({"valid": 1, "beat": beat_range, "last": 1}), name=f"beat_{i}")
                 for i in range(latency + 1)]  # fmt: skip
         m.d.comb += [meta[0].valid.eq(issue), meta[0].beat.eq(beat), meta[0].last.eq(last)]
@@ -475,18 +475,19 @@ class VectorEngine(wiring.Component):
         """A row reduction: ``acc = y[0]``, then ``acc = op(acc, y[k])`` for k = 1 … elems − 1 in
         order, op ADD or MAX. Each step is lane 0's own op (the lanes' rounding by construction, and
         no adder of its own): ``step`` takes lane 0 for one cycle, in which the lanes issue no beat,
-        and its result is taken ``LATENCY`` cycles later, one element per ``LATENCY + 1`` cycles.
+        and its result is taken the lane's latency later, one element per latency + 1 cycles.
         Returns the fold and a level that is high once it is complete for the row at the head
         (until that row is written)."""
         folded = Signal(32, name="folded")
         k = Signal(16, name="fold_k")
-        wait = Signal(range(VectorLane.LATENCY), name="fold_wait")
+        latency = LATENCY[self.cfg.dtype]
+        wait = Signal(range(latency), name="fold_wait")
         busy, in_lane, done = Signal(name="fold_busy"), Signal(name="fold_in_lane"), Signal(name="fold_done")
         m.d.comb += [step.valid.eq(busy & ~in_lane), step.a.eq(folded), step.b.eq(row[k])]
         with m.If(have_row & cmd.reduce & ~busy & ~done):  # a new row: its first element
             m.d.sync += [folded.eq(row[0]), k.eq(1), busy.eq(cmd.elems != 1), done.eq(cmd.elems == 1)]
         with m.If(step.valid):
-            m.d.sync += [in_lane.eq(1), wait.eq(VectorLane.LATENCY - 1)]
+            m.d.sync += [in_lane.eq(1), wait.eq(latency - 1)]
         with m.If(in_lane):
             m.d.sync += wait.eq(wait - 1)
             with m.If(wait == 0):  # lane 0's result for (folded, row[k]) is out

@@ -10,16 +10,21 @@ cycle (``FunctionUnit.latency`` = 1: the engine wires ``fn_x → FunctionUnit.x`
 ``FunctionUnit.y → fn_y`` directly, with ``FunctionUnit.fn = op - VecOp.SIGMOID`` from the same
 cycle's ``op`` as ``fn_x``); stage 2 takes it as the result, in place of stage 1's.
 
-Pipeline, one result per cycle, every op ``LATENCY`` = 2 cycles from its operands to ``y``:
+Pipeline, one result per cycle, every op ``LATENCY[dtype]`` cycles from its operands to ``y``
+(bf16 2, int8 3). bf16:
 
-1. the multiply (``Fp32Mul``, or the exact 32 × 32 → 64-bit signed product), the operand choice
-   of the adder, and the single-step ops (copy, negation, max, min, ReLU), while the function unit
-   reads its tables;
-2. the add (``FpAdd``, or the int rounding shift and the saturating add) and the choice of result
-   (the function's value comes straight from ``fn_y``), registered into ``y``.
+1. the multiply (``Fp32Mul``), the operand choice of the adder, and the single-step ops (copy,
+   negation, max, min, ReLU), while the function unit reads its tables;
+2. the add (``FpAdd``) and the choice of result (the function's value comes straight from
+   ``fn_y``), registered into ``y``.
 
-REQUANT (int8) uses the same two stages: stage 1 shifts ``a`` left (two-rounding form) in front of
-the product by the multiplier ``b``; stage 2 rounds, adds the zero point and clamps.
+int8 (the 64-bit rounding and the 32-bit add in stages of their own, so neither sets the clock):
+
+1. the exact 32 × 32 → 64-bit signed product, the adder's operands and the single-step ops (REQUANT
+   shifts ``a`` left in front of the product by its multiplier ``b``);
+2. the product's rounding shift, saturated to int32 (REQUANT: its first rounding);
+3. the saturating add and the choice of result (REQUANT: its second rounding, the zero point and
+   the clamp), registered into ``y``.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -29,12 +34,14 @@ from amaranth.lib.wiring import In, Out
 from rtl.fp import Fp32Mul, FpAdd
 from rtl.vector.ops import FUNCTION_OPS, VecOp
 
-__all__ = ["F32_NAN", "VectorLane", "flush", "is_nan", "order_key", "saturate"]
+__all__ = ["F32_NAN", "LATENCY", "VectorLane", "flush", "is_nan", "order_key", "saturate"]
 
 F32_NAN = 0x7FC00000
 BF16_NAN = 0x7FC0
 SIGN = 0x80000000
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Cycles from a lane's operands to its ``y``, per tile dtype (the pipelines below).
+LATENCY = {"bf16": 2, "int8": 3}
 ADD_OPS = (VecOp.ADD, VecOp.SUB, VecOp.ADDS, VecOp.RSUBS, VecOp.MADDS)
 
 
@@ -44,7 +51,7 @@ class VectorLane(wiring.Component):
     Ports: ``op`` (a ``VecOp`` code), ``a``, ``b``, ``s`` (the scalar), ``shift`` (int MUL, MULS,
     MADDS: the product's rounding right shift, its low 5 bits; REQUANT: the column's signed shift,
     clamped to [−31, 30]), ``fn_x`` / ``fn_y`` (to and from the external
-    function unit; unused on int8 lanes), ``y`` = the result of the operands of ``LATENCY`` cycles
+    function unit; unused on int8 lanes), ``y`` = the result of the operands of ``latency`` cycles
     before. bf16 lanes also lend their fp32 adder and multiplier: while ``ext`` is high the adder
     adds ``ext_acc`` and ``ext_x`` instead of stage 1's operands and the multiplier multiplies
     ``ext_a`` by ``ext_b``, and ``sum`` and ``product`` are their results, combinationally (the FPTT
@@ -53,12 +60,11 @@ class VectorLane(wiring.Component):
     tile whose scratchpad and accumulator both hold bf16; its multiply is then 8 × 24 bits.
     """
 
-    LATENCY = 2
-
     def __init__(self, dtype: str, bf16_a: bool = False) -> None:
         assert dtype in ("int8", "bf16")
         assert not bf16_a or dtype == "bf16"
         self.dtype, self.bf16_a = dtype, bf16_a
+        self.latency = LATENCY[dtype]
         lend = {"ext": In(1), **{n: In(32) for n in ("ext_acc", "ext_x", "ext_a", "ext_b")}}
         lend |= {"sum": Out(32), "product": Out(32)}
         super().__init__(
@@ -147,7 +153,7 @@ class VectorLane(wiring.Component):
         op, a, b, s = self.op, self.a, self.b, self.s
 
         # Stage 1: the exact product, the adder's operands (left ± right; MADDS takes the scaled
-        # product as its left one in stage 2) and the single-step result.
+        # product as its left one in stage 3) and the single-step result.
         p1 = Signal(signed(64))
         op1, shift1, left1, right1, neg1 = Signal(5), Signal(5), Signal(32), Signal(32), Signal()
         rq = op == VecOp.REQUANT
@@ -162,23 +168,37 @@ class VectorLane(wiring.Component):
         r1 = Signal(32)
         m.d.sync += r1.eq(self._int_single(m))
 
-        # Stage 2: the product's rounding shift, saturated, then the saturating add.
-        scaled = Signal(32)
-        m.d.comb += scaled.eq(saturate(_round_shift(m, p1, shift1)))
-        left = Mux(op1 == VecOp.MADDS, scaled, left1).as_signed()
-        right = right1.as_signed()
+        # Stage 2: the product's rounding shift, saturated (REQUANT: its first rounding); the
+        # rest travels on.
+        op2, left2, right2, neg2, r2 = Signal(5), Signal(32), Signal(32), Signal(), Signal(32)
+        scaled2 = Signal(32)
+        m.d.sync += [
+            op2.eq(op1),
+            left2.eq(left1),
+            right2.eq(right1),
+            neg2.eq(neg1),
+            r2.eq(r1),
+            scaled2.eq(Mux(op1 == VecOp.REQUANT, self._requant_high(m, p1), saturate(_round_shift(m, p1, shift1)))),
+        ]
+
+        # Stage 3: the saturating add (REQUANT: its second rounding, the zero point and the clamp).
+        left = Mux(op2 == VecOp.MADDS, scaled2, left2).as_signed()
+        right = right2.as_signed()
         total = Signal(32)
-        m.d.comb += total.eq(saturate(Mux(neg1, left - right, left + right)))
-        self._result(m, op1, total, scaled, r1, self._requant(m, p1))
+        m.d.comb += total.eq(saturate(Mux(neg2, left - right, left + right)))
+        self._result(m, op2, total, scaled2, r2, self._requant_low(m, scaled2))
 
     # REQUANT (lane_model.requant): stage 1 shifts ``a`` left for the two-rounding form and
     # multiplies by the multiplier ``b`` (the shared 32 × 32 product); stage 2 rounds the product
-    # once (shift 31 − shift, half up), or twice (31, then half away from zero by −shift), and adds
-    # the zero point and clamps. The scalar and the shifts travel in the ``rq`` registers.
+    # once (shift 31 − shift, half up), or first by 31; stage 3 rounds again (half away from zero
+    # by −shift), adds the zero point and clamps. The scalar and the shifts travel in the ``rq``
+    # registers, one set per stage.
+
+    RQ_FIELDS = data.StructLayout({"total": 6, "right": 5, "zp": 8, "lo": 8, "hi": 8})
 
     def _requant_operand(self, m: Module) -> Signal:
         """``a`` shifted left by ``max(shift, 0)`` with wrap-around (two roundings), else ``a``;
-        registers the shifts and scalar fields stage 2 needs."""
+        registers the shifts and scalar fields the later stages need."""
         sh = Signal(signed(6), name="rq_shift")
         raw = self.shift.as_signed()
         m.d.comb += sh.eq(Mux(raw < -31, -31, Mux(raw > 30, 30, raw)))
@@ -186,23 +206,30 @@ class VectorLane(wiring.Component):
         left = Mux(double & (sh > 0), sh[:5], 0)
         shifted = Signal(32, name="rq_shifted")
         m.d.comb += shifted.eq(self.a << left)
-        self._rq = Signal(data.StructLayout({"total": 6, "right": 5, "zp": 8, "lo": 8, "hi": 8}), name="rq1")
+        self._rq1 = Signal(self.RQ_FIELDS, name="rq1")
+        self._rq2 = Signal(self.RQ_FIELDS, name="rq2")
         m.d.sync += [
-            self._rq.total.eq(Mux(double, 31, 31 - sh)),
-            self._rq.right.eq(Mux(double & (sh < 0), -sh, 0)),
-            self._rq.zp.eq(self.s[:8]),
-            self._rq.lo.eq(self.s[8:16]),
-            self._rq.hi.eq(self.s[16:24]),
+            self._rq1.total.eq(Mux(double, 31, 31 - sh)),
+            self._rq1.right.eq(Mux(double & (sh < 0), -sh, 0)),
+            self._rq1.zp.eq(self.s[:8]),
+            self._rq1.lo.eq(self.s[8:16]),
+            self._rq1.hi.eq(self.s[16:24]),
+            self._rq2.eq(self._rq1),
         ]
         return Mux(double, shifted, self.a)
 
-    def _requant(self, m: Module, p1) -> Signal:
-        """Stage 2 of REQUANT on the registered product ``p1``: its result before ``y``."""
-        rq = self._rq
+    def _requant_high(self, m: Module, p1) -> Signal:
+        """Stage 2 of REQUANT: the registered product ``p1`` rounded half up by ``total`` bits and
+        saturated to int32."""
+        total = self._rq1.total
         rounded = Signal(signed(65), name="rq_rounded")
-        m.d.comb += rounded.eq((p1 + (Const(1, 64) << (rq.total - 1)[:6])) >> rq.total)
-        high = Signal(signed(32), name="rq_high")
-        m.d.comb += high.eq(saturate(rounded))
+        m.d.comb += rounded.eq((p1 + (Const(1, 64) << (total - 1)[:6])) >> total)
+        return saturate(rounded)
+
+    def _requant_low(self, m: Module, high2) -> Signal:
+        """Stage 3 of REQUANT on stage 2's ``high2``: its result before ``y``."""
+        rq = self._rq2
+        high = high2.as_signed()
         mask = Signal(32, name="rq_mask")
         m.d.comb += mask.eq((Const(1, 33) << rq.right) - 1)
         threshold = (mask >> 1) + high[31]
