@@ -24,6 +24,7 @@ __all__ = ["WoltJob", "run_wolt"]
 
 SOURCE = Path(__file__).resolve().parent.parent / "firmware/segment/wolt.c"
 _LINE = re.compile(r"wolt apps (\d+) tiles (\d+) static (\d+) jobs (\d+) cycles (\d+) cpu (\d+) gemm (\d+) wait (\d+)")
+_FINISH = re.compile(r"finish((?: \d+)+)")
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def run_wolt(cfg: SocConfig, apps: int, tiles: int, static: bool, job: WoltJob) 
     a_bytes, b_bytes, c_bytes = apps * job.m * job.k, apps * job.k * job.n, apps * job.m * job.n * 4
     dumps = {"a": (sym["app_a"], a_bytes), "b": (sym["app_b"], b_bytes), "c": (sym["app_c"], c_bytes)}
     result = run_elf(cfg, elf, 200_000_000, dumps=dumps)
-    match = _LINE.search(result.console)
-    if result.exit_code != 0 or match is None:
+    match, finish = _LINE.search(result.console), _FINISH.search(result.console)
+    if result.exit_code != 0 or match is None or finish is None:
         raise RuntimeError(f"wolt firmware failed (exit {result.exit_code}): {result.console[-1000:]}")
     a = np.frombuffer(result.dumps["a"], np.int8).reshape(apps, job.m, job.k).astype(np.int64)
     b = np.frombuffer(result.dumps["b"], np.int8).reshape(apps, job.k, job.n).astype(np.int64)
@@ -82,4 +83,5 @@ def run_wolt(cfg: SocConfig, apps: int, tiles: int, static: bool, job: WoltJob) 
         "hart0_cpu_cycles": cpu,
         "hart0_gemm_cycles": gemm,
         "hart0_wait_cycles": wait,
+        "finish_cycles": [int(v) for v in finish[1].split()],  # each application's last job's end
     }

@@ -162,6 +162,21 @@ def test_wolt_applications_gain_from_a_second_tile_under_either_policy() -> None
 
 
 @pytest.mark.slow
+def test_waiting_applications_take_the_tile_in_turn() -> None:
+    """Three applications on one tile, under either policy (the case of docs/segment.md): the
+    waiting harts are served first come, first served (the resource manager's ticket queue,
+    static binding's ticket lock), so the three take turns and each one's last job ends within
+    two job periods of the others'. With locks the harts raced for, two applications alternated
+    while the third starved and then ran its jobs alone."""
+    job = WoltJob(iters=12)
+    for static in (False, True):
+        r = run_wolt(segment_soc(), 3, 1, static, job)
+        period = (r["hart0_cpu_cycles"] + r["hart0_gemm_cycles"]) / job.iters
+        finish = r["finish_cycles"]
+        assert len(finish) == 3 and max(finish) - min(finish) <= 2 * period, r
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("tiles", [3, 4])
 def test_full_scale_fc_pipeline_at_batch_50(tiles: int) -> None:
     cfg = segment_soc()

@@ -1,4 +1,5 @@
-/* WOLT's resource manager: a lock per tile, round-robin search, waiting when all are busy. */
+/* WOLT's resource manager: a lock per tile, round-robin search, waiting when all are busy, the
+ * waiting harts served first come, first served. */
 #include "pyard_rm.h"
 
 /* In .bss, zeroed before any hart runs (main memory has no atomics; the data RAM has). owner[t] is
@@ -6,6 +7,10 @@
 static volatile uint32_t owner[PYARD_NTILES];
 static volatile uint32_t grants[PYARD_NTILES];
 static volatile uint32_t next_tile; /* where the next search starts: after the tile last handed out */
+/* The queue of acquiring harts, as tickets: a hart takes queue_tail's and searches once queue_head
+ * reaches it. Without it the waiting harts raced with lr/sc and the same ones won again and again
+ * (3 applications on 1 tile: one starved until the other two were done; docs/segment.md). */
+static volatile uint32_t queue_tail, queue_head;
 
 uint32_t pyard_rm_kinds(unsigned tile) { return tile < PYARD_NTILES ? PYARD_WORK_GEMM | PYARD_WORK_CONV2D : 0; }
 
@@ -26,15 +31,25 @@ static int search(pyard_work_t kind) {
   return -1;
 }
 
-int pyard_rm_try_acquire(pyard_work_t kind) { return search(kind); }
+/* Not past a queue: a hart that finds others waiting gets nothing, as if every tile were busy. */
+int pyard_rm_try_acquire(pyard_work_t kind) {
+  if (__atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) != __atomic_load_n(&queue_tail, __ATOMIC_RELAXED)) return -1;
+  return search(kind);
+}
 
 int pyard_rm_acquire(pyard_work_t kind) {
   unsigned able = 0;
   for (unsigned t = 0; t < PYARD_NTILES; t++) able += (pyard_rm_kinds(t) & kind) != 0;
   if (able == 0) return -1;
+  /* Only the head of the queue searches, so a hart that releases a tile and asks again at once
+   * goes behind the harts already waiting. */
+  const uint32_t ticket = __atomic_fetch_add(&queue_tail, 1, __ATOMIC_RELAXED);
+  while (__atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) != ticket) {
+  }
   int t;
   while ((t = search(kind)) < 0) {
   }
+  __atomic_store_n(&queue_head, ticket + 1, __ATOMIC_RELEASE);
   return t;
 }
 

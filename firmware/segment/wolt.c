@@ -3,13 +3,15 @@
  * followed by an int8 GEMM (GEMM_M x GEMM_K by GEMM_K x GEMM_N, int32 results) on a tile.
  *
  *   STATIC = 0: round robin, the resource manager (pyard_rm_acquire) hands out any idle tile;
- *   STATIC = 1: static binding, application h always uses tile h % TILES (behind its own lock,
- *               so applications bound to one tile take turns while another tile may sit idle).
+ *   STATIC = 1: static binding, application h always uses tile h % TILES (behind its own ticket
+ *               lock, first come first served as the resource manager's queue, so applications
+ *               bound to one tile take turns while another tile may sit idle).
  *
  * Only TILES of the SoC's tiles are used: for round robin hart 0 takes the others from the resource
  * manager before the run and holds them to the end. Prints "wolt apps A tiles T static S jobs J
  * cycles C cpu P gemm G wait W": cycles from the first job to the last, and hart 0's cycles in CPU
- * work, in GEMMs and waiting for a tile. Each application's C is checked on the host. */
+ * work, in GEMMs and waiting for a tile; then "finish F0 F1 ...": when each application's last job
+ * ended. Each application's C is checked on the host. */
 #include "pyard.h"
 #include "pyard_rm.h"
 
@@ -20,8 +22,9 @@
 
 PYARD_MEM int8_t app_a[APPS][GEMM_M][GEMM_K], app_b[APPS][GEMM_K][GEMM_N];
 PYARD_MEM int32_t app_c[APPS][GEMM_M][GEMM_N];
-volatile uint32_t bound_lock[PYARD_NTILES]; /* static binding: 0 free, else hart + 1 */
-volatile uint32_t app_cpu[APPS], app_gemm[APPS], app_wait[APPS], app_sink[APPS];
+/* Static binding: a ticket lock per tile (the next ticket, the one served). */
+volatile uint32_t bound_next[PYARD_NTILES], bound_serving[PYARD_NTILES];
+volatile uint32_t app_cpu[APPS], app_gemm[APPS], app_wait[APPS], app_sink[APPS], app_finish[APPS];
 volatile int32_t app_err[APPS];
 
 static void fill(int8_t *p, unsigned n, uint32_t seed) {
@@ -41,8 +44,9 @@ static uint32_t cpu_work(uint32_t x) {
 static int acquire(unsigned hart) {
   if (!STATIC) return pyard_rm_acquire(PYARD_WORK_GEMM);
   const unsigned t = hart % TILES;
-  uint32_t idle = 0;
-  while (!__atomic_compare_exchange_n(&bound_lock[t], &idle, hart + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) idle = 0;
+  const uint32_t ticket = __atomic_fetch_add(&bound_next[t], 1, __ATOMIC_RELAXED);
+  while (__atomic_load_n(&bound_serving[t], __ATOMIC_ACQUIRE) != ticket) {
+  }
   return (int)t;
 }
 
@@ -52,7 +56,7 @@ static void release(unsigned hart, unsigned t) {
     return;
   }
   (void)hart;
-  __atomic_store_n(&bound_lock[t], 0, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&bound_serving[t], 1, __ATOMIC_RELEASE);
 }
 
 int hart_main(unsigned hart, unsigned nharts) {
@@ -85,6 +89,7 @@ int hart_main(unsigned hart, unsigned nharts) {
     wait += (uint32_t)(t2 - t1);
     gemm += (uint32_t)(pyard_cycles() - t2);
   }
+  app_finish[hart] = (uint32_t)(pyard_cycles() - start);
   app_cpu[hart] = cpu, app_gemm[hart] = gemm, app_wait[hart] = wait, app_sink[hart] = x, app_err[hart] = err;
   pyard_barrier();
   if (hart != 0) return 0;
@@ -94,5 +99,10 @@ int hart_main(unsigned hart, unsigned nharts) {
   printf("wolt apps %u tiles %u static %u jobs %u cycles %llu cpu %u gemm %u wait %u failed %u\n", (unsigned)APPS,
          (unsigned)TILES, (unsigned)STATIC, (unsigned)(APPS * ITERS), (unsigned long long)cycles, (unsigned)app_cpu[0],
          (unsigned)app_gemm[0], (unsigned)app_wait[0], failed);
+  /* Each application's last job ends this many cycles after the start: a fair manager keeps them
+   * within a few jobs of each other. */
+  printf("finish");
+  for (unsigned h = 0; h < APPS; h++) printf(" %u", (unsigned)app_finish[h]);
+  printf("\n");
   return failed ? 1 : 0;
 }
