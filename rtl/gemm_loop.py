@@ -315,8 +315,11 @@ class GemmLoop(wiring.Component):
                 transpose=c.trans_a,
             )
         )
-        conv_a_load = op(im2col.desc.p.as_value())
         seg_w = seg.width(c.cin, kslice)
+        last_walk = ~seg.packed | (seg.col + seg_w == kslice)  # the step's last walk (segment)
+        # Resident B: the last walk's last piece is always sent, and gives EXEC its token.
+        m.d.comb += im2col.keep_last.eq(c.b_sp & last_walk)
+        conv_a_load = op(im2col.desc.p.as_value(), signal_next=c.b_sp & last_walk & im2col.last)
         self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg, seg_w)
         exec_op = pack(
             ex.p.shape(),
@@ -406,7 +409,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -501,6 +504,7 @@ class GemmLoop(wiring.Component):
         bus_bytes = cfg.dma_bits // 8
         mb_min = max(R, 2 * R * -(-C * in_e // bus_bytes))
         multi = Signal()
+        k_all = Signal(24)  # CONV2D's whole K, kh · kw · C_in (GemmCmd's k holds only a packed one)
 
         def multiply(a, b) -> None:
             m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
@@ -516,19 +520,20 @@ class GemmLoop(wiring.Component):
             m.next = "CONV_M"
         with m.State("CONV_M"), m.If(mul.done):
             m.d.sync += c.m.eq(mul.product[:32])
-            multiply(c.ldb, c.cin)  # bytes of B from one kernel position to the next
+            # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
+            multiply(Mux(c.b_sp, 1, c.ldb), c.cin)
             m.next = "CONV_POS"
             with m.If(mul.product[32:] != 0):
                 m.d.comb += self.too_large.eq(1)
                 m.next = "IDLE"
         with m.State("CONV_POS"), m.If(mul.done):
             m.d.sync += steps["pos"].eq(mul.product[:32])
-            m.next = "K_TILES"
-            with m.If(c.cin < R):  # packed: K = kh · kw · C_in, sliced as a GEMM's
-                multiply(c.cin, kernel_area(c.kh, c.kw))
-                m.next = "CONV_PACKED"
-        with m.State("CONV_PACKED"), m.If(mul.done):
-            m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
+            multiply(c.cin, kernel_area(c.kh, c.kw))  # K = kh · kw · C_in
+            m.next = "CONV_K"
+        with m.State("CONV_K"), m.If(mul.done):
+            m.d.sync += k_all.eq(mul.product)
+            with m.If(c.cin < R):  # packed: K sliced as a GEMM's
+                m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
             m.next = "K_TILES"
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
@@ -605,7 +610,7 @@ class GemmLoop(wiring.Component):
         with m.State("B_CHECK"), m.If(mul.done):
             # Its rows lie in the A region, with at least one A row per weight slot below them
             # (the least A region a loop command runs with, as SpLayout guarantees without B).
-            top = c.b + mul.product + c.k
+            top = c.b + mul.product + Mux(c.conv, k_all, c.k)
             fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
             m.next = "STRIDES"
             with m.If(~fits):
@@ -676,30 +681,35 @@ class GemmLoop(wiring.Component):
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded) -> None:
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
-        or one per segment when packed), or up to ``dim`` rows per load (a transposed A)."""
+        or one per segment when packed), or up to ``dim`` rows per load (a transposed A). Then the
+        weight tile's load, or with a resident B the EXEC, which the last A load gave its token."""
+
+        def a_done() -> None:
+            m.d.sync += loaded.eq(c.b_sp)
+            m.next = "LOAD_B"
+            with m.If(c.b_sp):
+                m.next = "EXEC"
+
         with m.If(c.conv):
             m.d.comb += [
                 im2col.active.eq(a_free),
                 load.valid.eq(im2col.desc.valid),
                 im2col.desc.ready.eq(load.ready),
             ]
-            last_seg = ~seg.packed | (seg.col + seg_w == kslice)
             with m.If(im2col.step & im2col.last):
                 with m.If(seg.packed):
-                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_seg)
-                with m.If(last_seg):
-                    m.next = "LOAD_B"
+                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_walk)
+                with m.If(last_walk):
+                    a_done()
         with m.Else():
             m.d.comb += load.valid.eq(a_free)
             with m.If(load.valid & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
-                    m.d.sync += [chunk.eq(0), loaded.eq(c.b_sp)]
-                    m.next = "LOAD_B"
-                    with m.If(c.b_sp):
-                        m.next = "EXEC"
+                    m.d.sync += chunk.eq(0)
+                    a_done()
 
     def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""

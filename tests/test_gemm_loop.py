@@ -281,7 +281,9 @@ def check_gemm(
     return cycles
 
 
-def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
+def check_conv(cfg: AccelConfig, shape: dict, seed: int, sp_b: tuple[int, int] | None = None) -> int:
+    """One CONV2D on the loop against the model, exactly; ``sp_b`` = (first row, N tile stride): the
+    weights resident in the scratchpad (flag [21]). Returns run_loop's cycles (-1: refused)."""
     batch, h, w, cin, cout = (shape[k] for k in ("batch", "h", "w", "cin", "cout"))
     kh, kw, stride, pad = shape["kh"], shape["kw"], shape["stride"], shape["pad"]
     rng = np.random.default_rng(seed)
@@ -299,15 +301,24 @@ def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
         "n": cout, "a": addr["x"], "b": addr["w"], "ldb": cout * e_in, "c": addr["out"], "ldc": cout * e_acc,
         "scale": scale, "out": 1,
     }  # fmt: skip
+    resident = None
+    if sp_b is not None:
+        resident = resident_b_rows(cfg, wt.reshape(-1, cout), sp_b[1])
+        fields |= {"b_sp": 1, "b": sp_b[0], "ldb": sp_b[1]}
+        mem[addr["w"] : addr["w"] + wt.nbytes] = bytes(wt.nbytes)  # the loop must not read them from memory
     k_rows: list[int] = []
-    run_loop(cfg, fields, mem, seed, k_rows=k_rows)
+    cycles = run_loop(cfg, fields, mem, seed, k_rows=k_rows, resident=resident)
+    got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
+    if cycles < 0:
+        assert not got.any() and not k_rows, "a refused CONV2D ran"
+        return cycles
     # The EXECs run the model's K tiles (packed when C_in < rows) for each (M block, N tile) pair.
     widths = [width for _, width in conv_k_tiles(cfg, kh, kw, cin)]
     assert len(k_rows) % len(widths) == 0 and k_rows == widths * (len(k_rows) // len(widths))
-    got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
     want = loop_result(cfg, im2col(x, kh, kw, stride, pad), wt.reshape(-1, cout), None, scale, 0, 1,
                        conv_k_tiles(cfg, kh, kw, cin)).astype(acc_t)  # fmt: skip
     assert np.array_equal(got.reshape(want.shape), want)
+    return cycles
 
 
 CONFIGS = [
@@ -359,6 +370,43 @@ def test_gemm_loop_accumulate_into_c(cfg: AccelConfig) -> None:
 )
 def test_conv_loop(cfg: AccelConfig, shape: dict) -> None:
     check_conv(cfg, shape, seed=17)
+
+
+# Resident weights: unpacked (C_in ≥ rows of every config below) and packed, padding, stride,
+# several N tiles (C_out > cols) with a stride between them larger than K.
+RESIDENT_CONVS = [
+    {"batch": 1, "h": 5, "w": 4, "cin": 8, "cout": 6, "kh": 2, "kw": 2, "stride": 1, "pad": 1},
+    {"batch": 2, "h": 6, "w": 5, "cin": 3, "cout": 7, "kh": 3, "kw": 3, "stride": 2, "pad": 2},
+    {"batch": 1, "h": 5, "w": 7, "cin": 1, "cout": 5, "kh": 3, "kw": 2, "stride": 1, "pad": 2},
+]
+
+
+def _conv_k(shape: dict) -> int:
+    return shape["kh"] * shape["kw"] * shape["cin"]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+@pytest.mark.parametrize("shape", RESIDENT_CONVS)
+def test_conv_loop_resident_b(cfg: AccelConfig, shape: dict) -> None:
+    """CONV2D with its weights resident (flag [21]) as the (kh·kw·C_in) × C_out GEMM B, at the top
+    of the A region (its im2col A below it), N tiles K + 3 rows apart: bit-exact, B unchanged."""
+    k, stride = _conv_k(shape), _conv_k(shape) + 3
+    top = _resident_top(cfg, k, shape["cout"], stride)
+    assert resident_b_fits(cfg, top, k, shape["cout"], stride)
+    assert check_conv(cfg, shape, seed=23, sp_b=(top, stride)) >= 0
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[3], CONFIGS[2]], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_loop_resident_b_limits(cfg: AccelConfig) -> None:
+    """SP_RANGE with K = kh·kw·C_in: B's last row the A region's last, or its first row one weight
+    slot's worth of A rows above the region's start, runs; one row further either way is refused."""
+    shape = RESIDENT_CONVS[0]
+    k = stride = _conv_k(shape)
+    top = _resident_top(cfg, k, shape["cout"], stride)
+    lowest = cfg.sp_layout.a_base + cfg.sp_layout.slots
+    for base, ok in ((top, True), (lowest, True), (top + 1, False), (lowest - 1, False)):
+        assert resident_b_fits(cfg, base, k, shape["cout"], stride) == ok
+        assert (check_conv(cfg, shape, seed=base, sp_b=(base, stride)) >= 0) == ok, base
 
 
 def test_conv_too_large_issues_nothing() -> None:
