@@ -38,6 +38,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.divider import Divider
 from rtl.exec_unit import exec_op_layout
+from rtl.gemm_loop_model import block_min_rows
 from rtl.im2col import KERNEL_MAX, Im2col
 from rtl.multiplier import Multiplier, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
@@ -197,6 +198,11 @@ class GemmLoop(wiring.Component):
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
         # Rows of the A region this command may use: all of it, or those below a resident B.
         a_rows = Signal(range(layout.a_rows + 1))
+        # Where the odd M blocks' A starts: the region's upper half (apart from the even blocks' rows,
+        # in another bank where there are several), or with a resident B right above the even
+        # blocks' rows, so the A rows used are the least whatever `b` is: other data resident in
+        # the scratchpad below `b` (another layer's weights) survives a command that fits below it.
+        a_half = Signal(range(layout.a_rows + 1))
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits)
         strides_go, strides_ready = Signal(), Signal()
@@ -311,7 +317,7 @@ class GemmLoop(wiring.Component):
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, pf_kslice, next_rows),
                 elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
-                local_addr=layout.a_base + Mux(odd_block, 0, a_rows >> 1) + pf.res + pf.chunk,
+                local_addr=layout.a_base + Mux(odd_block, 0, a_half) + pf.res + pf.chunk,
                 transpose=c.trans_a,
             )
         )
@@ -399,7 +405,21 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         m.next = "K_TILES"
             self._setup(
-                m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg, a_rows
+                m,
+                c,
+                im2col,
+                div,
+                mul,
+                k_tiles,
+                mb,
+                streaming,
+                prefetch,
+                n_tiles,
+                steps,
+                strides_go,
+                seg,
+                a_rows,
+                a_half,
             )
             with m.State("READY"):
                 go_pair(1, 0)
@@ -440,12 +460,12 @@ class GemmLoop(wiring.Component):
                     restart_k()
                     with m.If(~last_n):
                         m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
-                        m.d.sync += res.eq(Mux(odd_block, a_rows >> 1, 0))
+                        m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
-                        m.d.sync += [res.eq(Mux(odd_block, 0, a_rows >> 1))]
+                        m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
                         m.d.comb += im2col.next_block.eq(1)
@@ -486,6 +506,7 @@ class GemmLoop(wiring.Component):
         strides_go,
         seg: _Segments,
         a_rows: Signal,
+        a_half: Signal,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -497,12 +518,9 @@ class GemmLoop(wiring.Component):
         c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
         slots_log2 = layout.slots.bit_length() - 1
         stream_rows = _min(a_rows >> slots_log2, c_slot_rows)
-        # GEMM blocks of at least this many rows keep a weight load (about R beats per R x C tile row
-        # group) under half the bus time of the block's EXEC; larger M is cut into about four blocks,
-        # so the first block's A (loaded before any prefetch can run) and the last block's STORE
-        # (after every EXEC) are short.
-        bus_bytes = cfg.dma_bits // 8
-        mb_min = max(R, 2 * R * -(-C * in_e // bus_bytes))
+        # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
+        # can run) and the last block's STORE (after every EXEC) are short.
+        mb_min = block_min_rows(cfg)
         multi = Signal()
         k_all = Signal(24)  # CONV2D's whole K, kh · kw · C_in (GemmCmd's k holds only a packed one)
 
@@ -577,6 +595,7 @@ class GemmLoop(wiring.Component):
             )
             m.d.sync += [
                 mb.eq(block),
+                a_half.eq(a_rows >> 1),
                 multi.eq(block < c.m),
                 streaming.eq(~split & ~whole & (half == 0)),
                 prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
@@ -612,10 +631,14 @@ class GemmLoop(wiring.Component):
             # (the least A region a loop command runs with, as SpLayout guarantees without B).
             top = c.b + mul.product + Mux(c.conv, k_all, c.k)
             fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-            m.next = "STRIDES"
+            multiply(k_tiles, mb)  # an M block's A rows, every K slice
+            m.next = "B_HALF"
             with m.If(~fits):
                 m.d.comb += self.sp_range.eq(1)
                 m.next = "IDLE"
+        with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
+            m.d.sync += a_half.eq(mul.product)
+            m.next = "STRIDES"
         with m.State("STRIDES"):
             m.d.comb += strides_go.eq(multi)
             m.next = "READY"

@@ -6,9 +6,11 @@ which ``cols`` are used; a convolution's K is kh·kw·C_in (its weights as the i
 loop's own A rows are the region's rows below the resident B, from its start; the bottom
 ``reserve`` rows are kept for them (above the weight slots' minimum: twice the largest A a fully
 connected layer needs, or for a convolution two of the loop's M blocks of about M/8 output pixels
-with all their K slices, so its A is walked once per block, not once per N tile). Like the Edge
-TPU compiler, a layer is resident whole or not at all: in layer order, each layer that still fits
-is placed, the others stream from main memory on every inference.
+with all their K slices, so its A is walked once per block, not once per N tile: with resident
+weights the loop keeps its A in those first rows wherever B lies). Like the Edge TPU compiler, a
+layer is resident whole or not at all: in layer order, each layer that still fits is placed, the
+others stream from main memory on every inference. A streamed convolution's A uses the whole
+region (its odd M blocks start half-way up), so a segment that streams one keeps nothing resident.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rtl.config import AccelConfig
-from rtl.gemm_loop_model import conv_k_tiles
+from rtl.gemm_loop_model import conv_a_rows, conv_k_tiles
 from segment.model import Layer
 
 __all__ = ["STREAMED", "Placement", "place"]
@@ -45,11 +47,10 @@ def sp_rows_of(acc: AccelConfig, layer: Layer) -> int:
 
 def a_reserve_of(acc: AccelConfig, layer: Layer) -> int:
     """Scratchpad rows kept below resident weights for the layer's A, every K slice of: all its
-    rows twice (GEMM: the loop's two halves), or two M blocks of about an eighth of the output
-    pixels (CONV2D, whose M the loop cuts into about eight blocks)."""
+    rows twice (GEMM: the loop's two halves), or what the CONV2D loop keeps of its A (two of its
+    M blocks of about an eighth of the output pixels)."""
     if layer.conv:
-        block = -(-layer.hw * layer.hw // 8)
-        return 2 * block * len(conv_k_tiles(acc, layer.kernel, layer.kernel, layer.k))
+        return conv_a_rows(acc, layer.hw * layer.hw, len(conv_k_tiles(acc, layer.kernel, layer.kernel, layer.k)))
     return 2 * layer.rows * -(-layer.k // acc.dim)
 
 
@@ -69,4 +70,6 @@ def place(acc: AccelConfig, layers: list[Layer], stream_all: bool = False) -> Pl
             need = sp_rows_of(acc, lay)
             if at + need <= end:
                 rows[i], at = at, at + need
+    if any(lay.conv and r == STREAMED for lay, r in zip(layers, rows, strict=True)):
+        rows = [STREAMED] * len(layers)  # a streamed CONV2D's odd blocks use the region's upper half
     return Placement(tuple(rows), tuple(layers))

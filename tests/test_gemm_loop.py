@@ -54,6 +54,7 @@ class TileModel:
         self.units = {u: Unit() for u in UNITS}
         self.tokens = dict.fromkeys(("le", "el", "es", "se"), 0)
         self.k_rows: list[int] = []  # each EXEC's weight rows, in order
+        self.sp_end = 0  # the scratchpad rows the loads wrote end below this row
 
     def step(self, now: int) -> dict[str, int]:
         """One cycle: operations complete, then may start. Returns the finished pulses."""
@@ -109,6 +110,7 @@ class TileModel:
             self.acc[local : local + rows, :elems] = data
             return
         col = d["col"]  # > 0: only the row's own elements are written (a packed CONV2D segment)
+        self.sp_end = max(self.sp_end, local + (elems if d["transpose"] else rows))
         data = np.zeros((rows, elems), self.in_t)
         if not d["zero"]:
             data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.in_t)
@@ -171,10 +173,12 @@ def run_loop(
     max_cycles: int = 200_000,
     k_rows: list | None = None,
     resident: np.ndarray | None = None,
+    sp_end: list | None = None,
 ) -> int:
     """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model;
     ``k_rows`` receives each EXEC's weight rows; ``resident``: scratchpad rows from row ``b`` (a
-    resident B), which must be unchanged afterwards. Returns the cycles, or -1 if refused."""
+    resident B), which must be unchanged afterwards; ``sp_end`` receives the row below which every
+    scratchpad row the loop wrote lies. Returns the cycles, or -1 if refused."""
     dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
     rng = random.Random(seed)
     tile = TileModel(cfg, mem, rng)
@@ -218,6 +222,8 @@ def run_loop(
     assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
     if k_rows is not None:
         k_rows.extend(tile.k_rows)
+    if sp_end is not None:
+        sp_end.append(tile.sp_end)
     if resident is not None:
         assert np.array_equal(tile.sp[fields["b"] : fields["b"] + len(resident)], resident), "resident B overwritten"
     return result.get("cycles", -1) if not result.get("refused") else -1
@@ -281,7 +287,9 @@ def check_gemm(
     return cycles
 
 
-def check_conv(cfg: AccelConfig, shape: dict, seed: int, sp_b: tuple[int, int] | None = None) -> int:
+def check_conv(
+    cfg: AccelConfig, shape: dict, seed: int, sp_b: tuple[int, int] | None = None, sp_end: list | None = None
+) -> int:
     """One CONV2D on the loop against the model, exactly; ``sp_b`` = (first row, N tile stride): the
     weights resident in the scratchpad (flag [21]). Returns run_loop's cycles (-1: refused)."""
     batch, h, w, cin, cout = (shape[k] for k in ("batch", "h", "w", "cin", "cout"))
@@ -307,7 +315,7 @@ def check_conv(cfg: AccelConfig, shape: dict, seed: int, sp_b: tuple[int, int] |
         fields |= {"b_sp": 1, "b": sp_b[0], "ldb": sp_b[1]}
         mem[addr["w"] : addr["w"] + wt.nbytes] = bytes(wt.nbytes)  # the loop must not read them from memory
     k_rows: list[int] = []
-    cycles = run_loop(cfg, fields, mem, seed, k_rows=k_rows, resident=resident)
+    cycles = run_loop(cfg, fields, mem, seed, k_rows=k_rows, resident=resident, sp_end=sp_end)
     got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
     if cycles < 0:
         assert not got.any() and not k_rows, "a refused CONV2D ran"
@@ -407,6 +415,21 @@ def test_conv_loop_resident_b_limits(cfg: AccelConfig) -> None:
     for base, ok in ((top, True), (lowest, True), (top + 1, False), (lowest - 1, False)):
         assert resident_b_fits(cfg, base, k, shape["cout"], stride) == ok
         assert (check_conv(cfg, shape, seed=base, sp_b=(base, stride)) >= 0) == ok, base
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_loop_resident_b_uses_the_same_a_rows_wherever_b_is(cfg: AccelConfig) -> None:
+    """With resident weights the odd M blocks' A follows the even blocks' rows (not the A region's
+    upper half): a CONV2D of several blocks writes the same rows with B at the region's top or
+    right above those rows, so weights resident above them (another layer's) survive it."""
+    shape = {"batch": 2, "h": 9, "w": 8, "cin": 3, "cout": 5, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    k, stride = _conv_k(shape), _conv_k(shape)
+    ends: list[int] = []
+    assert check_conv(cfg, shape, seed=5, sp_b=(_resident_top(cfg, k, shape["cout"], stride), stride), sp_end=ends) > 0
+    low = max(ends[0], cfg.sp_layout.a_base + cfg.sp_layout.slots)
+    assert low < _resident_top(cfg, k, shape["cout"], stride), ends  # blocks, not a ring over the region
+    assert check_conv(cfg, shape, seed=5, sp_b=(low, stride), sp_end=ends) > 0
+    assert ends[1] == ends[0]
 
 
 def test_conv_too_large_issues_nothing() -> None:

@@ -81,6 +81,10 @@ def test_placement_keeps_whole_layers_in_order_while_they_fit() -> None:
     conv = ModelSpec("conv", 8).layers()  # a convolution's B: (3·3·C_in) × f, one row per K row and N tile
     assert [sp_rows_of(acc, lay) for lay in conv] == [8 * 9 * 32, *[8 * 9 * 8] * 4]
     assert all(r != STREAMED for r in place(acc, conv).rows)  # 16 KiB holds these convolutions
+    # On the 8 KiB scratchpad one f × f layer of the conv model fits above its A, two do not: a
+    # segment that would stream a convolution (whose A then uses the whole region) keeps nothing.
+    big = segment_soc().accel, ModelSpec("conv", 16).layers()
+    assert place(big[0], big[1][1:2]).rows != (STREAMED,) and place(big[0], big[1][1:3]).rows == (STREAMED,) * 2
     assert all(r == STREAMED for r in place(acc, layers, stream_all=True).rows)
 
 
