@@ -24,7 +24,7 @@ from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
 from rtl.gemm_loop import GemmLoop
-from rtl.gemm_loop_model import conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
+from rtl.gemm_loop_model import conv_a_rows, conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -430,6 +430,19 @@ def test_conv_loop_resident_b_uses_the_same_a_rows_wherever_b_is(cfg: AccelConfi
     assert low < _resident_top(cfg, k, shape["cout"], stride), ends  # blocks, not a ring over the region
     assert check_conv(cfg, shape, seed=5, sp_b=(low, stride), sp_end=ends) > 0
     assert ends[1] == ends[0]
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[4]], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_a_rows_model_is_what_the_loop_uses(cfg: AccelConfig) -> None:
+    """gemm_loop_model.conv_a_rows (the segment placement's reserve): resident weights right above
+    that many A rows run exact, and the loop writes exactly those rows below them."""
+    shape = {"batch": 1, "h": 6, "w": 5, "cin": 3, "cout": 5, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    k, m = _conv_k(shape), 6 * 5
+    rows = conv_a_rows(cfg, m, len(conv_k_tiles(cfg, 3, 3, 3)))
+    assert m * len(conv_k_tiles(cfg, 3, 3, 3)) > rows  # two blocks, not all of M
+    ends: list[int] = []
+    assert check_conv(cfg, shape, seed=9, sp_b=(cfg.sp_layout.a_base + rows, k), sp_end=ends) > 0
+    assert ends == [cfg.sp_layout.a_base + rows]
 
 
 def test_conv_too_large_issues_nothing() -> None:
