@@ -546,8 +546,12 @@ class GemmLoop(wiring.Component):
                 m.next = "IDLE"
         with m.State("CONV_POS"), m.If(mul.done):
             m.d.sync += steps["pos"].eq(mul.product[:32])
-            multiply(c.cin, kernel_area(c.kh, c.kw))  # K = kh · kw · C_in
-            m.next = "CONV_K"
+            m.next = "K_TILES"
+            # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
+            # other CONV2Ds skip the product's cycles).
+            with m.If(c.b_sp | (c.cin < R)):
+                multiply(c.cin, kernel_area(c.kh, c.kw))
+                m.next = "CONV_K"
         with m.State("CONV_K"), m.If(mul.done):
             m.d.sync += k_all.eq(mul.product)
             with m.If(c.cin < R):  # packed: K sliced as a GEMM's
@@ -631,8 +635,10 @@ class GemmLoop(wiring.Component):
             # (the least A region a loop command runs with, as SpLayout guarantees without B).
             top = c.b + mul.product + Mux(c.conv, k_all, c.k)
             fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-            multiply(k_tiles, mb)  # an M block's A rows, every K slice
-            m.next = "B_HALF"
+            m.next = "STRIDES"
+            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                multiply(k_tiles, mb)
+                m.next = "B_HALF"
             with m.If(~fits):
                 m.d.comb += self.sp_range.eq(1)
                 m.next = "IDLE"
