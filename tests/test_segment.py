@@ -97,9 +97,14 @@ def test_strategies_on_a_known_cost() -> None:
     assert equal(5, 2) == (0, 3, 5) and equal(5, 3) == (0, 2, 4, 5) and equal(5, 1) == (0, 5)
     assert len(splits(5, 2)) == 4 and len(splits(5, 3)) == 6 and len(splits(5, 4)) == 4  # C(4, s-1)
     assert profiled(5, 2, cost, 0.1) == (0, 2, 5)  # 19 | 2 -> 10 | 11
-    assert exhaustive(5, 2, cost, (0, 3, 5)) == (0, 2, 5)
-    assert max(stage_costs(exhaustive(5, 3, cost, (0, 1, 2, 5)), cost)) == 10  # from 1 | 9 | 11
-    assert exhaustive(5, 3, cost, (0, 2, 4, 5)) == (0, 2, 4, 5)  # 10 | 10 | 1: a tie keeps the start
+
+    # exhaustive takes a whole split's time; here the slowest segment's cost plays it
+    def slowest(bounds: tuple[int, ...]) -> float:
+        return max(stage_costs(bounds, cost))
+
+    assert exhaustive(5, 2, slowest, (0, 3, 5)) == (0, 2, 5)
+    assert slowest(exhaustive(5, 3, slowest, (0, 1, 2, 5))) == 10  # from 1 | 9 | 11
+    assert exhaustive(5, 3, slowest, (0, 2, 4, 5)) == (0, 2, 4, 5)  # 10 | 10 | 1: a tie keeps the start
     assert profiled(5, 2, cost, 1.0) == equal(5, 2)  # a threshold of 100 % accepts the first split
 
 
@@ -136,16 +141,15 @@ def test_two_tile_pipeline_is_bit_exact_and_reads_what_the_placement_says(measur
 
 
 def test_strategy_ordering_on_measured_cycles(measured: dict[str, dict]) -> None:
+    """exhaustive runs every split as the pipeline and keeps the fastest, or the profiled split
+    when that runs faster alone: never slower than profiled."""
     per = {s: r["cycles_per_inference"] for s, r in measured.items()}
     assert per["exhaustive"] <= per["profiled"] <= per["equal"], per
-    prof = measured["exhaustive"]["profile"]["segment_cycles"]
-    worst = {
-        s: max(prof[f"{a}-{b}"] for a, b in zip(r["bounds"], r["bounds"][1:], strict=False))
-        for s, r in measured.items()
-    }
-    assert worst["exhaustive"] == min(
-        max(prof[f"{a}-{b}"] for a, b in itertools.pairwise(split)) for split in splits(5, 2)
-    )
+    times = measured["exhaustive"]["split_cycles_per_inference"]
+    assert sorted(times) == sorted("-".join(map(str, b)) for b in splits(5, 2))
+    fastest = min(times, key=times.__getitem__)
+    chosen, prof_split = ("-".join(map(str, measured[s]["bounds"])) for s in ("exhaustive", "profiled"))
+    assert chosen in (fastest, prof_split) and times[fastest] < 0.99 * min(times[k] for k in times if k != fastest)
 
 
 def test_batch_of_one_on_one_tile_streams_what_does_not_fit() -> None:
@@ -195,6 +199,21 @@ def test_full_scale_fc_pipeline_at_batch_50(tiles: int) -> None:
     prof = profile(cfg, build_model(spec, cfg.accel, x))
     per = {
         s: run_segmented(cfg, spec, tiles, s, 50, prof=prof)["cycles_per_inference"]
+        for s in ("equal", "profiled", "exhaustive")
+    }
+    assert per["exhaustive"] <= per["profiled"] <= per["equal"], per
+
+
+@pytest.mark.slow
+def test_conv_strategies_keep_their_order_on_three_tiles() -> None:
+    """The split that the per-segment profile favours for the conv model on 3 tiles streams in
+    every stage and is slower as a pipeline (docs/segment.md); measuring each split as the
+    pipeline, exhaustive keeps the profiled one or a faster one."""
+    cfg, spec = segment_soc(), ModelSpec("conv", 16)
+    x = inputs(spec, 8)
+    prof = profile(cfg, build_model(spec, cfg.accel, x))
+    per = {
+        s: run_segmented(cfg, spec, 3, s, 8, prof=prof)["cycles_per_inference"]
         for s in ("equal", "profiled", "exhaustive")
     }
     assert per["exhaustive"] <= per["profiled"] <= per["equal"], per
