@@ -42,7 +42,7 @@ FLAG_BITS = {
     "FENCE": 0,
     "VEC": DEPS_BITS | SIDE_BITS | 0x1FFF << 12,
     "GEMM": 0x3FF << 12,
-    "CONV2D": 0x7F << 14,
+    "CONV2D": 0xFF << 14,
 }
 # Read-out activations defined: 0 none, 1 ReLU; float accumulators also 2 sigmoid, 3 tanh.
 ACT_CODES = {"int8": 2, "bf16": 4}
@@ -219,8 +219,11 @@ class Decoder(wiring.Component):
             m.d.comb += [
                 p.n.eq(cout),
                 p.a.eq(w[5]),
+                p.b_sp.eq(f[21]),
                 p.b.eq(w[6]),
-                p.ldb.eq(cout * (cfg.in_bits // 8)),
+                # A resident B's N tiles are word 10's rows apart (GEMM's ldb, word 7, is the output's
+                # address here); weights in memory are HWIO rows of C_out elements.
+                p.ldb.eq(Mux(f[21], w[10], cout * (cfg.in_bits // 8))),
                 p.c.eq(w[7]),
                 # Elements are 1, 2 or 4 bytes: a shift, not a multiplier (it took a DSP on ECP5).
                 p.ldc.eq(Mux(f[19:21] == 0, cout << _log2(self._narrow_bytes()), cout << _log2(cfg.acc_bits // 8))),
@@ -346,7 +349,10 @@ class Decoder(wiring.Component):
         fits = (p.h + 2 * p.pad >= p.kh) & (p.w + 2 * p.pad >= p.kw)
         bad = (p.kh > KERNEL_MAX) | (p.kw > KERNEL_MAX) | (p.stride == 0) | ~fits | f[14]
         bias_addr = Mux(f[15], p.d, 0)  # read only with a per-channel bias
-        misaligned = (((p.a | p.b) & (in_e - 1)) | (p.c & (self._out_bytes(f) - 1)) | (bias_addr & (acc_e - 1))) != 0
+        weights = Mux(f[21], 0, p.b)  # a resident B is given in scratchpad rows
+        misaligned = (
+            ((p.a | weights) & (in_e - 1)) | (p.c & (self._out_bytes(f) - 1)) | (bias_addr & (acc_e - 1))
+        ) != 0
         return [(conv & zero, "ZERO_DIM"), (conv & bad, "BAD_SHAPE"), (conv & misaligned, "MISALIGNED")]
 
     def _gemm_checks(self, w, gemm) -> list:

@@ -38,6 +38,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.divider import Divider
 from rtl.exec_unit import exec_op_layout
+from rtl.gemm_loop_model import block_min_rows
 from rtl.im2col import KERNEL_MAX, Im2col
 from rtl.multiplier import Multiplier, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
@@ -197,6 +198,11 @@ class GemmLoop(wiring.Component):
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
         # Rows of the A region this command may use: all of it, or those below a resident B.
         a_rows = Signal(range(layout.a_rows + 1))
+        # Where the odd M blocks' A starts: the region's upper half (apart from the even blocks' rows,
+        # in another bank where there are several), or with a resident B right above the even
+        # blocks' rows, so the A rows used are the least whatever `b` is: other data resident in
+        # the scratchpad below `b` (another layer's weights) survives a command that fits below it.
+        a_half = Signal(range(layout.a_rows + 1))
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits)
         strides_go, strides_ready = Signal(), Signal()
@@ -311,12 +317,15 @@ class GemmLoop(wiring.Component):
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, pf_kslice, next_rows),
                 elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
-                local_addr=layout.a_base + Mux(odd_block, 0, a_rows >> 1) + pf.res + pf.chunk,
+                local_addr=layout.a_base + Mux(odd_block, 0, a_half) + pf.res + pf.chunk,
                 transpose=c.trans_a,
             )
         )
-        conv_a_load = op(im2col.desc.p.as_value())
         seg_w = seg.width(c.cin, kslice)
+        last_walk = ~seg.packed | (seg.col + seg_w == kslice)  # the step's last walk (segment)
+        # Resident B: the last walk's last piece is always sent, and gives EXEC its token.
+        m.d.comb += im2col.keep_last.eq(c.b_sp & last_walk)
+        conv_a_load = op(im2col.desc.p.as_value(), signal_next=c.b_sp & last_walk & im2col.last)
         self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg, seg_w)
         exec_op = pack(
             ex.p.shape(),
@@ -396,7 +405,21 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         m.next = "K_TILES"
             self._setup(
-                m, c, im2col, div, mul, k_tiles, mb, streaming, prefetch, n_tiles, steps, strides_go, seg, a_rows
+                m,
+                c,
+                im2col,
+                div,
+                mul,
+                k_tiles,
+                mb,
+                streaming,
+                prefetch,
+                n_tiles,
+                steps,
+                strides_go,
+                seg,
+                a_rows,
+                a_half,
             )
             with m.State("READY"):
                 go_pair(1, 0)
@@ -406,7 +429,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -437,12 +460,12 @@ class GemmLoop(wiring.Component):
                     restart_k()
                     with m.If(~last_n):
                         m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
-                        m.d.sync += res.eq(Mux(odd_block, a_rows >> 1, 0))
+                        m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
-                        m.d.sync += [res.eq(Mux(odd_block, 0, a_rows >> 1))]
+                        m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
                         m.d.comb += im2col.next_block.eq(1)
@@ -483,6 +506,7 @@ class GemmLoop(wiring.Component):
         strides_go,
         seg: _Segments,
         a_rows: Signal,
+        a_half: Signal,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -494,13 +518,11 @@ class GemmLoop(wiring.Component):
         c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
         slots_log2 = layout.slots.bit_length() - 1
         stream_rows = _min(a_rows >> slots_log2, c_slot_rows)
-        # GEMM blocks of at least this many rows keep a weight load (about R beats per R x C tile row
-        # group) under half the bus time of the block's EXEC; larger M is cut into about four blocks,
-        # so the first block's A (loaded before any prefetch can run) and the last block's STORE
-        # (after every EXEC) are short.
-        bus_bytes = cfg.dma_bits // 8
-        mb_min = max(R, 2 * R * -(-C * in_e // bus_bytes))
+        # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
+        # can run) and the last block's STORE (after every EXEC) are short.
+        mb_min = block_min_rows(cfg)
         multi = Signal()
+        k_all = Signal(24)  # CONV2D's whole K, kh · kw · C_in (GemmCmd's k holds only a packed one)
 
         def multiply(a, b) -> None:
             m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
@@ -516,7 +538,8 @@ class GemmLoop(wiring.Component):
             m.next = "CONV_M"
         with m.State("CONV_M"), m.If(mul.done):
             m.d.sync += c.m.eq(mul.product[:32])
-            multiply(c.ldb, c.cin)  # bytes of B from one kernel position to the next
+            # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
+            multiply(Mux(c.b_sp, 1, c.ldb), c.cin)
             m.next = "CONV_POS"
             with m.If(mul.product[32:] != 0):
                 m.d.comb += self.too_large.eq(1)
@@ -524,11 +547,15 @@ class GemmLoop(wiring.Component):
         with m.State("CONV_POS"), m.If(mul.done):
             m.d.sync += steps["pos"].eq(mul.product[:32])
             m.next = "K_TILES"
-            with m.If(c.cin < R):  # packed: K = kh · kw · C_in, sliced as a GEMM's
+            # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
+            # other CONV2Ds skip the product's cycles).
+            with m.If(c.b_sp | (c.cin < R)):
                 multiply(c.cin, kernel_area(c.kh, c.kw))
-                m.next = "CONV_PACKED"
-        with m.State("CONV_PACKED"), m.If(mul.done):
-            m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
+                m.next = "CONV_K"
+        with m.State("CONV_K"), m.If(mul.done):
+            m.d.sync += k_all.eq(mul.product)
+            with m.If(c.cin < R):  # packed: K sliced as a GEMM's
+                m.d.sync += [c.k.eq(mul.product), seg.packed.eq(1)]
             m.next = "K_TILES"
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
@@ -572,6 +599,7 @@ class GemmLoop(wiring.Component):
             )
             m.d.sync += [
                 mb.eq(block),
+                a_half.eq(a_rows >> 1),
                 multi.eq(block < c.m),
                 streaming.eq(~split & ~whole & (half == 0)),
                 prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
@@ -605,12 +633,18 @@ class GemmLoop(wiring.Component):
         with m.State("B_CHECK"), m.If(mul.done):
             # Its rows lie in the A region, with at least one A row per weight slot below them
             # (the least A region a loop command runs with, as SpLayout guarantees without B).
-            top = c.b + mul.product + c.k
+            top = c.b + mul.product + Mux(c.conv, k_all, c.k)
             fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
             m.next = "STRIDES"
+            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                multiply(k_tiles, mb)
+                m.next = "B_HALF"
             with m.If(~fits):
                 m.d.comb += self.sp_range.eq(1)
                 m.next = "IDLE"
+        with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
+            m.d.sync += a_half.eq(mul.product)
+            m.next = "STRIDES"
         with m.State("STRIDES"):
             m.d.comb += strides_go.eq(multi)
             m.next = "READY"
@@ -676,30 +710,35 @@ class GemmLoop(wiring.Component):
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, kslice, loaded) -> None:
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
-        or one per segment when packed), or up to ``dim`` rows per load (a transposed A)."""
+        or one per segment when packed), or up to ``dim`` rows per load (a transposed A). Then the
+        weight tile's load, or with a resident B the EXEC, which the last A load gave its token."""
+
+        def a_done() -> None:
+            m.d.sync += loaded.eq(c.b_sp)
+            m.next = "LOAD_B"
+            with m.If(c.b_sp):
+                m.next = "EXEC"
+
         with m.If(c.conv):
             m.d.comb += [
                 im2col.active.eq(a_free),
                 load.valid.eq(im2col.desc.valid),
                 im2col.desc.ready.eq(load.ready),
             ]
-            last_seg = ~seg.packed | (seg.col + seg_w == kslice)
             with m.If(im2col.step & im2col.last):
                 with m.If(seg.packed):
-                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_seg)
-                with m.If(last_seg):
-                    m.next = "LOAD_B"
+                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_walk)
+                with m.If(last_walk):
+                    a_done()
         with m.Else():
             m.d.comb += load.valid.eq(a_free)
             with m.If(load.valid & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
-                    m.d.sync += [chunk.eq(0), loaded.eq(c.b_sp)]
-                    m.next = "LOAD_B"
-                    with m.If(c.b_sp):
-                        m.next = "EXEC"
+                    m.d.sync += chunk.eq(0)
+                    a_done()
 
     def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""

@@ -17,7 +17,15 @@ from rtl.config import AccelConfig
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 
-__all__ = ["conv_k_tiles", "gemm_k_tiles", "loop_result", "resident_b_fits", "resident_b_rows"]
+__all__ = [
+    "block_min_rows",
+    "conv_a_rows",
+    "conv_k_tiles",
+    "gemm_k_tiles",
+    "loop_result",
+    "resident_b_fits",
+    "resident_b_rows",
+]
 
 
 def gemm_k_tiles(cfg: AccelConfig, k: int) -> list[tuple[int, int]]:
@@ -37,6 +45,24 @@ def conv_k_tiles(cfg: AccelConfig, kh: int, kw: int, cin: int) -> list[tuple[int
         for j in range(kw)
         for c0 in range(0, cin, cfg.rows)
     ]
+
+
+def block_min_rows(cfg: AccelConfig) -> int:
+    """The loop's least M block when it cuts M (rtl/gemm_loop.py): blocks of at least this many
+    rows keep a weight load (about R beats per R × C tile row group) under half the bus time of the
+    block's EXEC."""
+    bus_bytes = cfg.dma_bits // 8
+    return max(cfg.rows, 2 * cfg.rows * -(-cfg.cols * (cfg.in_bits // 8) // bus_bytes))
+
+
+def conv_a_rows(cfg: AccelConfig, pixels: int, k_tiles: int) -> int:
+    """Scratchpad rows a CONV2D of ``pixels`` output pixels (its M) and ``k_tiles`` K tiles keeps
+    its A in when its A region has room for them: all of M if it is at most one block, else two
+    blocks (about M/8 rows, at least ``block_min_rows``) of every K slice. With resident weights
+    these are the region's first rows wherever B lies above them (the loop's odd blocks follow
+    the even blocks' rows)."""
+    block = max(-(-pixels // 8), block_min_rows(cfg))
+    return k_tiles * (pixels if pixels <= block else 2 * block)
 
 
 def resident_b_rows(cfg: AccelConfig, b: npt.NDArray, stride: int) -> npt.NDArray:

@@ -82,6 +82,9 @@ class Im2col(wiring.Component):
                 "width": In(16),
                 "col": In(8),  # the scratchpad column the slice's elements start at
                 "next_block": In(1),
+                # The walk's last piece is sent even if it is padding at col > 0, so that a descriptor
+                # ends every walk (a resident-B CONV2D's last load carries EXEC's token).
+                "keep_last": In(1),
                 "desc": Out(stream.Signature(dma_desc_layout())),
                 "first": Out(1),
                 "last": Out(1),
@@ -217,7 +220,8 @@ class Im2col(wiring.Component):
         length = piece_end - cur.x
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo.
         pending = (phase == 2) & (left != 0)
-        skip = ~inside & (self.col != 0)
+        last = length == left
+        skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
         m.d.comb += [
             self.desc.valid.eq(pending & ~skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (pending & skip)),
@@ -230,7 +234,7 @@ class Im2col(wiring.Component):
             self.desc.p.local_addr.eq(local),
             self.desc.p.zero.eq(~inside),
             self.first.eq(~emitted),
-            self.last.eq(length == left),
+            self.last.eq(last),
         ]
 
         # A new walk starts at the block start once the block's column offset is known; its

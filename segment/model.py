@@ -45,6 +45,11 @@ class Layer:
         return self.kernel * self.kernel * self.k * self.n if self.conv else self.k * self.n
 
     @property
+    def b_rows(self) -> int:
+        """K of the layer's GEMM (a convolution's im2col GEMM: kernel² · C_in), the rows of B."""
+        return self.kernel * self.kernel * self.k if self.conv else self.k
+
+    @property
     def in_bytes(self) -> int:
         return self.hw * self.hw * self.k if self.conv else self.rows * self.k
 

@@ -7,8 +7,11 @@
   ``threshold`` of the slowest (or no move helps: the last split tried is kept). A segment's
   estimate is the sum of its layers' measured cycles on one tile, each layer's resident or streamed
   figure as the segment's placement puts it.
-* ``exhaustive``: every split point choice (C(l-1, s-1) of them), each scored by the measured
-  cycles of its segments run alone on a tile; the slowest segment decides.
+* ``exhaustive``: every split point choice (C(l-1, s-1) of them), each run as the pipeline over
+  the batch and scored by its measured cycles per inference (the paper: "taking the best one in
+  terms of the inference time when running as a pipeline over a large batch of inputs"). So it
+  sees what the per-segment profile cannot: stages that slow each other down by sharing main
+  memory.
 
 Each later strategy starts from the one before and only leaves it for a strictly better score, so
 a tie keeps the same split (and the same measured pipeline).
@@ -74,11 +77,11 @@ def _moves(bounds: Bounds, slow: int, costs: Sequence[float]) -> list[Bounds]:
     return out
 
 
-def exhaustive(layers: int, stages: int, cost: Callable[[int, int], float], start: Bounds) -> Bounds:
-    """The split with the lowest slowest segment; ``start`` unless another is strictly better."""
-    best, score = start, max(stage_costs(start, cost))
+def exhaustive(layers: int, stages: int, time: Callable[[Bounds], float], start: Bounds) -> Bounds:
+    """The split whose pipeline ``time`` is lowest; ``start`` unless another is strictly faster."""
+    best, score = start, time(start)
     for bounds in splits(layers, stages):
-        s = max(stage_costs(bounds, cost))
-        if s < score:
-            best, score = bounds, s
+        t = time(bounds)
+        if t < score:
+            best, score = bounds, t
     return best

@@ -88,12 +88,20 @@ def gemm_words(case: dict, addr: dict, ld: dict) -> list[int]:
     ]  # fmt: skip
 
 
+def _b_dims(case: dict) -> tuple[int, int]:
+    """K and N of a loop command's B: a GEMM's, or a CONV2D's weights as (kh·kw·C_in) × C_out."""
+    if "k" in case:
+        return case["k"], case["n"]
+    return case["kh"] * case["kw"] * case["cin"], case["cout"]
+
+
 def resident_b_row(cfg: AccelConfig, case: dict) -> int:
     """First scratchpad row of a resident B (flag [21]) as ``case["sp_b_at"]`` places it: "top"
     ends it at the A region's last row, "low" starts it at the lowest row allowed, "past" one
     row above "top" (refused)."""
     layout = cfg.sp_layout
-    span = (-(-case["n"] // cfg.cols) - 1) * case["sp_b_stride"] + case["k"]
+    k, n = _b_dims(case)
+    span = (-(-n // cfg.cols) - 1) * case["sp_b_stride"] + k
     top = layout.a_base + layout.a_rows - span
     return {"top": top, "low": layout.a_base + layout.slots, "past": top + 1}[case["sp_b_at"]]
 
@@ -101,10 +109,11 @@ def resident_b_row(cfg: AccelConfig, case: dict) -> int:
 def _resident_loads(cfg: AccelConfig, case: dict, addr: int, ld_bytes: int, row: int) -> list[list[int]]:
     """LOADs of B (K × N in memory) into its resident layout: N tile j's K rows from row + j·stride."""
     esize = cfg.in_bits // 8
+    k, n = _b_dims(case)
     out = []
-    for j, n0 in enumerate(range(0, case["n"], cfg.cols)):
-        elems = min(cfg.cols, case["n"] - n0)
-        out.append([0x01, addr + n0 * esize, ld_bytes, case["k"] | elems << 16, row + j * case["sp_b_stride"]])
+    for j, n0 in enumerate(range(0, n, cfg.cols)):
+        elems = min(cfg.cols, n - n0)
+        out.append([0x01, addr + n0 * esize, ld_bytes, k | elems << 16, row + j * case["sp_b_stride"]])
     return out
 
 
@@ -152,7 +161,9 @@ def gemm_case(cfg: AccelConfig, case: dict, seed: int) -> LoopCase:
 
 
 def conv_words(case: dict, addr: dict) -> list[int]:
-    flags = case["bias"] << 14 | case["act"] << 17 | case["out"] << 19
+    """The CONV2D command; with ``sp_b`` the weights are resident from row ``addr["w"]``, their N
+    tiles ``sp_b_stride`` rows apart (flag [21], word 10)."""
+    flags = case["bias"] << 14 | case["act"] << 17 | case["out"] << 19 | case.get("sp_b", 0) << 21
     return [
         0x11 | flags,
         case["batch"] | case["cin"] << 16,
@@ -160,11 +171,14 @@ def conv_words(case: dict, addr: dict) -> list[int]:
         case["cout"] | case["kh"] << 16 | case["kw"] << 24,
         case["stride"] | case["pad"] << 8,
         addr["in"], addr["w"], addr["out"], addr["bias"], case["scale"],
+        *([case["sp_b_stride"]] if case.get("sp_b") else []),
     ]  # fmt: skip
 
 
 def conv_case(cfg: AccelConfig, case: dict, seed: int) -> LoopCase:
-    """One CONV2D command (NHWC input, HWIO weights) against im2col and the loop's model."""
+    """One CONV2D command (NHWC input, HWIO weights) against im2col and the loop's model. With
+    ``sp_b`` (and ``sp_b_at``, ``sp_b_stride``) the weights are first LOADed into the scratchpad
+    as the resident (kh·kw·C_in) × C_out B and the CONV2D reads them there (flag [21])."""
     case = {"stride": 1, "pad": 0, "bias": 0, "act": 0, "out": 1, "scale": unit_scale(cfg)} | case
     batch, h, w, cin, cout = (case[key] for key in ("batch", "h", "w", "cin", "cout"))
     kh, kw, stride, pad = case["kh"], case["kw"], case["stride"], case["pad"]
@@ -181,9 +195,16 @@ def conv_case(cfg: AccelConfig, case: dict, seed: int) -> LoopCase:
     a = im2col(x, kh, kw, stride, pad)
     k_tiles = conv_k_tiles(cfg, kh, kw, cin)
     want = loop_result(cfg, a, weights.reshape(-1, cout), bias, case["scale"], case["act"], case["out"], k_tiles)
+    stream = []
+    if case.get("sp_b"):
+        row = resident_b_row(cfg, case)
+        assert resident_b_fits(cfg, row, *_b_dims(case), case["sp_b_stride"]), f"resident B at row {row} is refused"
+        stream = _resident_loads(cfg, case, addr["w"], cout * weights.itemsize, row)
+        addr = addr | {"w": row}
+    words = conv_words(case, addr)
     return LoopCase(
-        f"CONV2D {case}", conv_words(case, addr), writes, addr["out"], (batch * oh * ow, cout), out_t, cout,
-        want.astype(out_t), a.shape[0] * a.shape[1] * cout, used,
+        f"CONV2D {case}", words, writes, addr["out"], (batch * oh * ow, cout), out_t, cout,
+        want.astype(out_t), a.shape[0] * a.shape[1] * cout, used, [*stream, words] if stream else [],
     )  # fmt: skip
 
 

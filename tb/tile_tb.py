@@ -366,8 +366,8 @@ async def _refused_before_memory(t, words: list[int], error: str, seed: int) -> 
 
 @cocotb.test()
 async def tile_loop_errors(dut) -> None:
-    """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels and a GEMM whose
-    resident B passes the A region are refused before any memory traffic; an AXI error on one of
+    """Loop commands that fail: a CONV2D of more than 2**32 - 1 output pixels and a GEMM or CONV2D
+    whose resident B passes the A region are refused before any memory traffic; an AXI error on one of
     a GEMM's loads stops the loop (the tile comes back once the error is cleared, no later
     operation runs); each time a correct GEMM follows."""
     t = await start(dut)
@@ -384,6 +384,12 @@ async def tile_loop_errors(dut) -> None:
     words = gemm_words(flags | past, {"A": 0x1000, "B": resident_b_row(t.cfg, past), "C": 0x2000, "D": 0},
                        {"A": 64, "B": 6, "C": 64, "D": 0})  # fmt: skip
     await _refused_before_memory(t, words, "SP_RANGE", seed=4)
+    # The same for a CONV2D's resident weights, K = kh·kw·C_in rows per N tile.
+    past = {"batch": 1, "h": 4, "w": 4, "cin": 5, "cout": 6, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    past |= {"sp_b": 1, "sp_b_at": "past", "sp_b_stride": 45, "bias": 0, "act": 0, "out": 1, "scale": 0}
+    await t.write("CONTROL", 0b101)
+    words = conv_words(past, {"in": 0x1000, "w": resident_b_row(t.cfg, past), "out": 0x2000, "bias": 0})
+    await _refused_before_memory(t, words, "SP_RANGE", seed=6)
 
     # B is read at its first N tile's K slices; an error range in the middle of B hits a later load.
     from cocotbext.axi import AxiResp

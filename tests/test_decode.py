@@ -224,6 +224,7 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         out["error_seq"] = ctx.get(dut.error.payload.seq)
         out["load"] = {k: ctx.get(getattr(dut.load.p.op, k)) for k in ("kind", "dram_addr", "rows", "elems")}
         out["store_kind"] = ctx.get(dut.store.p.op.kind)
+        out["loop"] = {k: ctx.get(getattr(dut.loop.p, k)) for k in ("conv", "b_sp", "b", "ldb", "c")}
         out["exec"] = {k: ctx.get(getattr(dut.exec.p.op, k)) for k in ("b_addr", "k_rows", "a_addr", "m", "c_addr")}
         out["deps"] = ctx.get(dut.load.p.deps.as_value())
         out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
@@ -281,6 +282,9 @@ def test_routing_and_fields() -> None:
         (conv(flags=2 << 17 | 1 << 19), None),
         (gemm(b=5), "MISALIGNED"),  # B's address in bytes of bf16 elements
         (gemm(flags=1 << 21, b=5), None),  # a resident B's first row: any row (the loop checks its rows)
+        (conv(wt=5), "MISALIGNED"),  # weights in memory: bytes of bf16 elements
+        (conv(flags=1 << 21, wt=5), None),  # resident weights: a scratchpad row
+        (conv(flags=1 << 22), "BAD_FIELD"),
     ],
 )
 def test_rules_bf16(words: list[int], error: str | None) -> None:
@@ -493,3 +497,12 @@ def test_transfer_blocks_model() -> None:
         n = -(-elems // width)
         assert seen == {(r, e): (10 + r * n + e // width, e % width) for r in range(rows) for e in range(elems)}
         assert (len(blocks) == 1) == (elems <= width or (elems % width == 0 and (stride == 2 * elems or rows == 1)))
+
+
+def test_conv_resident_weights_fields() -> None:
+    """CONV2D flag [21]: word 6 is B's first scratchpad row, word 10 the rows between its N tiles;
+    without it, B is HWIO in memory with rows of C_out elements (word 10 ignored)."""
+    words = [*conv(flags=1 << 21, cout=20, wt=300, out=0x800), 0, 99]
+    assert decode(words)["loop"] == {"conv": 1, "b_sp": 1, "b": 300, "ldb": 99, "c": 0x800}
+    words = [*conv(cout=20, wt=0x400, out=0x800), 0, 99]
+    assert decode(words, cfg=BF16)["loop"] == {"conv": 1, "b_sp": 0, "b": 0x400, "ldb": 40, "c": 0x800}

@@ -24,7 +24,7 @@ from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
 from rtl.gemm_loop import GemmLoop
-from rtl.gemm_loop_model import conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
+from rtl.gemm_loop_model import conv_a_rows, conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -54,6 +54,7 @@ class TileModel:
         self.units = {u: Unit() for u in UNITS}
         self.tokens = dict.fromkeys(("le", "el", "es", "se"), 0)
         self.k_rows: list[int] = []  # each EXEC's weight rows, in order
+        self.sp_end = 0  # the scratchpad rows the loads wrote end below this row
 
     def step(self, now: int) -> dict[str, int]:
         """One cycle: operations complete, then may start. Returns the finished pulses."""
@@ -109,6 +110,7 @@ class TileModel:
             self.acc[local : local + rows, :elems] = data
             return
         col = d["col"]  # > 0: only the row's own elements are written (a packed CONV2D segment)
+        self.sp_end = max(self.sp_end, local + (elems if d["transpose"] else rows))
         data = np.zeros((rows, elems), self.in_t)
         if not d["zero"]:
             data = self._rows(d["dram_addr"], d["dram_stride"], rows, elems, self.in_t)
@@ -171,10 +173,12 @@ def run_loop(
     max_cycles: int = 200_000,
     k_rows: list | None = None,
     resident: np.ndarray | None = None,
+    sp_end: list | None = None,
 ) -> int:
     """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model;
     ``k_rows`` receives each EXEC's weight rows; ``resident``: scratchpad rows from row ``b`` (a
-    resident B), which must be unchanged afterwards. Returns the cycles, or -1 if refused."""
+    resident B), which must be unchanged afterwards; ``sp_end`` receives the row below which every
+    scratchpad row the loop wrote lies. Returns the cycles, or -1 if refused."""
     dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
     rng = random.Random(seed)
     tile = TileModel(cfg, mem, rng)
@@ -218,6 +222,8 @@ def run_loop(
     assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
     if k_rows is not None:
         k_rows.extend(tile.k_rows)
+    if sp_end is not None:
+        sp_end.append(tile.sp_end)
     if resident is not None:
         assert np.array_equal(tile.sp[fields["b"] : fields["b"] + len(resident)], resident), "resident B overwritten"
     return result.get("cycles", -1) if not result.get("refused") else -1
@@ -281,7 +287,11 @@ def check_gemm(
     return cycles
 
 
-def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
+def check_conv(
+    cfg: AccelConfig, shape: dict, seed: int, sp_b: tuple[int, int] | None = None, sp_end: list | None = None
+) -> int:
+    """One CONV2D on the loop against the model, exactly; ``sp_b`` = (first row, N tile stride): the
+    weights resident in the scratchpad (flag [21]). Returns run_loop's cycles (-1: refused)."""
     batch, h, w, cin, cout = (shape[k] for k in ("batch", "h", "w", "cin", "cout"))
     kh, kw, stride, pad = shape["kh"], shape["kw"], shape["stride"], shape["pad"]
     rng = np.random.default_rng(seed)
@@ -299,15 +309,24 @@ def check_conv(cfg: AccelConfig, shape: dict, seed: int) -> None:
         "n": cout, "a": addr["x"], "b": addr["w"], "ldb": cout * e_in, "c": addr["out"], "ldc": cout * e_acc,
         "scale": scale, "out": 1,
     }  # fmt: skip
+    resident = None
+    if sp_b is not None:
+        resident = resident_b_rows(cfg, wt.reshape(-1, cout), sp_b[1])
+        fields |= {"b_sp": 1, "b": sp_b[0], "ldb": sp_b[1]}
+        mem[addr["w"] : addr["w"] + wt.nbytes] = bytes(wt.nbytes)  # the loop must not read them from memory
     k_rows: list[int] = []
-    run_loop(cfg, fields, mem, seed, k_rows=k_rows)
+    cycles = run_loop(cfg, fields, mem, seed, k_rows=k_rows, resident=resident, sp_end=sp_end)
+    got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
+    if cycles < 0:
+        assert not got.any() and not k_rows, "a refused CONV2D ran"
+        return cycles
     # The EXECs run the model's K tiles (packed when C_in < rows) for each (M block, N tile) pair.
     widths = [width for _, width in conv_k_tiles(cfg, kh, kw, cin)]
     assert len(k_rows) % len(widths) == 0 and k_rows == widths * (len(k_rows) // len(widths))
-    got = np.frombuffer(bytes(mem[addr["out"] : addr["out"] + batch * oh * ow * cout * e_acc]), acc_t)
     want = loop_result(cfg, im2col(x, kh, kw, stride, pad), wt.reshape(-1, cout), None, scale, 0, 1,
                        conv_k_tiles(cfg, kh, kw, cin)).astype(acc_t)  # fmt: skip
     assert np.array_equal(got.reshape(want.shape), want)
+    return cycles
 
 
 CONFIGS = [
@@ -359,6 +378,71 @@ def test_gemm_loop_accumulate_into_c(cfg: AccelConfig) -> None:
 )
 def test_conv_loop(cfg: AccelConfig, shape: dict) -> None:
     check_conv(cfg, shape, seed=17)
+
+
+# Resident weights: unpacked (C_in ≥ rows of every config below) and packed, padding, stride,
+# several N tiles (C_out > cols) with a stride between them larger than K.
+RESIDENT_CONVS = [
+    {"batch": 1, "h": 5, "w": 4, "cin": 8, "cout": 6, "kh": 2, "kw": 2, "stride": 1, "pad": 1},
+    {"batch": 2, "h": 6, "w": 5, "cin": 3, "cout": 7, "kh": 3, "kw": 3, "stride": 2, "pad": 2},
+    {"batch": 1, "h": 5, "w": 7, "cin": 1, "cout": 5, "kh": 3, "kw": 2, "stride": 1, "pad": 2},
+]
+
+
+def _conv_k(shape: dict) -> int:
+    return shape["kh"] * shape["kw"] * shape["cin"]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+@pytest.mark.parametrize("shape", RESIDENT_CONVS)
+def test_conv_loop_resident_b(cfg: AccelConfig, shape: dict) -> None:
+    """CONV2D with its weights resident (flag [21]) as the (kh·kw·C_in) × C_out GEMM B, at the top
+    of the A region (its im2col A below it), N tiles K + 3 rows apart: bit-exact, B unchanged."""
+    k, stride = _conv_k(shape), _conv_k(shape) + 3
+    top = _resident_top(cfg, k, shape["cout"], stride)
+    assert resident_b_fits(cfg, top, k, shape["cout"], stride)
+    assert check_conv(cfg, shape, seed=23, sp_b=(top, stride)) >= 0
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[3], CONFIGS[2]], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_loop_resident_b_limits(cfg: AccelConfig) -> None:
+    """SP_RANGE with K = kh·kw·C_in: B's last row the A region's last, or its first row one weight
+    slot's worth of A rows above the region's start, runs; one row further either way is refused."""
+    shape = RESIDENT_CONVS[0]
+    k = stride = _conv_k(shape)
+    top = _resident_top(cfg, k, shape["cout"], stride)
+    lowest = cfg.sp_layout.a_base + cfg.sp_layout.slots
+    for base, ok in ((top, True), (lowest, True), (top + 1, False), (lowest - 1, False)):
+        assert resident_b_fits(cfg, base, k, shape["cout"], stride) == ok
+        assert (check_conv(cfg, shape, seed=base, sp_b=(base, stride)) >= 0) == ok, base
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_loop_resident_b_uses_the_same_a_rows_wherever_b_is(cfg: AccelConfig) -> None:
+    """With resident weights the odd M blocks' A follows the even blocks' rows (not the A region's
+    upper half): a CONV2D of several blocks writes the same rows with B at the region's top or
+    right above those rows, so weights resident above them (another layer's) survive it."""
+    shape = {"batch": 2, "h": 9, "w": 8, "cin": 3, "cout": 5, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    k, stride = _conv_k(shape), _conv_k(shape)
+    ends: list[int] = []
+    assert check_conv(cfg, shape, seed=5, sp_b=(_resident_top(cfg, k, shape["cout"], stride), stride), sp_end=ends) > 0
+    low = max(ends[0], cfg.sp_layout.a_base + cfg.sp_layout.slots)
+    assert low < _resident_top(cfg, k, shape["cout"], stride), ends  # blocks, not a ring over the region
+    assert check_conv(cfg, shape, seed=5, sp_b=(low, stride), sp_end=ends) > 0
+    assert ends[1] == ends[0]
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[4]], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
+def test_conv_a_rows_model_is_what_the_loop_uses(cfg: AccelConfig) -> None:
+    """gemm_loop_model.conv_a_rows (the segment placement's reserve): resident weights right above
+    that many A rows run exact, and the loop writes exactly those rows below them."""
+    shape = {"batch": 1, "h": 6, "w": 5, "cin": 3, "cout": 5, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    k, m = _conv_k(shape), 6 * 5
+    rows = conv_a_rows(cfg, m, len(conv_k_tiles(cfg, 3, 3, 3)))
+    assert m * len(conv_k_tiles(cfg, 3, 3, 3)) > rows  # two blocks, not all of M
+    ends: list[int] = []
+    assert check_conv(cfg, shape, seed=9, sp_b=(cfg.sp_layout.a_base + rows, k), sp_end=ends) > 0
+    assert ends == [cfg.sp_layout.a_base + rows]
 
 
 def test_conv_too_large_issues_nothing() -> None:

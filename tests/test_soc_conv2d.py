@@ -82,7 +82,7 @@ def _header(cases: list[dict]) -> str:
         c = g["case"]
         conv = (
             f"{{{c['batch']}, {c['cin']}, {c['h']}, {c['w']}, {c['cout']}, {c['kh']}, {c['kw']}, {c['stride']}, "
-            f"{c['pad']}, NULL, NULL, NULL, NULL, {g['scale']}u, {c['act']}, {c['out']}}}"
+            f"{c['pad']}, NULL, NULL, NULL, NULL, {g['scale']}u, {c['act']}, {c['out']}, false, 0, 0}}"
         )
         bufs = ", ".join(buf(i, g, key) for key in ("input", "weights", "bias", "output"))
         rows.append(f"  {{{conv}, {bufs}}},")

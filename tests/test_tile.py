@@ -50,7 +50,14 @@ SMALL_CONV_CASES = [
     {"batch": 2, "h": 8, "w": 8, "cin": 6, "cout": 5, "kh": 3, "kw": 3, "pad": 1, "bias": 2},
     {"batch": 1, "h": 11, "w": 10, "cin": 3, "cout": 9, "kh": 3, "kw": 2, "stride": 2, "pad": 1},
     {"batch": 2, "h": 5, "w": 5, "cin": 48, "cout": 7, "kh": 3, "kw": 3, "pad": 1, "bias": 2},  # streams A
-]
+    # Weights resident in the scratchpad (flag [21]), two or three N tiles further apart than K:
+    # C_in slices per kernel position ending at the A region's last row (A below them), and
+    # packed kernel positions (C_in < rows) as low as allowed (A streamed, one row a slot).
+    {"batch": 2, "h": 6, "w": 5, "cin": 8, "cout": 6, "kh": 2, "kw": 2, "pad": 1, "bias": 2,
+     "sp_b": 1, "sp_b_at": "top", "sp_b_stride": 35},
+    {"batch": 1, "h": 11, "w": 10, "cin": 3, "cout": 9, "kh": 3, "kw": 2, "stride": 2, "pad": 1,
+     "sp_b": 1, "sp_b_at": "low", "sp_b_stride": 20},
+]  # fmt: skip
 # Each command at its documented limits (docs/isa.md) on the 1 KiB memories: the largest K, M and N
 # of a GEMM, C_in·kh·kw whose flat weight index passes 16 bits, the largest C_in, and more output
 # pixels than 16 bits count.

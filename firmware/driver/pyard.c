@@ -262,7 +262,7 @@ static int check_conv2d(const pyard_conv2d_t *c) {
   const unsigned ow = pyard_conv2d_out_dim(c->in_w, c->k_w, c->stride, c->pad);
   const size_t out_bytes = c->full_out ? PYARD_ACC_BYTES : PYARD_IN_BYTES;
   int err = in_main_memory("input", c->input, (size_t)c->batch * c->in_h * c->in_w, c->in_ch, c->in_ch, PYARD_IN_BYTES);
-  if (!err) {
+  if (!err && !c->weights_in_sp) { /* resident weights' rows are checked by the tile (SP_RANGE) */
     err = in_main_memory("weights", c->weights, (size_t)c->k_h * c->k_w * c->in_ch, c->out_ch, c->out_ch,
                          PYARD_IN_BYTES);
   }
@@ -276,21 +276,22 @@ int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c) {
   if (!err) err = check_conv2d(c);
   if (err) return err;
   const uint32_t flags = (uint32_t)(c->bias ? PYARD_BIAS_ROW : 0) << 14 | (uint32_t)c->act << 17 |
-                         (uint32_t)c->full_out << 19;
-  const uint32_t words[10] = {
+                         (uint32_t)c->full_out << 19 | (uint32_t)c->weights_in_sp << 21;
+  const uint32_t words[11] = {
       PYARD_OP_CONV2D | flags,
       c->batch | c->in_ch << 16,
       c->in_h | c->in_w << 16,
       c->out_ch | c->k_h << 16 | c->k_w << 24,
       c->stride | c->pad << 8,
       (uint32_t)(uintptr_t)c->input,
-      (uint32_t)(uintptr_t)c->weights,
+      c->weights_in_sp ? c->w_row : (uint32_t)(uintptr_t)c->weights,
       (uint32_t)(uintptr_t)c->output,
       (uint32_t)(uintptr_t)c->bias,
       c->scale,
+      c->weights_in_sp ? c->w_stride : 0,
   };
   pyard_tile_write(tile, PYARD_REG_CONTROL, PYARD_CONTROL_CLEAR_DONE);
-  return run_blocking(tile, pyard_tile_push(tile, words, 10));
+  return run_blocking(tile, pyard_tile_push(tile, words, c->weights_in_sp ? 11 : 10));
 }
 
 int pyard_conv2d(const pyard_conv2d_t *c) { return pyard_tile_conv2d(0, c); }

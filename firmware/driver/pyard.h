@@ -201,14 +201,19 @@ int pyard_tile_gemm(unsigned tile, const pyard_gemm_t *g);
 /* ---- Conv2D: implicit-im2col convolution (docs/isa.md CONV2D) ----
  * input NHWC (pyard_in_t), weights HWIO (kh × kw × C_in × C_out, pyard_in_t), output NHWC
  * (pyard_in_t, or pyard_acc_t with full_out), bias C_out pyard_acc_t values or NULL. Output size
- * OH = (H + 2·pad − kh) / stride + 1, OW likewise. Blocks until the result is in memory. */
+ * OH = (H + 2·pad − kh) / stride + 1, OW likewise. Blocks until the result is in memory.
+ * weights_in_sp: the weights are resident in the scratchpad (CONV2D flag [21]), put there by
+ * earlier LOADs as the (kh·kw·C_in) × C_out matrix, like a GEMM's resident B: N tile j (output
+ * channels j·PYARD_COLS on) is kh·kw·C_in rows from scratchpad row w_row + j·w_stride (w_stride
+ * in rows; weights is not read). */
 typedef struct {
   unsigned batch, in_ch, in_h, in_w, out_ch, k_h, k_w, stride, pad;
   const void *input, *weights, *bias;
   void *output;
   uint32_t scale;
   int act;
-  bool full_out;
+  bool full_out, weights_in_sp;
+  unsigned w_row, w_stride;
 } pyard_conv2d_t;
 int pyard_conv2d(const pyard_conv2d_t *c);
 int pyard_tile_conv2d(unsigned tile, const pyard_conv2d_t *c);

@@ -5,7 +5,7 @@
  * (seg_layers: fc GEMMs or 3x3 CONV2Ds, int8 weights at seg_w + w_off, the read-out shift) and a
  * list of runs (seg_runs). A run has 1 to 4 stages; stage s runs layers [bounds[s], bounds[s+1])
  * on hart s and tile s. A layer with res_row >= 0 has its weights LOADed into tile s's scratchpad
- * once, before the run's inferences (resident: GEMM flag [21]); the others are read from main
+ * once, before the run's inferences (resident: GEMM and CONV2D flag [21]); the others are read from main
  * memory by every inference (streamed). Runs with `check` read seg_in and write seg_out (the batch
  * the host compares with the NumPy reference); the others (profiling runs of one segment) read and
  * write scratch buffers: the cycles of an int8 layer do not depend on the data.
@@ -38,16 +38,21 @@ volatile uint32_t stage_rd[SEG_MAX_STAGES];
 volatile int32_t seg_err[SEG_MAX_STAGES];
 volatile uint32_t seg_abort; /* a stage failed: the others stop waiting on the queues */
 
+/* K of a layer's GEMM, the rows of its B: a convolution's HWIO weights are its im2col GEMM's
+ * (kernel² · C_in) × C_out B. */
+static unsigned b_rows(const seg_layer_t *L) { return L->conv ? (unsigned)L->kernel * L->kernel * L->k : L->k; }
+
 /* Puts every resident layer of [a, b) into the tile's scratchpad: per N tile one LOAD of K rows. */
 static int load_resident(unsigned tile, const seg_run_t *r, unsigned a, unsigned b) {
   int err = 0;
   for (unsigned l = a; l < b && !err; l++) {
     const seg_layer_t *L = &seg_layers[l];
     if (r->res_row[l] < 0) continue;
+    const unsigned k = b_rows(L);
     for (unsigned n0 = 0, j = 0; n0 < L->n && !err; n0 += PYARD_COLS, j++) {
       const unsigned cols = L->n - n0 < PYARD_COLS ? L->n - n0 : PYARD_COLS;
       const uint32_t words[5] = {PYARD_OP_LOAD, (uint32_t)(uintptr_t)(seg_w + L->w_off + n0), L->n,
-                                 L->k | (uint32_t)cols << 16, (uint32_t)r->res_row[l] + j * L->k};
+                                 k | (uint32_t)cols << 16, (uint32_t)r->res_row[l] + j * k};
       err = pyard_tile_push(tile, words, 5);
     }
   }
@@ -57,14 +62,16 @@ static int load_resident(unsigned tile, const seg_run_t *r, unsigned a, unsigned
 
 static int run_layer(unsigned tile, unsigned l, int32_t res_row, const int8_t *in, int8_t *out) {
   const seg_layer_t *L = &seg_layers[l];
+  const bool resident = res_row >= 0;
   if (L->conv) {
     const pyard_conv2d_t c = {.batch = 1, .in_ch = L->k, .in_h = L->hw, .in_w = L->hw, .out_ch = L->n,
                               .k_h = L->kernel, .k_w = L->kernel, .stride = 1, .pad = L->kernel / 2,
-                              .input = in, .weights = seg_w + L->w_off, .bias = NULL, .output = out,
-                              .scale = L->shift, .act = PYARD_ACT_RELU, .full_out = false};
+                              .input = in, .weights = resident ? NULL : seg_w + L->w_off, .bias = NULL,
+                              .output = out, .scale = L->shift, .act = PYARD_ACT_RELU, .full_out = false,
+                              .weights_in_sp = resident, .w_row = resident ? (unsigned)res_row : 0,
+                              .w_stride = b_rows(L)};
     return pyard_tile_conv2d(tile, &c);
   }
-  const bool resident = res_row >= 0;
   const pyard_gemm_t g = {.M = L->rows, .K = L->k, .N = L->n, .A = in, .B = resident ? NULL : seg_w + L->w_off,
                           .D = NULL, .C = out, .stride_a = L->k, .stride_b = resident ? L->k : L->n,
                           .stride_d = 0, .stride_c = L->n, .scale = L->shift, .act = PYARD_ACT_RELU,
