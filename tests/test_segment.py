@@ -225,10 +225,10 @@ def test_conv_strategies_keep_their_order_on_three_tiles() -> None:
     every stage and is slower as a pipeline (docs/segment.md); measuring each split as the
     pipeline, exhaustive keeps the profiled one or a faster one."""
     cfg, spec = segment_soc(), ModelSpec("conv", 16)
-    x = inputs(spec, 8)
+    x = inputs(spec, 4)
     prof = profile(cfg, build_model(spec, cfg.accel, x))
     per = {
-        s: run_segmented(cfg, spec, 3, s, 8, prof=prof)["cycles_per_inference"]
+        s: run_segmented(cfg, spec, 3, s, 4, prof=prof)["cycles_per_inference"]
         for s in ("equal", "profiled", "exhaustive")
     }
     assert per["exhaustive"] <= per["profiled"] <= per["equal"], per
