@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     gemm.add_argument("--latency", type=LATENCY, default=32, help="main-memory read latency in cycles (default 32)")
     gemm.add_argument("--trans-a", action="store_true")
     gemm.add_argument("--trans-b", action="store_true")
+    gemm.add_argument("--out", choices=OUT_WIDTHS, default="full", help=OUT_HELP)
     gemm.add_argument("--json", action="store_true", help="print only the JSON result")
     gemm.set_defaults(func=bench_gemm)
 
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, default in CONV_DEFAULTS.items():
         conv.add_argument(f"--{name}", type=int, default=default)
     conv.add_argument("--latency", type=LATENCY, default=32, help="main-memory read latency in cycles (default 32)")
+    conv.add_argument("--out", choices=OUT_WIDTHS, default="full", help=OUT_HELP)
     conv.add_argument("--json", action="store_true", help="print only the JSON result")
     conv.set_defaults(func=bench_conv)
 
@@ -79,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
+# The loop commands' output width field (docs/isa.md, GEMM word 0 [20:19]): its codes by name.
+OUT_WIDTHS = {"narrow": 0, "full": 1}
+OUT_HELP = "C as stored: full (int32 / fp32 accumulators, default) or narrow (the input type: int8 / bf16)"
 CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
 
 
@@ -131,6 +136,10 @@ def run_loop_case(cfg, bench: str, case, latency: int, max_cycles: int) -> dict[
     }
 
 
+def _out_name(code: int) -> str:
+    return next(name for name, value in OUT_WIDTHS.items() if value == code)
+
+
 def _memory_mib(sizes: dict[str, int], command: str) -> int:
     """The simulated memory for these operands; refuses (one line) operands it cannot hold."""
     from sim.cli import UsageError
@@ -147,6 +156,7 @@ def _memory_mib(sizes: dict[str, int], command: str) -> int:
 
 def bench_gemm(args: argparse.Namespace) -> int:
     case = {"m": args.m, "k": args.k, "n": args.n, "trans_a": int(args.trans_a), "trans_b": int(args.trans_b)}
+    case["out"] = OUT_WIDTHS[args.out]
     print(json.dumps(gemm_bench(config_from_args(args), case, args.latency), indent=None if args.json else 2))
     return 0
 
@@ -156,17 +166,18 @@ def gemm_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
     refuses (UsageError, one line) sizes out of range or operands the memory cannot hold."""
     from sim.cli import UsageError
 
-    case = {"trans_a": 0, "trans_b": 0} | case
+    case = {"trans_a": 0, "trans_b": 0, "out": OUT_WIDTHS["full"]} | case
     for dim in ("m", "k", "n"):
         if not 1 <= case[dim] <= 65535:
             raise UsageError(f"--{dim} = {case[dim]} is invalid: allowed an integer from 1 to 65535")
     _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
     max_cycles = 40 * case["m"] * case["k"] * case["n"] // (cfg.rows * cfg.cols) + 100_000
-    return run_loop_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), latency, max_cycles)
+    run = run_loop_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), latency, max_cycles)
+    return run | {"out": _out_name(case["out"])}
 
 
 def bench_conv(args: argparse.Namespace) -> int:
-    case = {name: getattr(args, name) for name in CONV_DEFAULTS}
+    case = {name: getattr(args, name) for name in CONV_DEFAULTS} | {"out": OUT_WIDTHS[args.out]}
     print(json.dumps(conv_bench(config_from_args(args), case, args.latency), indent=None if args.json else 2))
     return 0
 
@@ -179,8 +190,9 @@ def conv_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
     from sim.cli import UsageError
 
     limits = {"kh": KERNEL_MAX, "kw": KERNEL_MAX, "stride": 255, "pad": 255}  # the CONV2D fields' ranges
-    case = CONV_DEFAULTS | case
-    for name, value in case.items():
+    case = CONV_DEFAULTS | {"out": OUT_WIDTHS["full"]} | case
+    for name in CONV_DEFAULTS:
+        value = case[name]
         low, high = (0 if name == "pad" else 1), limits.get(name, 65535)
         if not low <= value <= high:
             raise UsageError(f"--{name} = {value} is invalid: allowed an integer from {low} to {high}")
@@ -190,7 +202,8 @@ def conv_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
     macs = case["batch"] * oh * ow * case["kh"] * case["kw"] * case["cin"] * case["cout"]
     _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
     max_cycles = 40 * macs // (cfg.rows * cfg.cols) + 100_000
-    return run_loop_case(cfg, "conv", conv_case(cfg, case, seed=11), latency, max_cycles)
+    run = run_loop_case(cfg, "conv", conv_case(cfg, case, seed=11), latency, max_cycles)
+    return run | {"out": _out_name(case["out"])}
 
 
 def bench_vector(args: argparse.Namespace) -> int:

@@ -57,6 +57,16 @@ def test_bench_runs_on_the_tile_simulator(argv, macs, capsys) -> None:
     assert result["cycles"] >= macs / 16 and result["sim_cycles_per_second"] > 0
 
 
+@pytest.mark.parametrize("out", ["narrow", "full"])
+def test_bench_stores_the_output_width_asked(out, capsys) -> None:
+    """``--out``: C leaves the tile as int8 (narrow) or int32 (full) elements, exact either way
+    (run_case compares it with the model); the store DMA wrote exactly those bytes."""
+    argv = ["bench", "gemm", "--m", "40", "--k", "24", "--n", "12", "--out", out, "--config", "4x4-int8", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["out"] == out and result["dma_wr_bytes"] == 40 * 12 * (1 if out == "narrow" else 4)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_loop_limits(dtype: str) -> None:
