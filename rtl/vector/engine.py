@@ -144,7 +144,7 @@ class VectorEngine(wiring.Component):
             b_rows.r_en.eq((lane_pop & cmd.uses_b) | update_pop | (params.pop if params else 0)),
             self.elements.eq(lane_elems | update_elems),
         ]
-        finished = self._writer(m, cmd, running, start, results, updates, fold, lane0)
+        finished = self._writer(m, cmd, running, start, results, updates, fold, lane0, self.op.payload)
         with m.If(finished):
             m.d.sync += running.eq(0)
         m.d.comb += [
@@ -424,12 +424,17 @@ class VectorEngine(wiring.Component):
 
     # -- writer ---------------------------------------------------------------------------------
 
-    def _writer(self, m: Module, cmd, running, start, results, updates, fold, lane0) -> Signal:
+    def _writer(self, m: Module, cmd, running, start, results, updates, fold, lane0, new_cmd) -> Signal:
         """Narrow and write each result row (or, reducing, its fold), or UPDATE's three rows (θ to
-        A, θ̄ to B, λ to D) of each entry of ``updates``; returns the pulse of the last write."""
+        A, θ̄ to B, λ to D) of each entry of ``updates``; returns the pulse of the last write.
+        ``new_cmd`` is the command being accepted at ``start``: the write addresses start from it."""
         cfg = self.cfg
         written = Signal(16, name="rows_written")
         part = Signal(2, name="update_part")  # UPDATE: which of the three rows is written next
+        # The next row's address in each of the three streams is a register stepped once per row:
+        # an adder between the command and the memories' address inputs was the tile's longest
+        # path on ECP5 (command register, base select, + rows written, bank decode, write port).
+        next_a, next_b, next_d = (Signal(16, name=f"write_{k}") for k in "abd")
         row = data.View(data.ArrayLayout(32, self.width), results.r_data)
         folded, fold_done = self._fold(m, cmd, running & results.r_rdy, row, fold, lane0)
         ready = results.r_rdy & Mux(cmd.reduce, fold_done, 1)
@@ -438,8 +443,7 @@ class VectorEngine(wiring.Component):
             ready = Mux(cmd.update, updates.r_rdy, ready)
         value = [Mux(cmd.reduce, folded if k == 0 else 0, row[k]) for k in range(self.width)]
         mask = [Mux(cmd.reduce & ~cmd.update, k == 0, Const(k, 16) < cmd.elems) for k in range(self.width)]
-        base = Mux(cmd.update, Mux(part == 0, cmd.a, Mux(part == 1, cmd.b, cmd.d)), cmd.d)
-        addr = base + Mux(cmd.d_one, 0, written)
+        addr = Mux(cmd.update, Mux(part == 0, next_a, Mux(part == 1, next_b, next_d)), next_d)
         sp, acc = self.sp_write, self.acc_write
         m.d.comb += [
             sp.valid.eq(running & ready & ~cmd.d_acc),
@@ -467,8 +471,10 @@ class VectorEngine(wiring.Component):
             m.d.sync += part.eq(Mux(part == 2, 0, part + 1))
         with m.If(row_done):
             m.d.sync += written.eq(written + 1)
+            with m.If(~cmd.d_one):  # d_one: every row goes into D's one row
+                m.d.sync += [next_a.eq(next_a + 1), next_b.eq(next_b + 1), next_d.eq(next_d + 1)]
         with m.If(start):
-            m.d.sync += [written.eq(0), part.eq(0)]
+            m.d.sync += [written.eq(0), part.eq(0), next_a.eq(new_cmd.a), next_b.eq(new_cmd.b), next_d.eq(new_cmd.d)]
         return row_done & (written == cmd.rows - 1)
 
     def _fold(self, m: Module, cmd, have_row, row, step, lane0) -> tuple[Signal, Signal]:
