@@ -358,10 +358,13 @@ class DmaRead(_Engine):
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
         m.d.comb += planner_free.eq(~more | finishing)
 
-        # Data side, two stages joined by one held row: the assembler builds a descriptor's rows
-        # from the read gearbox (or zeros), the writer writes each held row with the parameters it
-        # carries. So the assembler starts the next descriptor while the last row of the previous
-        # one is still being written, and short loads follow each other without a bubble.
+        # Data side, two stages joined by a queue of two held rows: the assembler builds a
+        # descriptor's rows from the read gearbox (or zeros), the writer writes each held row with
+        # the parameters it carries. So the assembler starts the next descriptor while the last row
+        # of the previous one is still being written, and short loads follow each other without a
+        # bubble. Two rows, not one: the assembler's room is then the queue's registered level, not
+        # the writer's release, which came from the local write ports' ready (shared with the mesh
+        # and the vector engine) and ran through the gearbox to `rready`: a long path on FPGAs.
         cur = Signal(entry)
         have = Signal()
         finished = Signal()  # the assembler hands over the current descriptor's last row (or its refusal)
@@ -373,10 +376,10 @@ class DmaRead(_Engine):
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
         nxt = data.View(entry, pending.r_data)
-        full, release = Signal(), Signal()  # the held row is there; the writer is done with it
-        out = self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, full, release)
-        self._write_rows(m, out, errors, full, release)
-        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~full & (cmd_level == 0))
+        m.submodules.rows = rows = fifo.SyncFIFO(width=self._held_layout().size, depth=2)
+        self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, rows)
+        self._write_rows(m, data.View(self._held_layout(), rows.r_data), errors, rows.r_rdy, rows.r_en)
+        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & (cmd_level == 0))
         return m
 
     def _input_buffer(self, m: Module):
@@ -438,9 +441,9 @@ class DmaRead(_Engine):
             }
         )
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished, full, release):
-        """Row chunks from the read gearbox (or zero rows) into whole rows; returns the held-row
-        register. ``full`` is set here when a row is handed over and cleared on the writer's ``release``."""
+    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished, rows) -> None:
+        """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
+        through the queue ``rows``."""
         nb = self.beat_bytes
         d, row_bytes = cur.desc, cur.row_bytes
         chunks = math.ceil(self.row_bytes_max / nb)
@@ -448,8 +451,8 @@ class DmaRead(_Engine):
         chunk = Signal(range(max(chunks, 2)))
         remaining = Signal(range(self.row_bytes_max + 1))
         rows_in = Signal(16)
-        out = Signal(self._held_layout())
-        room = ~full | release
+        out = data.View(self._held_layout(), rows.w_data)
+        room = rows.w_rdy
 
         count, last = self._chunk_count(remaining)
         wanted = have & (cur.code == 0) & (rows_in != d.rows)
@@ -471,30 +474,26 @@ class DmaRead(_Engine):
             with m.Else():
                 m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nb)]
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
-        with m.If(release):
-            m.d.sync += full.eq(0)
-        with m.If(complete | refused):  # after the release above: a new row may enter as one leaves
-            m.d.sync += [
-                full.eq(1),
-                out.data.eq(Mux(from_gearbox, merged, 0)),
-                out.row_bytes.eq(row_bytes),
-                out.kind.eq(d.kind),
-                out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
-                out.row.eq(rows_in),
-                out.elems.eq(d.elems),
-                out.col.eq(d.col),
-                out.transpose.eq(d.transpose),
-                out.accumulate.eq(d.accumulate),
-                out.last.eq(refused | (rows_in + 1 == d.rows)),
-                out.skip.eq(refused),
-                out.code.eq(cur.code),
-                out.tag.eq(cur.tag),
-            ]
+        m.d.comb += rows.w_en.eq(complete | refused)
+        m.d.comb += [
+            out.data.eq(Mux(from_gearbox, merged, 0)),
+            out.row_bytes.eq(row_bytes),
+            out.kind.eq(d.kind),
+            out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
+            out.row.eq(rows_in),
+            out.elems.eq(d.elems),
+            out.col.eq(d.col),
+            out.transpose.eq(d.transpose),
+            out.accumulate.eq(d.accumulate),
+            out.last.eq(refused | (rows_in + 1 == d.rows)),
+            out.skip.eq(refused),
+            out.code.eq(cur.code),
+            out.tag.eq(cur.tag),
+        ]
         with m.If(complete):
             m.d.sync += rows_in.eq(rows_in + 1)
         with m.If(setup):
             m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
-        return out
 
     def _write_rows(self, m: Module, out, errors, full, release) -> None:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
