@@ -136,9 +136,16 @@ class Tile(wiring.Component):
                     cmdif.error.payload.seq.eq(gemm.seq),
                 ]
         busy = g_load.busy | g_exec.busy | g_store.busy | g_vec.busy | ex.busy | vec.busy | gemm.busy
+        # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it, and
+        # the same cycle's `busy` runs back through every unit's handshake into the loop (the tile's
+        # longest ECP5 path). A cycle late is still exact: a unit becomes busy only by a command the
+        # decoder issues, its `busy` rises in that cycle, and the decoder issues nothing while its
+        # head command waits for idle, nor in the two cycles (POP, CHECK) before it offers the next.
+        idle = Signal()
+        m.d.sync += idle.eq(~busy)
         m.d.comb += [
             cmdif.busy.eq(busy),
-            dec.units_idle.eq(~busy),
+            dec.units_idle.eq(idle),
             dec.flush.eq(cmdif.flush),
             self.irq.eq(cmdif.irq),
         ]
