@@ -376,9 +376,10 @@ class DmaRead(_Engine):
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
         nxt = data.View(entry, pending.r_data)
-        m.submodules.rows = rows = fifo.SyncFIFO(width=self._held_layout().size, depth=2)
+        held_row = self._held_layout()
+        m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
         self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, rows)
-        self._write_rows(m, data.View(self._held_layout(), rows.r_data), errors, rows.r_rdy, rows.r_en)
+        self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & (cmd_level == 0))
         return m
 

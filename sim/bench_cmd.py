@@ -80,10 +80,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     vec.set_defaults(func=bench_vector)
 
 
-# The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
 # The loop commands' output width field (docs/isa.md, GEMM word 0 [20:19]): its codes by name.
 OUT_WIDTHS = {"narrow": 0, "full": 1}
+OUT_NAMES = {code: name for name, code in OUT_WIDTHS.items()}
 OUT_HELP = "C as stored: full (int32 / fp32 accumulators, default) or narrow (the input type: int8 / bf16)"
+# The issue's Conv2D target: 1×28×28×32 → 32 channels, 3×3, stride 1, padding 1.
 CONV_DEFAULTS = {"batch": 1, "h": 28, "w": 28, "cin": 32, "cout": 32, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
 
 
@@ -136,10 +137,6 @@ def run_loop_case(cfg, bench: str, case, latency: int, max_cycles: int) -> dict[
     }
 
 
-def _out_name(code: int) -> str:
-    return next(name for name, value in OUT_WIDTHS.items() if value == code)
-
-
 def _memory_mib(sizes: dict[str, int], command: str) -> int:
     """The simulated memory for these operands; refuses (one line) operands it cannot hold."""
     from sim.cli import UsageError
@@ -173,7 +170,7 @@ def gemm_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
     _memory_mib(operands.gemm_sizes(cfg, case | {"dense": 1}), "GEMM")
     max_cycles = 40 * case["m"] * case["k"] * case["n"] // (cfg.rows * cfg.cols) + 100_000
     run = run_loop_case(cfg, "gemm", gemm_case(cfg, case | {"dense": 1}, seed=7), latency, max_cycles)
-    return run | {"out": _out_name(case["out"])}
+    return run | {"out": OUT_NAMES[case["out"]]}
 
 
 def bench_conv(args: argparse.Namespace) -> int:
@@ -203,7 +200,7 @@ def conv_bench(cfg, case: dict[str, int], latency: int = 32) -> dict[str, Any]:
     _memory_mib(operands.conv_sizes(cfg, case), "CONV2D")
     max_cycles = 40 * macs // (cfg.rows * cfg.cols) + 100_000
     run = run_loop_case(cfg, "conv", conv_case(cfg, case, seed=11), latency, max_cycles)
-    return run | {"out": _out_name(case["out"])}
+    return run | {"out": OUT_NAMES[case["out"]]}
 
 
 def bench_vector(args: argparse.Namespace) -> int:
