@@ -27,7 +27,7 @@ int8 (the 64-bit rounding and the 32-bit add in stages of their own, so neither 
    the clamp), registered into ``y``.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -178,7 +178,7 @@ class VectorLane(wiring.Component):
             right2.eq(right1),
             neg2.eq(neg1),
             r2.eq(r1),
-            scaled2.eq(Mux(op1 == VecOp.REQUANT, self._requant_high(m, p1), saturate(_round_shift(m, p1, shift1)))),
+            scaled2.eq(Mux(op1 == VecOp.REQUANT, self._requant_high(m, p1), _saturating_round_shift(m, p1, shift1))),
         ]
 
         # Stage 3: the saturating add (REQUANT: its second rounding, the zero point and the clamp).
@@ -220,11 +220,14 @@ class VectorLane(wiring.Component):
 
     def _requant_high(self, m: Module, p1) -> Signal:
         """Stage 2 of REQUANT: the registered product ``p1`` rounded half up by ``total`` bits and
-        saturated to int32."""
-        total = self._rq1.total
-        rounded = Signal(signed(65), name="rq_rounded")
-        m.d.comb += rounded.eq((p1 + (Const(1, 64) << (total - 1)[:6])) >> total)
-        return saturate(rounded)
+        saturated to int32. ``(p + 2^(t−1)) >> t`` is ``(⌊p / 2^(t−1)⌋ + 1) >> 1``, so the product
+        is shifted first (``total`` ≥ 1) and clamped to 33 bits, which changes no saturated result,
+        and the rounding add is 34 bits wide instead of 65: this stage set the int8 tile's clock."""
+        q = Signal(signed(64), name="rq_q")
+        m.d.comb += q.eq(p1 >> (self._rq1.total - 1)[:6])
+        rounded = Signal(signed(34), name="rq_rounded")
+        m.d.comb += rounded.eq((_clamp33(q) + 1) >> 1)
+        return saturate_bits(rounded)
 
     def _requant_low(self, m: Module, high2) -> Signal:
         """Stage 3 of REQUANT on stage 2's ``high2``: its result before ``y``."""
@@ -304,19 +307,35 @@ def _to_bf16(m: Module, x) -> Signal:
     return out
 
 
-def _round_shift(m: Module, x, s) -> Signal:
-    """``round_half_even(x / 2^s)`` of a signed ``x`` (the read-out's rounding shift, any width): an
-    arithmetic shift with one extra low bit, which then holds the guard bit; the bits below make the
-    sticky bit. No overflow: ``x`` is a product of two int32, so ``|x| ≤ 2^62``."""
+def _saturating_round_shift(m: Module, x, s) -> Signal:
+    """``round_half_even(x / 2^s)`` of a signed ``x`` (the read-out's rounding), saturated to int32:
+    an arithmetic shift with one extra low bit, which then holds the guard bit; the bits below make
+    the sticky bit. The quotient is clamped to 33 bits before the rounding add, which changes no
+    saturated result (a clamped value stays outside int32 after adding 0 or 1), so the add is 34
+    bits wide, not the product's 64."""
     width = len(x)
     ext = Cat(Const(0, 1), x).as_signed()
     shifted = Signal(signed(width + 1))
     m.d.comb += shifted.eq(ext >> s)
     sticky = (ext.as_unsigned() & ((Const(1, width + 2) << s) - 1)[: width + 1]) != 0
-    q = shifted[1:].as_signed()
-    y = Signal(signed(width))
-    m.d.comb += y.eq(q + (shifted[0] & (sticky | q[0])))
-    return y
+    q = shifted[1:]
+    y = Signal(signed(34))
+    m.d.comb += y.eq(_clamp33(q) + (shifted[0] & (sticky | q[0])))
+    return saturate_bits(y)
+
+
+def _clamp33(q) -> Value:
+    """A signed value clamped to 33 bits, with bit tests instead of comparisons (no carry chain)."""
+    high = q[32:]
+    fits = (high == 0) | high.all()
+    return Mux(fits, q[:33].as_signed(), Mux(q[-1], -(2**32), 2**32 - 1))
+
+
+def saturate_bits(v) -> Value:
+    """A signed value clamped to int32, as its 32-bit pattern, tested on its bits above 31."""
+    high = v[31:]
+    fits = (high == 0) | high.all()
+    return Mux(fits, v[:32], Mux(v[-1], INT32_MIN & 0xFFFFFFFF, INT32_MAX))
 
 
 def saturate(v):
