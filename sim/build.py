@@ -49,7 +49,9 @@ class Build:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive file lock on ``path`` (created) while the block runs: concurrent processes
+    making the same cached result take turns, and the later one finds it made."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -90,7 +92,7 @@ def cached_build(
     name, design = generate()
     generate_seconds = time.monotonic() - start
     directory = sim_root / name
-    with _locked(directory.with_suffix(".lock")):
+    with locked(directory.with_suffix(".lock")):
         cached = (directory / "built.ok").exists()
         if not cached:
             make(directory, design, generate_seconds)

@@ -27,6 +27,7 @@ from itertools import groupby
 from pathlib import Path
 
 from sim import children
+from sim.build import locked
 from synth.resources import FAMILIES, block_resources, stat_modules
 
 # ECP5 part of the fmax figures: the LFE5U-85F, speed grade 6, as on the boards pyard targets.
@@ -128,11 +129,17 @@ def tool_versions() -> str:
 
 def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Path) -> dict:
     """Resources per block (and fmax with ``opts.pnr``) of ``verilog``; cached under ``root``."""
-    from sim import progress
-
     key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_ROUTING])
     key = hashlib.sha256(key.encode()).hexdigest()[:16]
     directory = root / "synth" / f"{top}-{config_name}-{opts.family}-{key}"
+    # Concurrent callers (a sweep's workers) take turns: each run works in the same scratch folder.
+    with locked(directory.with_suffix(".lock")):
+        return _synthesized(verilog, top, config_name, opts, root, directory)
+
+
+def _synthesized(verilog: str, top: str, config_name: str, opts: Options, root: Path, directory: Path) -> dict:
+    from sim import progress
+
     result_path = directory / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text()) | {"cached": True}
@@ -180,11 +187,12 @@ def _block_modules(
     keep_here = [n for n in names if n in keep and n != block]
     key = "\0".join([_canonical(text), block, opts.family, *keep_here, tool_versions()])
     directory = root / "synth" / "blocks" / f"{block}-{opts.family}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    if not (directory / "stat.json").exists():
-        work = _fresh(directory.with_name(directory.name + ".tmp"))
-        (work / "block.v").write_text(text)
-        _run_yosys(work, yosys_script(work / "block.v", block, keep_here, opts, None, block=True))
-        _publish(work, directory)
+    with locked(directory.with_suffix(".lock")):  # the same block of two SoCs, in two workers
+        if not (directory / "stat.json").exists():
+            work = _fresh(directory.with_name(directory.name + ".tmp"))
+            (work / "block.v").write_text(text)
+            _run_yosys(work, yosys_script(work / "block.v", block, keep_here, opts, None, block=True))
+            _publish(work, directory)
     return stat_modules(json.loads((directory / "stat.json").read_text()))
 
 

@@ -192,3 +192,26 @@ def test_block_cache_text_ignores_only_what_verilog_leaves_unordered() -> None:
     other = module("a, y, \\port$12$0 ", ["input a", "output y", "wire \\$7 "], [".x(\\$7 )", ".q(a)"], "\\$7")
     assert _canonical(one) == _canonical(same)
     assert _canonical(other) != _canonical(one)
+
+
+def _synthesize_mesh(root: str) -> dict:
+    from pathlib import Path
+
+    from rtl.config import AccelConfig
+    from sim.generate import top_component
+    from synth.flow import Options, synthesize
+
+    cfg = AccelConfig(rows=2, cols=2, dtype="int8")
+    return synthesize(shared.convert(top_component("mesh", cfg), "mesh"), "mesh", cfg.name, Options("ecp5"), Path(root))
+
+
+def test_concurrent_synthesis_of_one_design_runs_it_once(tmp_path) -> None:
+    """Two processes asking for the same design at once (a sweep's workers: the same tile in SoCs
+    of different core counts) take turns: one synthesizes, the other gets the cached result. They
+    used to share one scratch folder, each deleting the other's run."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        results = list(pool.map(_synthesize_mesh, [str(tmp_path)] * 2))
+    assert sorted(r["cached"] for r in results) == [False, True]
+    assert results[0]["blocks"] == results[1]["blocks"] and results[0]["blocks"]["total"]["dsp"] == 4
