@@ -2,9 +2,12 @@
 
 ``C = act(scale · (A·B + D))`` with B stationary in the mesh (docs/tile.md, "The GEMM loop").
 Loop order: M blocks, then N tiles, then K tiles; a step is one (block, N tile, K tile) and loads
-one weight tile into one of S weight slots. CONV2D runs through the same loop as the GEMM of its
-implicit im2col matrix: its K tiles walk C_in slices at each kernel position and its A slices come
-from the im2col walker (rtl/im2col.py).
+one weight tile into one of S weight slots. Where the accumulator has room (GEMM), the first
+block's first GROUP N tiles run K-outer instead, each in a C slot of its own, so the A slices that
+block loads each serve GROUP weight tiles as they arrive (docs/tile.md, "The GEMM loop").
+
+CONV2D runs through the same loop as the GEMM of its implicit im2col matrix: its K tiles walk C_in
+slices at each kernel position and its A slices come from the im2col walker (rtl/im2col.py).
 
 A is kept in the scratchpad one of two ways, chosen per command:
 
@@ -25,9 +28,10 @@ that last read its slot has finished. Only the units' own hand-offs use the ISA'
 * each step's weight load (its last load) signals EXEC; each EXEC waits for it;
 * the last EXEC of a pair (M block, N tile) signals STORE; the STORE waits for it;
 * the STORE of a pair frees its C slot (signal EXEC) for the first EXEC two pairs later, unless
-  fewer than two pairs follow, so no token is left over when the loop ends.
+  fewer than two pairs follow (or the pair is one of the K-outer group, whose slots are used
+  once), so no token is left over when the loop ends.
 
-A bias (or C) load into a C slot must not overtake the STORE that last used that slot, so it
+A bias (or C) load into a used C slot must not overtake the STORE that last used that slot, so it
 waits until at most one STORE is unfinished.
 """
 
@@ -48,6 +52,12 @@ __all__ = ["GemmLoop", "pack"]
 # Operations the generator has issued and that have not finished are counted in this many bits.
 # They are bounded by the queues and gates between the generator and the engines (below 64).
 OUTSTANDING_BITS = 8
+# The first block's first N tiles run K-outer, this many at a time: each A slice is used by this many
+# weight tiles as it arrives, so the block's A loads and their EXECs balance. Their C slots, as
+# (bank, place in units of M blocks): where the STOREs they leave behind can drain while the next
+# two pairs accumulate in the other bank (docs/tile.md, "The GEMM loop").
+GROUP = 3
+GROUP_SLOTS = ((0, 1), (0, 2), (1, 1))
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -117,6 +127,28 @@ class _Prefetch:
         ]
 
 
+class _Plan:
+    """Per-command sizes and steps, set in SETUP and read by the loop."""
+
+    def __init__(self, cfg: AccelConfig, k_tiles_bits: int) -> None:
+        a_rows = cfg.sp_layout.a_rows
+        self.k_tiles = Signal(k_tiles_bits, name="k_tiles")
+        self.mb = Signal(16, name="mb")  # rows of a full M block
+        self.streaming = Signal(name="streaming")
+        self.prefetch = Signal(name="prefetch")  # GEMM: the next block's A is loaded during the current block
+        # The first block's first GROUP N tiles run K-outer, in C slots of their own.
+        self.grouped = Signal(name="grouped")
+        self.n_tiles = Signal(16, name="n_tiles")
+        self.steps = {n: Signal(32, name=f"{n}_step") for n in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
+        # Rows of the A region this command may use: all of it, or those below a resident B.
+        self.a_rows = Signal(range(a_rows + 1), name="a_rows")
+        # Where the odd M blocks' A starts: the region's upper half (apart from the even blocks'
+        # rows, in another bank where there are several), or with a resident B right above the
+        # even blocks' rows, so the A rows used are the least whatever `b` is: other data resident
+        # in the scratchpad below `b` (another layer's weights) survives a command that fits below it.
+        self.a_half = Signal(range(a_rows + 1), name="a_half")
+
+
 class _Segments:
     """CONV2D with C_in < rows packs kernel positions into K tiles: its K tiles are ``rows``-wide
     slices of the whole (kh, kw, C_in) dimension, as for a GEMM, and a tile's A slice is walked as
@@ -178,17 +210,18 @@ class GemmLoop(wiring.Component):
         m.submodules.im2col = im2col = Im2col(cfg)
 
         c = Signal(GemmCmd)
-        # Per-command sizes and steps, computed in SETUP.
-        k_tiles = Signal(div.width)
-        mb = Signal(16)  # rows of a full M block
-        streaming = Signal()
-        prefetch = Signal()  # GEMM: the next block's A is loaded during the current block
-        n_tiles = Signal(16)
-        steps = {name: Signal(32, name=f"{name}_step") for name in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
+        plan = _Plan(cfg, div.width)
+        k_tiles, mb, streaming, prefetch = plan.k_tiles, plan.mb, plan.streaming, plan.prefetch
+        n_tiles, steps, a_rows, a_half = plan.n_tiles, plan.steps, plan.a_rows, plan.a_half
         # Positions.
         m0, n0, k0 = Signal(32), Signal(16), Signal(16)
         kx, ky = Signal(3), Signal(3)
-        first_k, odd_pair, odd_block, p_ge2 = Signal(), Signal(), Signal(), Signal()
+        first_k, odd_block = Signal(), Signal()
+        # The pair's C slot of two and which of the two an earlier pair used (its first EXEC then
+        # waits for the STORE that frees it); a pair of the K-outer group has its own slot.
+        slot, used = Signal(), Signal(2)
+        grp = Signal()  # the pair is one of the first block's K-outer group
+        g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
@@ -196,13 +229,6 @@ class GemmLoop(wiring.Component):
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
-        # Rows of the A region this command may use: all of it, or those below a resident B.
-        a_rows = Signal(range(layout.a_rows + 1))
-        # Where the odd M blocks' A starts: the region's upper half (apart from the even blocks' rows,
-        # in another bank where there are several), or with a resident B right above the even
-        # blocks' rows, so the A rows used are the least whatever `b` is: other data resident in
-        # the scratchpad below `b` (another layer's weights) survives a command that fits below it.
-        a_half = Signal(range(layout.a_rows + 1))
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits)
         strides_go, strides_ready = Signal(), Signal()
@@ -231,16 +257,23 @@ class GemmLoop(wiring.Component):
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
         b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], layout.b_base + b_slot)
-        c_slot = Mux(odd_pair, cfg.acc_bank_rows if cfg.acc_banks > 1 else mb, 0)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
-        # that bank's read port: with two or more banks the slots sit in different banks.
+        # that bank's read port: with two or more banks the slots sit in different banks. The
+        # group's slots follow them in their banks (GROUP_SLOTS; in one bank, after both).
+        banked = cfg.acc_banks > 1
+        group_slot = Const(0)
+        for f, (bank, place) in enumerate(GROUP_SLOTS):
+            here = cfg.acc_bank_rows * bank + times(mb, place, 18) if banked else times(mb, 2 + f, 19)
+            group_slot = Mux(g_f == f, here, group_slot)
+        c_slot = Mux(grp, group_slot, Mux(slot, cfg.acc_bank_rows if banked else mb, 0))
+        slot_used = ~grp & used.bit_select(slot, 1)
 
         # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
         # back; a resident A half by the M block before the previous one. EXECs finish in order.
         slot_free = ex_out < S
         older = prev_steps + cur_steps
         a_free = Mux(streaming, slot_free, ex_out <= Mux(older[OUTSTANDING_BITS], (1 << OUTSTANDING_BITS) - 1, older))
-        bias_free = st_out <= 1
+        bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
         next_rows = _min(mb, rows_left - mb)
@@ -339,7 +372,7 @@ class GemmLoop(wiring.Component):
                 accumulate=~first_k | has_bias,
                 seq=c.seq,
             ),
-            deps=pack(deps_layout, wait_prev=~c.b_sp | loaded, wait_next=first_k & p_ge2, signal_next=last_k),
+            deps=pack(deps_layout, wait_prev=~c.b_sp | loaded, wait_next=first_k & slot_used, signal_next=last_k),
             seq=c.seq,
         )
         store_op = op(
@@ -355,7 +388,7 @@ class GemmLoop(wiring.Component):
                 out=c.out,
             ),
             wait_prev=1,
-            signal_prev=pairs_after_2,
+            signal_prev=~grp & pairs_after_2,
         )
 
         def go_data_loads(first_n, k_tile, prefetched) -> None:
@@ -380,6 +413,13 @@ class GemmLoop(wiring.Component):
             m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
+        def next_n_tile() -> list:
+            return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
+
+        # A pair of the group with another after it (the group is the first block's first GROUP N
+        # tiles at most): its EXECs and its STORE are followed by the next pair's.
+        in_group = grp & ~last_n & (g_f != GROUP - 1)
+
         # The next block's A address, once the block stride is known (later block changes step it).
         with m.If(strides_ready & ~pf.base_ok):
             m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
@@ -387,7 +427,8 @@ class GemmLoop(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_pair.eq(0), odd_block.eq(0), p_ge2.eq(0)]
+                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_block.eq(0)]
+                    m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
@@ -404,24 +445,9 @@ class GemmLoop(wiring.Component):
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(
-                m,
-                c,
-                im2col,
-                div,
-                mul,
-                k_tiles,
-                mb,
-                streaming,
-                prefetch,
-                n_tiles,
-                steps,
-                strides_go,
-                seg,
-                a_rows,
-                a_half,
-            )
+            self._setup(m, c, im2col, div, mul, plan, strides_go, seg)
             with m.State("READY"):
+                m.d.sync += grp.eq(plan.grouped & (c.n > C))
                 go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free)
@@ -446,20 +472,38 @@ class GemmLoop(wiring.Component):
                 with m.If(ex.ready):
                     m.d.sync += loaded.eq(0)
                     self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
-                    m.d.sync += [kt.eq(Mux(kt.all(), kt, kt + 1)), *pf.after_step(n_tiles)]
-                    with m.If(last_k):
-                        m.next = "STORE"
+                    m.d.sync += pf.after_step(n_tiles)
+                    with m.If(in_group):  # the group's next pair, at the same K tile
+                        m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
+                        with m.If(first_k & has_bias):
+                            m.next = "BIAS"
+                        with m.Else():
+                            go_data_loads(0, 0, 0)
                     with m.Else():
-                        self._next_k_tile(m, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice)
-                        go_data_loads(n0 == 0, kt + 1, have)
+                        m.d.sync += kt.eq(Mux(kt.all(), kt, kt + 1))
+                        with m.If(grp):  # back to the group's first pair
+                            m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b)]
+                        with m.If(last_k):
+                            m.next = "STORE"
+                        with m.Else():
+                            self._next_k_tile(m, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice)
+                            go_data_loads(grp | (n0 == 0), kt + 1, have)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
                 m.d.comb += store.valid.eq(strides_ready | ~last_n | last_m)
-                with m.If(store.valid & store.ready):
-                    m.d.sync += [odd_pair.eq(~odd_pair), p_ge2.eq(p_ge2 | odd_pair)]
+                with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
+                    m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
+                with m.Elif(store.valid & store.ready):
+                    # After the group the pairs take the slots from the second one, so the next
+                    # pair accumulates in the bank other than the group's first two STOREs'.
+                    m.d.sync += grp.eq(0)
+                    with m.If(grp):
+                        m.d.sync += slot.eq(1)
+                    with m.Else():
+                        m.d.sync += [slot.eq(~slot), used.bit_select(slot, 1).eq(1)]
                     restart_k()
                     with m.If(~last_n):
-                        m.d.sync += [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
+                        m.d.sync += next_n_tile()
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
@@ -491,25 +535,12 @@ class GemmLoop(wiring.Component):
         return m
 
     def _setup(
-        self,
-        m: Module,
-        c,
-        im2col: Im2col,
-        div: Divider,
-        mul: Multiplier,
-        k_tiles,
-        mb,
-        streaming,
-        prefetch,
-        n_tiles,
-        steps,
-        strides_go,
-        seg: _Segments,
-        a_rows: Signal,
-        a_half: Signal,
+        self, m: Module, c, im2col: Im2col, div: Divider, mul: Multiplier, plan: _Plan, strides_go, seg: _Segments
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
+        k_tiles, mb, n_tiles, steps = plan.k_tiles, plan.mb, plan.n_tiles, plan.steps
+        a_rows, a_half = plan.a_rows, plan.a_half
         cfg = self.cfg
         R, C = cfg.rows, cfg.cols
         in_e = cfg.in_bits // 8
@@ -589,20 +620,27 @@ class GemmLoop(wiring.Component):
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
             quarter = Mux(c.conv, (c.m + 7) >> 3, (c.m + 3) >> 2)
             target = Mux(quarter > mb_min, quarter, mb_min)
-            # CONV2D too: it has no prefetch, but the next block's first N tile (its A walks) is
-            # issued while the current block's later N tiles still run.
-            split = (c.m > target) & (half != 0)
+            # A GEMM shorter than four least blocks stays one block where the K-outer group can
+            # take it: the group hides that block's A loads, while a second block's A, prefetched
+            # during the first, would make the first block wait on the bus (and B is loaded once
+            # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
+            # (its A walks) is issued while the current block's later N tiles still run.
+            short = ~c.conv & whole & (quarter < mb_min) & self._group_fits(c.m)
+            split = (c.m > target) & (half != 0) & ~short
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
                 Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows))),
             )
+            streaming = ~split & ~whole & (half == 0)
+            fits = self._group_fits(block)
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
                 multi.eq(block < c.m),
-                streaming.eq(~split & ~whole & (half == 0)),
-                prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
+                plan.streaming.eq(streaming),
+                plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
+                plan.grouped.eq(~c.conv & ~streaming & fits),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
                 # A resident B steps in rows: a K tile's R rows, an N tile's ldb rows.
@@ -648,6 +686,13 @@ class GemmLoop(wiring.Component):
         with m.State("STRIDES"):
             m.d.comb += strides_go.eq(multi)
             m.next = "READY"
+
+    def _group_fits(self, rows: Value) -> Value:
+        """The K-outer group's C slots for blocks of ``rows`` rows fit the accumulator: three blocks'
+        rows in a bank (the usual slot and two of the group's), or five in the one bank."""
+        cfg = self.cfg
+        rows3 = rows + (rows << 1)
+        return rows3 <= cfg.acc_bank_rows if cfg.acc_banks > 1 else rows3 + (rows << 1) <= cfg.acc_rows
 
     def _strides(self, m: Module, c, mul: Multiplier, mb, steps, go, ready) -> None:
         """The block strides (mb rows of A, C and D), only needed at the first block change and by

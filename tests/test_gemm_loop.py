@@ -24,7 +24,14 @@ from rtl.accumulator_model import add_rows
 from rtl.config import AccelConfig
 from rtl.conv_model import im2col, out_size
 from rtl.gemm_loop import GemmLoop
-from rtl.gemm_loop_model import conv_a_rows, conv_k_tiles, loop_result, resident_b_fits, resident_b_rows
+from rtl.gemm_loop_model import (
+    block_min_rows,
+    conv_a_rows,
+    conv_k_tiles,
+    loop_result,
+    resident_b_fits,
+    resident_b_rows,
+)
 from rtl.mesh_model import mesh_tile
 from rtl.readout_model import readout
 from tb import stimulus
@@ -54,6 +61,7 @@ class TileModel:
         self.units = {u: Unit() for u in UNITS}
         self.tokens = dict.fromkeys(("le", "el", "es", "se"), 0)
         self.k_rows: list[int] = []  # each EXEC's weight rows, in order
+        self.execs: list[dict] = []  # each EXEC, in order
         self.sp_end = 0  # the scratchpad rows the loads wrote end below this row
 
     def step(self, now: int) -> dict[str, int]:
@@ -126,6 +134,7 @@ class TileModel:
     def _exec(self, e: dict) -> None:
         cfg = self.cfg
         self.k_rows.append(e["k_rows"])
+        self.execs.append(e)
         # Only the tile's K rows are read (the rest enter as zeros): a resident B's last tile may
         # end at the scratchpad's last row.
         k_rows = e["k_rows"] or cfg.rows
@@ -174,9 +183,10 @@ def run_loop(
     k_rows: list | None = None,
     resident: np.ndarray | None = None,
     sp_end: list | None = None,
+    execs: list | None = None,
 ) -> int:
     """Push one loop command with ``fields`` (GemmCmd names) and run it to the end on the model;
-    ``k_rows`` receives each EXEC's weight rows; ``resident``: scratchpad rows from row ``b`` (a
+    ``k_rows`` receives each EXEC's weight rows, ``execs`` each EXEC; ``resident``: scratchpad rows from row ``b`` (a
     resident B), which must be unchanged afterwards; ``sp_end`` receives the row below which every
     scratchpad row the loop wrote lies. Returns the cycles, or -1 if refused."""
     dut = GemmLoop(cfg, (cfg.sp_rows - 1).bit_length(), (cfg.acc_rows - 1).bit_length())
@@ -222,6 +232,8 @@ def run_loop(
     assert all(v == 0 for v in tile.tokens.values()), f"tokens left over: {tile.tokens}"
     if k_rows is not None:
         k_rows.extend(tile.k_rows)
+    if execs is not None:
+        execs.extend(tile.execs)
     if sp_end is not None:
         sp_end.append(tile.sp_end)
     if resident is not None:
@@ -238,7 +250,14 @@ def _layout(sizes: dict[str, int]) -> tuple[dict[str, int], bytearray]:
 
 
 def check_gemm(
-    cfg: AccelConfig, m: int, k: int, n: int, seed: int, sp_b: tuple[int, int] | None = None, **flags
+    cfg: AccelConfig,
+    m: int,
+    k: int,
+    n: int,
+    seed: int,
+    sp_b: tuple[int, int] | None = None,
+    execs: list | None = None,
+    **flags,
 ) -> int:
     """One GEMM on the loop against the model, exactly; ``sp_b`` = (first row, N tile stride): B
     resident in the scratchpad (flag [21]). Returns run_loop's cycles (-1: refused, C untouched)."""
@@ -276,7 +295,7 @@ def check_gemm(
         resident = resident_b_rows(cfg, b, sp_b[1])
         fields |= {"b_sp": 1, "b": sp_b[0], "ldb": sp_b[1]}
         mem[addr["B"] : addr["B"] + b.nbytes] = bytes(b.nbytes)  # the loop must not read B from memory
-    cycles = run_loop(cfg, fields, mem, seed, resident=resident)
+    cycles = run_loop(cfg, fields, mem, seed, resident=resident, execs=execs)
     got = np.frombuffer(bytes(mem[addr["C"] : addr["C"] + m * n * e_out]), out_t).reshape(m, n)
     if cycles < 0:
         assert not got.any(), "a refused GEMM wrote C"
@@ -335,6 +354,7 @@ CONFIGS = [
     AccelConfig(rows=8, cols=4, dtype="int8", sp_kib=2, acc_kib=1, sp_banks=2),
     AccelConfig(rows=4, cols=4, dtype="bf16", sp_kib=1, acc_kib=1, sp_banks=1, acc_banks=1),
     AccelConfig(rows=4, cols=4, dtype="int8"),
+    AccelConfig(rows=3, cols=4, dtype="bf16", acc_banks=1),  # four C slots in one bank
 ]
 
 
@@ -359,9 +379,38 @@ def test_gemm_loop(cfg: AccelConfig, m: int, k: int, n: int, flags: dict, seed: 
     check_gemm(cfg, m, k, n, seed, **flags)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS[:3], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-acc{c.acc_kib}x{c.acc_banks}")
 def test_gemm_loop_accumulate_into_c(cfg: AccelConfig) -> None:
     check_gemm(cfg, 23, 9, 7, seed=5, acc_c=1)
+
+
+@pytest.mark.parametrize("banks", [2, 1])
+def test_first_block_runs_its_first_n_tiles_k_outer(banks: int) -> None:
+    """Where the accumulator has room, the first block's first three N tiles take each K tile in
+    turn, each in a C slot of its own, so each A slice serves three weight tiles as it arrives.
+    The fourth N tile and the later blocks' tiles then run N tile after N tile in the two usual
+    slots, from the second, in the bank other than the first two group slots'."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="int8", acc_banks=banks)
+    mb, k_rows = block_min_rows(cfg), [4, 4, 2]
+    execs: list[dict] = []
+    check_gemm(cfg, 4 * mb, sum(k_rows), 14, seed=3, execs=execs, bias=1)  # four blocks
+    bank = cfg.acc_bank_rows if banks > 1 else mb
+    group = [mb, 2 * mb, bank + mb] if banks > 1 else [2 * mb, 3 * mb, 4 * mb]
+    pairs = [bank, 0] * 6 + [bank]  # the fourth N tile, then the other blocks' four each
+    want = [(group[f], kr) for kr in k_rows for f in range(3)] + [(c, kr) for c in pairs for kr in k_rows]
+    assert [(e["c_addr"], e["k_rows"]) for e in execs] == want
+
+
+def test_short_gemm_stays_one_block_for_the_group() -> None:
+    """M under four least blocks stays one block where the group's slots fit (its A is hidden by
+    the group, and B crosses the bus once); it is cut where they do not."""
+    roomy = AccelConfig(rows=4, cols=4, dtype="int8")
+    tight = AccelConfig(rows=4, cols=4, dtype="int8", acc_kib=1)  # two banks of 32 rows
+    m = 3 * block_min_rows(roomy)
+    for cfg, blocks in ((roomy, 1), (tight, 3)):
+        execs: list[dict] = []
+        check_gemm(cfg, m, 8, 4, seed=7, execs=execs)
+        assert [e["m"] for e in execs] == [m // blocks] * (2 * blocks), cfg.acc_kib
 
 
 @pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
