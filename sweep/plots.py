@@ -74,9 +74,12 @@ def cycles_vs_area(table: list[Row], out_dir: Path) -> list[Path]:
     for n, (workload, group) in enumerate(sorted(groups.items())):
         ax = axes[n % len(axes)]
         ax.scatter([r["lut"] for r in group], [r["cycles"] for r in group], label=workload, alpha=0.8)
-        for r in group:
-            ax.annotate(r["design"], (r["lut"], r["cycles"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         front = pareto([(r["lut"], r["cycles"]) for r in group])
+        # Only the front's designs are named: the others often share its cycles (more cores, say)
+        # and their names, side by side, would cover each other.
+        for r in group:
+            if (r["lut"], r["cycles"]) in front:
+                ax.annotate(r["design"], (r["lut"], r["cycles"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
         ax.plot(*zip(*front, strict=True), "--", color="tab:red", marker="o", mfc="none", ms=10, label="Pareto front")
         ax.set(xlabel="LUT", ylabel="cycles", title=workload)
         ax.legend(fontsize=7)
