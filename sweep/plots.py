@@ -46,13 +46,13 @@ def _by(table: list[Row], key: Callable[[Row], Any]) -> dict[Any, list[Row]]:
     return dict(groups)
 
 
-def _figure(ncols: int = 1):
+def _figure(ncols: int = 1, width: float = 5.5):
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display, also in Dask workers and CI
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=(5.5 * ncols, 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 4.2), squeeze=False)
     return plt, fig, list(axes[0])
 
 
@@ -91,7 +91,7 @@ def fptt_phases(table: list[Row], out_dir: Path) -> list[Path]:
     if not rows:
         return []
     phases = [k.removeprefix("phase_") for k in dict.fromkeys(k for r in rows for k in r if k.startswith("phase_"))]
-    plt, fig, (ax,) = _figure()
+    plt, fig, (ax,) = _figure(width=max(5.5, 2.5 + 0.3 * len(rows)))  # a bar's label needs about 0.3 in
     labels = [f"{r['design']} K={r['workload'].split('=')[-1]}" for r in rows]
     bottom = [0.0] * len(rows)
     for phase in phases:
