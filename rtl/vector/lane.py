@@ -226,8 +226,8 @@ class VectorLane(wiring.Component):
         q = Signal(signed(64), name="rq_q")
         m.d.comb += q.eq(p1 >> (self._rq1.total - 1)[:6])
         rounded = Signal(signed(34), name="rq_rounded")
-        m.d.comb += rounded.eq((_clamp33(q) + 1) >> 1)
-        return saturate_bits(rounded)
+        m.d.comb += rounded.eq((_clamp(q, 33) + 1) >> 1)
+        return _clamp(rounded, 32)[:32]
 
     def _requant_low(self, m: Module, high2) -> Signal:
         """Stage 3 of REQUANT on stage 2's ``high2``: its result before ``y``."""
@@ -320,22 +320,16 @@ def _saturating_round_shift(m: Module, x, s) -> Signal:
     sticky = (ext.as_unsigned() & ((Const(1, width + 2) << s) - 1)[: width + 1]) != 0
     q = shifted[1:]
     y = Signal(signed(34))
-    m.d.comb += y.eq(_clamp33(q) + (shifted[0] & (sticky | q[0])))
-    return saturate_bits(y)
+    m.d.comb += y.eq(_clamp(q, 33) + (shifted[0] & (sticky | q[0])))
+    return _clamp(y, 32)[:32]
 
 
-def _clamp33(q) -> Value:
-    """A signed value clamped to 33 bits, with bit tests instead of comparisons (no carry chain)."""
-    high = q[32:]
+def _clamp(v, bits: int) -> Value:
+    """A signed value clamped to ``bits`` bits (signed), with bit tests instead of comparisons (no
+    carry chain): it fits when its bits from ``bits - 1`` up are all equal."""
+    high = v[bits - 1 :]
     fits = (high == 0) | high.all()
-    return Mux(fits, q[:33].as_signed(), Mux(q[-1], -(2**32), 2**32 - 1))
-
-
-def saturate_bits(v) -> Value:
-    """A signed value clamped to int32, as its 32-bit pattern, tested on its bits above 31."""
-    high = v[31:]
-    fits = (high == 0) | high.all()
-    return Mux(fits, v[:32], Mux(v[-1], INT32_MIN & 0xFFFFFFFF, INT32_MAX))
+    return Mux(fits, v[:bits].as_signed(), Mux(v[-1], -(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
 
 
 def saturate(v):
