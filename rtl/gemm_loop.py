@@ -58,6 +58,9 @@ OUTSTANDING_BITS = 8
 # two pairs accumulate in the other bank (docs/tile.md, "The GEMM loop").
 GROUP = 3
 GROUP_SLOTS = ((0, 1), (0, 2), (1, 1))
+# The command's last pair may be cut in two (rows); its second part is a number of eighths of it,
+# up to TAIL_EIGHTHS_MAX (see `_tail_eighths`).
+TAIL_EIGHTHS_MAX = 4
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -217,10 +220,14 @@ class GemmLoop(wiring.Component):
         m0, n0, k0 = Signal(32), Signal(16), Signal(16)
         kx, ky = Signal(3), Signal(3)
         first_k, odd_block = Signal(), Signal()
+        tail_q = Signal(range(TAIL_EIGHTHS_MAX + 1))  # eighths of the last pair in its second part
         # The pair's C slot of two and which of the two an earlier pair used (its first EXEC then
         # waits for the STORE that frees it); a pair of the K-outer group has its own slot.
         slot, used = Signal(), Signal(2)
         grp = Signal()  # the pair is one of the first block's K-outer group
+        # The command's last pair runs in two row halves (see `tail` below): the second is running,
+        # and rows of the second half's C output address still to add (one `ldc` per cycle).
+        second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
@@ -250,8 +257,17 @@ class GemmLoop(wiring.Component):
         last_slice = k_left <= R
         last_pos = ~c.conv | seg.packed | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
         last_k = last_slice & last_pos
+        # The command's last pair is cut in two where its block allows (`tail` below): each part
+        # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
+        q_rows = Mux(tail_q[2], mb_rows << 2, Mux(tail_q[1], mb_rows << 1, 0) + Mux(tail_q[0], mb_rows, 0))
+        second_rows = (q_rows >> 3)[:16]
+        splits = ~streaming & (tail_q != 0) & (second_rows >= R)
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
-        pairs_after_2 = (cols_left > 2 * C) | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
+        pairs_after_2 = (
+            (cols_left > 2 * C)
+            | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
+            | (last_m & splits & (cols_left > C))  # the next pair is the last, cut in two
+        )
         has_bias = (c.bias != 0) | c.acc_c
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
@@ -266,6 +282,14 @@ class GemmLoop(wiring.Component):
             here = cfg.acc_bank_rows * bank + times(mb, place, 18) if banked else times(mb, 2 + f, 19)
             group_slot = Mux(g_f == f, here, group_slot)
         c_slot = Mux(grp, group_slot, Mux(slot, cfg.acc_bank_rows if banked else mb, 0))
+        # Nothing overlaps the last pair's STORE, so that pair runs in two parts (rows), each a
+        # pair of its own in the usual slot order: the first part's STORE drains under the second
+        # part's EXECs, which accumulate in the other bank. Only a pair that loads no A (not a
+        # block's first N tile, not streaming), with room for two parts.
+        tail = splits & last_m & last_n & (n0 != 0) & ~grp
+        first_rows = mb_rows - second_rows
+        row0 = Mux(second, first_rows, 0)  # the part's first row within the block
+        part_rows = Mux(tail, Mux(second, second_rows, first_rows), mb_rows)
         slot_used = ~grp & used.bit_select(slot, 1)
 
         # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
@@ -303,6 +327,7 @@ class GemmLoop(wiring.Component):
             return pack(dma_desc_layout(), **fields)
 
         n_acc = times(n0, acc_e, 32)
+        d_stride = Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd))
         # A pair's first step loads A after its bias in its block's first N tile (or streaming);
         # a resident B's blocks are not prefetched.
         bias_then_a = (n0 == 0) | streaming
@@ -310,10 +335,10 @@ class GemmLoop(wiring.Component):
             desc(
                 kind=KIND["mem_to_acc"],
                 dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
-                dram_stride=Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd)),
-                rows=mb_rows,
+                dram_stride=d_stride,
+                rows=part_rows,
                 elems=nw,
-                local_addr=c_slot,
+                local_addr=c_slot + row0,
             ),
             signal_next=c.b_sp & ~bias_then_a,  # resident B: the step's last load
         )
@@ -366,9 +391,9 @@ class GemmLoop(wiring.Component):
                 ex.p.op.shape(),
                 b_addr=b_local,
                 k_rows=kslice,
-                a_addr=a_local,
-                m=mb_rows,
-                c_addr=c_slot,
+                a_addr=a_local + row0,
+                m=part_rows,
+                c_addr=c_slot + row0,
                 accumulate=~first_k | has_bias,
                 seq=c.seq,
             ),
@@ -380,9 +405,9 @@ class GemmLoop(wiring.Component):
                 kind=KIND["acc_to_mem"],
                 dram_addr=off["c_m"] + Mux(c.out == 0, times(n0, narrow_e, 32), n_acc),
                 dram_stride=c.ldc,
-                rows=mb_rows,
+                rows=part_rows,
                 elems=nw,
-                local_addr=c_slot,
+                local_addr=c_slot + row0,
                 scale=c.scale,
                 act=c.act,
                 out=c.out,
@@ -420,6 +445,11 @@ class GemmLoop(wiring.Component):
         # tiles at most): its EXECs and its STORE are followed by the next pair's.
         in_group = grp & ~last_n & (g_f != GROUP - 1)
 
+        # The second part's C (and D) rows start first_rows strides on: added while its first
+        # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied.
+        with m.If(tail_left != 0):
+            m.d.sync += [off["c_m"].eq(off["c_m"] + c.ldc), tail_left.eq(tail_left - 1)]
+            m.d.sync += off["d_m"].eq(off["d_m"] + Mux(c.bias == 2, 0, c.ldd))
         # The next block's A address, once the block stride is known (later block changes step it).
         with m.If(strides_ready & ~pf.base_ok):
             m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
@@ -428,7 +458,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_block.eq(0)]
-                    m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0)]
+                    m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
@@ -447,10 +477,10 @@ class GemmLoop(wiring.Component):
                         m.next = "K_TILES"
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg)
             with m.State("READY"):
-                m.d.sync += grp.eq(plan.grouped & (c.n > C))
+                m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 go_pair(1, 0)
             with m.State("BIAS"):
-                m.d.comb += load.valid.eq(bias_free)
+                m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
                 with m.If(load.valid & load.ready):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, kt + 1, have)
@@ -490,7 +520,7 @@ class GemmLoop(wiring.Component):
                             go_data_loads(grp | (n0 == 0), kt + 1, have)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
-                m.d.comb += store.valid.eq(strides_ready | ~last_n | last_m)
+                m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & (tail_left == 0))
                 with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
                     m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                 with m.Elif(store.valid & store.ready):
@@ -504,6 +534,10 @@ class GemmLoop(wiring.Component):
                     restart_k()
                     with m.If(~last_n):
                         m.d.sync += next_n_tile()
+                        m.d.sync += res.eq(Mux(odd_block, a_half, 0))
+                        go_pair(0, have)
+                    with m.Elif(tail & ~second):  # the last pair's second part
+                        m.d.sync += [second.eq(1), tail_left.eq(first_rows)]
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
@@ -686,6 +720,23 @@ class GemmLoop(wiring.Component):
         with m.State("STRIDES"):
             m.d.comb += strides_go.eq(multi)
             m.next = "READY"
+
+    def _tail_eighths(self, c, k_tiles: Value) -> Value:
+        """Eighths of the last pair's rows that go to its second part (0: not cut). A row takes
+        ``k_tiles`` cycles of EXEC and ``s`` bus beats of STORE. The second part's EXECs should last
+        as long as the first part's STORE, (8 - q) · s ≤ q · k_tiles, with q as small as that
+        allows, since only the second part's STORE is left when the last EXEC ends. Where a row's
+        STORE is no shorter than its EXECs (k_tiles ≤ s) the STOREs, not the last one, bound the
+        end, and a cut only adds weight loads and accumulator port conflicts: not cut
+        (docs/tile.md, "The GEMM loop")."""
+        cfg = self.cfg
+        bus_bytes = cfg.dma_bits // 8
+        narrow_e = 1 if cfg.dtype == "int8" else 2
+        s = Mux(c.out == 0, -(-cfg.cols * narrow_e // bus_bytes), -(-cfg.cols * cfg.acc_bits // 8 // bus_bytes))
+        q = Const(TAIL_EIGHTHS_MAX)
+        for n in reversed(range(1, TAIL_EIGHTHS_MAX)):
+            q = Mux(times(s, 8 - n, 12) <= times(k_tiles, n, len(k_tiles) + 2), n, q)
+        return Mux(k_tiles > s, q, 0)
 
     def _group_fits(self, rows: Value) -> Value:
         """The K-outer group's C slots for blocks of ``rows`` rows fit the accumulator: three blocks'

@@ -413,6 +413,46 @@ def test_short_gemm_stays_one_block_for_the_group() -> None:
         assert [e["m"] for e in execs] == [m // blocks] * (2 * blocks), cfg.acc_kib
 
 
+@pytest.mark.parametrize(
+    ("k", "flags", "eighths"),
+    [
+        # 4x4-int8 on a 64-bit bus: an int32 C row is 2 beats, an int8 one 1; a K tile is a cycle
+        # per row. The second part takes q eighths, the least q with (8 - q) · beats <= q · K tiles,
+        # if a row's K tiles outlast its beats and the part has at least 4 rows (one per mesh row).
+        (24, {"acc_c": 1}, 2),  # 6 K tiles: 14 > 6, 12 <= 12
+        (12, {"bias": 1}, 4),  # 3 K tiles: 14 > 3, 12 > 6, 10 > 9; halves at most
+        (8, {"bias": 2, "out": 0}, 3),  # int8 C, 2 K tiles: 7 > 2, 6 > 4, 5 <= 6
+        (8, {}, 0),  # 2 K tiles, no more than a row's 2 beats: not cut
+        (40, {"out": 0}, 0),  # int8 C, 10 K tiles: q = 1, but 3 rows are under the mesh's 4
+    ],
+)
+@pytest.mark.parametrize("banks", [2, 1])
+def test_last_pair_runs_in_two_parts(k: int, flags: dict, eighths: int, banks: int) -> None:
+    """The command's last pair runs its rows in two parts, each through every K tile and in a C
+    slot of its own (the usual two, in turn), so the first part's STORE drains while the second
+    part's EXECs run; its rows' bias, A rows and C rows are the part's own."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="int8", acc_banks=banks)
+    m, k_tiles = 24, -(-k // 4)  # one block (short: the group takes it), four N tiles
+    execs: list[dict] = []
+    check_gemm(cfg, m, k, 16, seed=11, execs=execs, **flags)
+    other = cfg.acc_bank_rows if banks > 1 else m  # after the group, pairs start in the second slot
+    rows = [(e["m"], e["c_addr"], e["a_addr"] - execs[0]["a_addr"]) for e in execs[3 * k_tiles :]]
+    if not eighths:
+        assert rows == [(m, other, m * t) for t in range(k_tiles)]
+        return
+    second = m * eighths // 8
+    assert rows == [(m - second, other, m * t) for t in range(k_tiles)] + [
+        (second, m - second, m * t + m - second) for t in range(k_tiles)
+    ]
+
+
+def test_conv_last_pair_runs_in_two_parts() -> None:
+    """CONV2D's last pair is cut the same way (blocks of 32 output pixels here), exactly."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="int8")
+    shape = {"batch": 1, "h": 16, "w": 16, "cin": 5, "cout": 8, "kh": 3, "kw": 3, "stride": 1, "pad": 1}
+    check_conv(cfg, shape, seed=23)
+
+
 @pytest.mark.parametrize("cfg", CONFIGS[:4], ids=lambda c: f"{c.name}-sp{c.sp_kib}x{c.sp_banks}")
 @pytest.mark.parametrize(
     "shape",
