@@ -222,24 +222,38 @@ class Im2col(wiring.Component):
         pending = (phase == 2) & (left != 0)
         last = length == left
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
+        # The pieces leave through a register (with their skip, first and last flags), so the
+        # piece's limits (kernel column → inside bounds → length → last → skip) end at it instead
+        # of running on into the loop's queue; a piece is taken as the register empties.
+        full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
+        out = Signal(dma_desc_layout(), name="out")
+        out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
+        take = pending & (~full | self.step)
         m.d.comb += [
-            self.desc.valid.eq(pending & ~skip),
-            self.step.eq((self.desc.valid & self.desc.ready) | (pending & skip)),
-            self.desc.p.col.eq(self.col),
-            self.desc.p.kind.eq(KIND["mem_to_sp"]),
-            self.desc.p.dram_addr.eq(cur.row + Mux(emitted, q_lo, q_first)),
-            self.desc.p.dram_stride.eq(prod["x_step"]),
-            self.desc.p.rows.eq(length),
-            self.desc.p.elems.eq(self.width),
-            self.desc.p.local_addr.eq(local),
-            self.desc.p.zero.eq(~inside),
-            self.first.eq(~emitted),
-            self.last.eq(last),
+            self.desc.valid.eq(full & ~out_skip),
+            self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
+            self.desc.p.eq(out),
+            self.first.eq(out_first),
+            self.last.eq(out_last),
         ]
+        m.d.sync += full.eq(take | (full & ~self.step))
+        with m.If(take):
+            m.d.sync += [out_skip.eq(skip), out_first.eq(~emitted), out_last.eq(last)]
+            m.d.sync += [
+                out.col.eq(self.col),
+                out.kind.eq(KIND["mem_to_sp"]),
+                out.dram_addr.eq(cur.row + Mux(emitted, q_lo, q_first)),
+                out.dram_stride.eq(prod["x_step"]),
+                out.rows.eq(length),
+                out.elems.eq(self.width),
+                out.local_addr.eq(local),
+                out.zero.eq(~inside),
+            ]
 
-        # A new walk starts at the block start once the block's column offset is known; its
+        # A new walk starts at the block start once the block's column offset is known and the
+        # last walk's last piece has left (the loop's inputs then describe the new walk); its
         # K slice's offsets take two more cycles (two adder levels each).
-        with m.If((phase == 0) & self.active & xs_ready & ~setting_up):
+        with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
@@ -247,7 +261,7 @@ class Im2col(wiring.Component):
             ]
         with m.If(phase == 1):
             m.d.sync += [q_first.eq(ty + tx + block_xs), q_lo.eq(ty + tx + lo_xs[self.kx]), phase.eq(2)]
-        with m.If(self.step):
+        with m.If(take):
             nxt = Signal(_Pos)
             image_end = cur.oh + 1 == self.oh
             next_img = (cur.img + prod["img_step"])[:32]
