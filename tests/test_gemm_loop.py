@@ -397,6 +397,9 @@ def test_first_block_runs_its_first_n_tiles_k_outer(banks: int) -> None:
     bank = cfg.acc_bank_rows if banks > 1 else mb
     group = [mb, 2 * mb, bank + mb] if banks > 1 else [2 * mb, 3 * mb, 4 * mb]
     pairs = [bank, 0] * 6 + [bank]  # the fourth N tile, then the other blocks' four each
+    # The last pair runs in two parts of 4 rows (test_last_pair_runs_in_two_parts), the second
+    # in the slot before, at its fifth row.
+    pairs.append(mb // 2)
     want = [(group[f], kr) for kr in k_rows for f in range(3)] + [(c, kr) for c in pairs for kr in k_rows]
     assert [(e["c_addr"], e["k_rows"]) for e in execs] == want
 
