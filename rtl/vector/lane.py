@@ -11,17 +11,19 @@ cycle (``FunctionUnit.latency`` = 1: the engine wires ``fn_x → FunctionUnit.x`
 cycle's ``op`` as ``fn_x``); stage 2 takes it as the result, in place of stage 1's.
 
 Pipeline, one result per cycle, every op ``LATENCY[dtype]`` cycles from its operands to ``y``
-(bf16 2, int8 3). bf16:
+(bf16 2, int8 4). bf16:
 
 1. the multiply (``Fp32Mul``), the operand choice of the adder, and the single-step ops (copy,
    negation, max, min, ReLU), while the function unit reads its tables;
 2. the add (``FpAdd``) and the choice of result (the function's value comes straight from
    ``fn_y``), registered into ``y``.
 
-int8 (the 64-bit rounding and the 32-bit add in stages of their own, so neither sets the clock):
+int8 (the multiplier's operands, the 64-bit rounding and the 32-bit add in stages of their own, so
+none of them sets the clock):
 
-1. the exact 32 × 32 → 64-bit signed product, the adder's operands and the single-step ops (REQUANT
-   shifts ``a`` left in front of the product by its multiplier ``b``);
+0. the multiplier's operands (REQUANT shifts ``a`` left in front of its multiplier ``b``), the
+   operands registered beside them;
+1. the exact 32 × 32 → 64-bit signed product, the adder's operands and the single-step ops;
 2. the product's rounding shift, saturated to int32 (REQUANT: its first rounding);
 3. the saturating add and the choice of result (REQUANT: its second rounding, the zero point and
    the clamp), registered into ``y``.
@@ -41,7 +43,7 @@ BF16_NAN = 0x7FC0
 SIGN = 0x80000000
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Cycles from a lane's operands to its ``y``, per tile dtype (the pipelines below).
-LATENCY = {"bf16": 2, "int8": 3}
+LATENCY = {"bf16": 2, "int8": 4}
 ADD_OPS = (VecOp.ADD, VecOp.SUB, VecOp.ADDS, VecOp.RSUBS, VecOp.MADDS)
 
 
@@ -150,23 +152,36 @@ class VectorLane(wiring.Component):
     # int8 tiles: int32 work values
 
     def _int(self, m: Module) -> None:
-        op, a, b, s = self.op, self.a, self.b, self.s
+        # Stage 0: the multiplier's operands, so that their choice (and REQUANT's shift of ``a``,
+        # a barrel shifter) and the 32 × 32 multiply are not one cycle: together they were the
+        # int8 tile's ECP5 critical path. The operands travel beside them.
+        op, a, b, s = Signal(5), Signal(32), Signal(32), Signal(32)
+        shift0, mul_a, mul_b = Signal(5), Signal(signed(32)), Signal(signed(32))
+        rq = self.op == VecOp.REQUANT
+        m.d.sync += [
+            op.eq(self.op),
+            a.eq(self.a),
+            b.eq(self.b),
+            s.eq(self.s),
+            shift0.eq(self.shift[:5]),
+            mul_a.eq(Mux(rq, self._requant_operand(m), self.a)),
+            mul_b.eq(Mux(rq | (self.op == VecOp.MUL), self.b, self.s)),
+        ]
 
         # Stage 1: the exact product, the adder's operands (left ± right; MADDS takes the scaled
         # product as its left one in stage 3) and the single-step result.
         p1 = Signal(signed(64))
         op1, shift1, left1, right1, neg1 = Signal(5), Signal(5), Signal(32), Signal(32), Signal()
-        rq = op == VecOp.REQUANT
         m.d.sync += [
             op1.eq(op),
-            shift1.eq(self.shift[:5]),
-            p1.eq(Mux(rq, self._requant_operand(m), a).as_signed() * Mux(rq | (op == VecOp.MUL), b, s).as_signed()),
+            shift1.eq(shift0),
+            p1.eq(mul_a * mul_b),
             left1.eq(_pick(op, {VecOp.RSUBS: s, VecOp.NEG: 0}, a)),
             right1.eq(_pick(op, {VecOp.ADDS: s, VecOp.RSUBS: a, VecOp.NEG: a}, b)),
             neg1.eq((op == VecOp.SUB) | (op == VecOp.RSUBS) | (op == VecOp.NEG)),
         ]
         r1 = Signal(32)
-        m.d.sync += r1.eq(self._int_single(m))
+        m.d.sync += r1.eq(self._int_single(m, op, a, b))
 
         # Stage 2: the product's rounding shift, saturated (REQUANT: its first rounding); the
         # rest travels on.
@@ -188,8 +203,8 @@ class VectorLane(wiring.Component):
         m.d.comb += total.eq(saturate(Mux(neg2, left - right, left + right)))
         self._result(m, op2, total, scaled2, r2, self._requant_low(m, scaled2))
 
-    # REQUANT (lane_model.requant): stage 1 shifts ``a`` left for the two-rounding form and
-    # multiplies by the multiplier ``b`` (the shared 32 × 32 product); stage 2 rounds the product
+    # REQUANT (lane_model.requant): stage 0 shifts ``a`` left for the two-rounding form, stage 1
+    # multiplies it by the multiplier ``b`` (the shared 32 × 32 product); stage 2 rounds the product
     # once (shift 31 − shift, half up), or first by 31; stage 3 rounds again (half away from zero
     # by −shift), adds the zero point and clamps. The scalar and the shifts travel in the ``rq``
     # registers, one set per stage.
@@ -206,14 +221,16 @@ class VectorLane(wiring.Component):
         left = Mux(double & (sh > 0), sh[:5], 0)
         shifted = Signal(32, name="rq_shifted")
         m.d.comb += shifted.eq(self.a << left)
+        rq0 = Signal(self.RQ_FIELDS, name="rq0")
         self._rq1 = Signal(self.RQ_FIELDS, name="rq1")
         self._rq2 = Signal(self.RQ_FIELDS, name="rq2")
         m.d.sync += [
-            self._rq1.total.eq(Mux(double, 31, 31 - sh)),
-            self._rq1.right.eq(Mux(double & (sh < 0), -sh, 0)),
-            self._rq1.zp.eq(self.s[:8]),
-            self._rq1.lo.eq(self.s[8:16]),
-            self._rq1.hi.eq(self.s[16:24]),
+            rq0.total.eq(Mux(double, 31, 31 - sh)),
+            rq0.right.eq(Mux(double & (sh < 0), -sh, 0)),
+            rq0.zp.eq(self.s[:8]),
+            rq0.lo.eq(self.s[8:16]),
+            rq0.hi.eq(self.s[16:24]),
+            self._rq1.eq(rq0),
             self._rq2.eq(self._rq1),
         ]
         return Mux(double, shifted, self.a)
@@ -245,11 +262,11 @@ class VectorLane(wiring.Component):
         m.d.comb += [raised.eq(Mux(value < lo, lo, value)), out.eq(Mux(raised > hi, hi, raised))]  # hi wins
         return out
 
-    def _int_single(self, m: Module) -> Signal:
+    def _int_single(self, m: Module, op, a, b) -> Signal:
         """The ops done in one step: copy, max, min and ReLU."""
-        a, b = self.a.as_signed(), self.b.as_signed()
+        a, b = a.as_signed(), b.as_signed()
         r = Signal(32)
-        with m.Switch(self.op):
+        with m.Switch(op):
             with m.Case(VecOp.COPY):
                 m.d.comb += r.eq(a)
             with m.Case(VecOp.MAX):
