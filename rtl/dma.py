@@ -103,16 +103,9 @@ class Gearbox(wiring.Component):
     ``inp`` delivers ``count`` bytes taken from byte lane ``lane`` of ``data``. A ``req`` asks for
     ``count`` bytes placed at lane ``lane`` of ``out``; ``out`` is valid once that many bytes are
     buffered and ``req`` is accepted together with ``out``. Lanes of ``out`` outside the request hold
-    garbage. One input and one output chunk per cycle; an input waits while more than two beats
-    are buffered.
+    garbage. One input and one output chunk per cycle; an input waits while the buffer could not
+    take a whole beat after this cycle's output.
     """
-
-    # Beats the buffer holds. ``inp.ready`` comes from the registered level alone (room for a whole
-    # beat, whatever leaves this cycle), so the output side's request, its ``ready`` and the level
-    # arithmetic do not run on into the input's ``ready`` (an AXI ``rready``, a FIFO's read
-    # enable): that chain was the int8 tile's ECP5 critical path. A third beat keeps one input a
-    # cycle for unaligned streams, whose level stays above one beat after each output.
-    BEATS = 3
 
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
@@ -122,14 +115,14 @@ class Gearbox(wiring.Component):
                 "inp": In(stream.Signature(data.StructLayout({"data": 8 * nbytes, "lane": lane, "count": count}))),
                 "req": In(stream.Signature(data.StructLayout({"lane": lane, "count": count}))),
                 "out": Out(stream.Signature(8 * nbytes)),
-                "level": Out(range(self.BEATS * nbytes + 1)),
+                "level": Out(range(2 * nbytes + 1)),
             }
         )
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        nb, size = self.nbytes, self.BEATS * self.nbytes
-        buf = Signal(8 * size)
+        nb = self.nbytes
+        buf = Signal(16 * nb)
         cnt = self.level
 
         m.d.comb += self.out.valid.eq(self.req.valid & (cnt >= self.req.payload.count))
@@ -139,21 +132,21 @@ class Gearbox(wiring.Component):
 
         taken = Signal(range(nb + 1))
         m.d.comb += taken.eq(Mux(out_fire, self.req.payload.count, 0))
-        rest = Signal(8 * size)
-        after = Signal(range(size + 1))
+        rest = Signal(16 * nb)
+        after = Signal(range(2 * nb + 1))
         m.d.comb += [rest.eq(buf >> Cat(C(0, 3), taken)), after.eq(cnt - taken)]
 
-        # It can never deadlock: an output waits only while fewer than `nb` bytes are held, and
-        # then an input is taken.
-        m.d.comb += self.inp.ready.eq(cnt <= size - nb)
+        # Accepting only when at most one beat stays buffered keeps ready independent of the
+        # input's payload and can never deadlock: an output waits only while fewer than `nb` bytes are held.
+        m.d.comb += self.inp.ready.eq(after <= nb)
         in_fire = self.inp.valid & self.inp.ready
         aligned = Signal(8 * nb)
-        placed = Signal(8 * size)
+        placed = Signal(16 * nb)
         m.d.comb += [
             aligned.eq(self.inp.payload.data >> Cat(C(0, 3), self.inp.payload.lane)),
             placed.eq(aligned << Cat(C(0, 3), after)),
         ]
-        merged = Cat(Mux(i < after, rest.word_select(i, 8), placed.word_select(i, 8)) for i in range(size))
+        merged = Cat(Mux(i < after, rest.word_select(i, 8), placed.word_select(i, 8)) for i in range(2 * nb))
         m.d.sync += [
             buf.eq(Mux(in_fire, merged, rest)),
             cnt.eq(after + Mux(in_fire, self.inp.payload.count, 0)),
