@@ -207,7 +207,9 @@ class Im2col(wiring.Component):
         # The input row read at kernel row ky; above the input (in the top padding) below pad.
         below = cur.oh_s + self.ky
         row_inside = (below >= s.pad) & (below - s.pad < s.h)
-        col_lo, col_hi = lo[self.kx], hi[self.kx]
+        # The walk's kernel column's inside columns, registered when the walk starts (constant
+        # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
+        col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
         seg_end = Mux(cur.x + left < self.ow, cur.x + left, self.ow)
         inside = row_inside & (cur.x >= col_lo) & (cur.x < col_hi)
         piece_end = Signal(16)
@@ -255,6 +257,7 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
+            m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(times_small(pix, self.kx) + (self.c0 << (in_e - 1))),
