@@ -374,7 +374,9 @@ def test_bench_runtime(capsys) -> None:
     result = json.loads(capsys.readouterr().out)
     assert result["app"] == "gemm" and result["devices"] == 2 and result["size"] == "12"
     assert 0 <= result["mape"] < 1.0  # GPTPU's bound
-    assert 0 < result["cycles_max"] < result["cycles_total"] == sum(result["device_cycles"])
+    # Any free device takes the next block (first come, first served), so how the blocks split
+    # between the two depends on the simulators' timing; on a loaded machine one may take all.
+    assert 0 < result["cycles_max"] <= result["cycles_total"] == sum(result["device_cycles"])
     assert len(result["device_cycles"]) == 2 and max(result["device_cycles"]) == result["cycles_max"]
     moved = sum(result["bytes_written"]) + sum(result["bytes_read"])
     assert result["transfer_seconds"] == pytest.approx(moved / 500e6) and result["link"] == "pcie2x1"
