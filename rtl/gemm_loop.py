@@ -41,9 +41,10 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.divider import Divider
+from rtl.dma import DmaKind, element_bytes
 from rtl.exec_unit import exec_op_layout
 from rtl.gemm_loop_model import block_min_rows
-from rtl.im2col import KERNEL_MAX, Im2col
+from rtl.im2col import KERNEL_MAX, Im2col, times_small
 from rtl.multiplier import Multiplier, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
@@ -205,7 +206,7 @@ class GemmLoop(wiring.Component):
         cfg = self.cfg
         R, C = cfg.rows, cfg.cols
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
-        narrow_e = 1 if cfg.dtype == "int8" else 2
+        narrow_e = element_bytes(cfg, DmaKind.ACC_MEM, out=0)
         layout = cfg.sp_layout
         S = layout.slots
         m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
@@ -225,8 +226,8 @@ class GemmLoop(wiring.Component):
         # waits for the STORE that frees it); a pair of the K-outer group has its own slot.
         slot, used = Signal(), Signal(2)
         grp = Signal()  # the pair is one of the first block's K-outer group
-        # The command's last pair runs in two row halves (see `tail` below): the second is running,
-        # and rows of the second half's C output address still to add (one `ldc` per cycle).
+        # The command's last pair runs in two parts (see `tail` below): the second is running, and
+        # rows of the second part's C (D) address still to add (one `ldc` / `ldd` per cycle).
         second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(16)  # rows of a transposed A slice already loaded
@@ -259,8 +260,7 @@ class GemmLoop(wiring.Component):
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
         # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
-        q_rows = Mux(tail_q[2], mb_rows << 2, Mux(tail_q[1], mb_rows << 1, 0) + Mux(tail_q[0], mb_rows, 0))
-        second_rows = (q_rows >> 3)[:16]
+        second_rows = (times_small(mb_rows, tail_q) >> 3)[:16]
         splits = ~streaming & (tail_q != 0) & (second_rows >= R)
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
@@ -327,7 +327,7 @@ class GemmLoop(wiring.Component):
             return pack(dma_desc_layout(), **fields)
 
         n_acc = times(n0, acc_e, 32)
-        d_stride = Mux(c.acc_c, c.ldc, Mux(c.bias == 2, 0, c.ldd))
+        ldd = Mux(c.bias == 2, 0, c.ldd)  # D's row stride: a one-row bias stays on its row
         # A pair's first step loads A after its bias in its block's first N tile (or streaming);
         # a resident B's blocks are not prefetched.
         bias_then_a = (n0 == 0) | streaming
@@ -335,7 +335,7 @@ class GemmLoop(wiring.Component):
             desc(
                 kind=KIND["mem_to_acc"],
                 dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
-                dram_stride=d_stride,
+                dram_stride=Mux(c.acc_c, c.ldc, ldd),
                 rows=part_rows,
                 elems=nw,
                 local_addr=c_slot + row0,
@@ -449,7 +449,7 @@ class GemmLoop(wiring.Component):
         # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied.
         with m.If(tail_left != 0):
             m.d.sync += [off["c_m"].eq(off["c_m"] + c.ldc), tail_left.eq(tail_left - 1)]
-            m.d.sync += off["d_m"].eq(off["d_m"] + Mux(c.bias == 2, 0, c.ldd))
+            m.d.sync += off["d_m"].eq(off["d_m"] + ldd)
         # The next block's A address, once the block stride is known (later block changes step it).
         with m.If(strides_ready & ~pf.base_ok):
             m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
@@ -731,8 +731,8 @@ class GemmLoop(wiring.Component):
         (docs/tile.md, "The GEMM loop")."""
         cfg = self.cfg
         bus_bytes = cfg.dma_bits // 8
-        narrow_e = 1 if cfg.dtype == "int8" else 2
-        s = Mux(c.out == 0, -(-cfg.cols * narrow_e // bus_bytes), -(-cfg.cols * cfg.acc_bits // 8 // bus_bytes))
+        narrow, full = (-(-cfg.cols * element_bytes(cfg, DmaKind.ACC_MEM, out) // bus_bytes) for out in (0, 1))
+        s = Mux(c.out == 0, narrow, full)
         q = Const(TAIL_EIGHTHS_MAX)
         for n in reversed(range(1, TAIL_EIGHTHS_MAX)):
             q = Mux(times(s, 8 - n, 12) <= times(k_tiles, n, len(k_tiles) + 2), n, q)
