@@ -111,18 +111,17 @@ class Bf16Add(wiring.Component):
         m.d.comb += diff.eq(Mux(swap, eb - ea, ea - eb))
         dist = Mux(diff > 11, 11, diff)[:4]
         ext = Cat(Const(0, 3), sig_small)  # 11 bits: guard, round and sticky below the significand
-        lost = Cat(*(dist > i for i in range(11)))
-        aligned = (ext >> dist)[:11] | (ext & lost).any()
+        aligned = (ext >> dist)[:11] | (ext & _dropped(dist, 11)).any()
         big = Cat(Const(0, 3), sig_big)
         total = Signal(12)
         m.d.comb += total.eq(Mux(sa ^ sb, big - aligned, big + aligned))
         e_big = Mux(swap, eb, ea)
         norm, exp = Signal(11), Signal(signed(10))
-        _, lz = _leading_zeros(Cat(Const(0, 5), total[:11]))
+        shifted, lz = _normalize_left(total[:11])
         with m.If(total[11]):
             m.d.comb += [norm.eq(total[1:] | total[0]), exp.eq(e_big + 1)]
         with m.Else():
-            m.d.comb += [norm.eq(total[:11] << lz), exp.eq(e_big - lz)]
+            m.d.comb += [norm.eq(shifted), exp.eq(e_big - lz)]
         keep = norm[3:]
         rounded = Signal(9)
         m.d.comb += rounded.eq(keep + (norm[2] & ((norm[:2] != 0) | keep[0])))
@@ -232,21 +231,18 @@ class FpAdd(wiring.Component):
     def _align(ext, dist):
         """``ext`` (27 bits) shifted right by ``dist``, with every lost bit OR-ed into bit 0 (sticky).
         The lost bits are those under a mask decoded from ``dist`` beside the shift."""
-        lost = Cat(*(dist > i for i in range(27)))
-        return (ext >> dist)[:27] | (ext & lost).any()
+        return (ext >> dist)[:27] | (ext & _dropped(dist, 27)).any()
 
     @staticmethod
     def _normalize(m: Module, sum_, e_big):
         """Bring the leading one of ``sum_`` to bit 26; return (27-bit significand, exponent)."""
         norm = Signal(27)
         exp = Signal(signed(11))
-        # Leading zeros of sum_[:27] counted from bit 26 (padded to 32 bits at the bottom), as a
-        # balanced tree: log-depth where a priority chain would be 27 muxes deep.
-        _, lz = _leading_zeros(Cat(Const(0, 5), sum_[:27]))
+        shifted, lz = _normalize_left(sum_[:27])
         with m.If(sum_[27]):
             m.d.comb += [norm.eq(sum_[1:] | sum_[0]), exp.eq(e_big + 1)]
         with m.Else():
-            m.d.comb += [norm.eq(sum_[:27] << lz), exp.eq(e_big - lz)]
+            m.d.comb += [norm.eq(shifted), exp.eq(e_big - lz)]
         return norm, exp
 
     def _round(self, m: Module, norm, exp):
@@ -263,21 +259,34 @@ class FpAdd(wiring.Component):
         return rounded[: precision - 1], exp_r
 
 
+def _dropped(dist, width: int):
+    """The bits of a ``width``-bit word that a right shift by ``dist`` drops (bits below ``dist``).
+    A shifted constant: the same decoder in hardware as ``dist > i`` for each bit, but one operation
+    per PE in a Verilator model instead of ``width`` compares and a concatenation."""
+    return ~(Const((1 << width) - 1, width) << dist)[:width]
+
+
 def _align_distance(e_big, e_small):
     """How far the smaller operand shifts right: the exponent difference, at most 27 (all bits lost)."""
     diff = e_big - e_small
     return Mux(diff > 27, 27, diff)[:5]
 
 
-def _leading_zeros(value):
-    """(value == 0, leading zeros of ``value``) for a power-of-two width of at least 2; the count
-    is meaningless when the value is zero."""
-    if len(value) == 2:  # the smallest pair, so no count is ever zero bits wide
-        return ~value.any(), ~value[1]
-    half = len(value) // 2
-    zero_hi, count_hi = _leading_zeros(value[half:])
-    zero_lo, count_lo = _leading_zeros(value[:half])
-    return zero_hi & zero_lo, Cat(Mux(zero_hi, count_lo, count_hi), zero_hi)
+def _normalize_left(value):
+    """``value`` shifted left until its top bit is set, and by how many places (meaningless for a
+    zero ``value``). A binary search: shifts by 16, 8, 4, 2 and 1 places (from the largest power of
+    two below the width), each taken when that many top bits are zero. Log depth like a tree that
+    counts leading zeros, but it shifts as it counts, so no barrel shifter follows the count; and a
+    Verilator model evaluates one step per power of two instead of a tree of twice the width."""
+    width = len(value)
+    taken = []
+    step = 1 << ((width - 1).bit_length() - 1)
+    while step:
+        top_zero = value[width - step :] == 0
+        value = Mux(top_zero, (value << step)[:width], value)
+        taken.append(top_zero)
+        step >>= 1
+    return value, Cat(*reversed(taken))
 
 
 class _Cuts:
