@@ -7,7 +7,7 @@ unit sets the sticky error status; clearing the error discards the queued comman
 never hangs and accepts new work afterwards.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -237,10 +237,15 @@ class CommandInterface(wiring.Component):
         regs = {}
         for name, inc in incs.items():
             counter = Signal(64 if name == "MACS" else 32, name=name.lower())
+            # The increment is registered: an event is the end of long paths through the units (a
+            # stall is a ready chain), which then do not run on into the counter's carry chain. The
+            # counters lag the events by a cycle, long before anyone can read them.
+            inc_q = Signal.like(Value.cast(inc), name=f"{name.lower()}_inc")
+            m.d.sync += inc_q.eq(Mux(zero, 0, inc))
             with m.If(zero):
                 m.d.sync += counter.eq(0)
             with m.Else():
-                m.d.sync += counter.eq(counter + inc)
+                m.d.sync += counter.eq(counter + inc_q)
             if name == "MACS":
                 regs["MACS_LO"], regs["MACS_HI"] = counter[:32], counter[32:]
             else:

@@ -162,6 +162,7 @@ def test_counters_accumulate_and_reset() -> None:
         ctx.set(dut.events.dma_rd_bytes, 0)
         ctx.set(dut.events.stall, 0)
         ctx.set(dut.busy, 0)
+        await ctx.tick()  # the counters lag their events by the increment's register
         assert await read(ctx, dut, REG["MACS_LO"]) == 640
         assert await read(ctx, dut, REG["DMA_RD_BYTES"]) == 160
         assert await read(ctx, dut, REG["STALL_EXEC_ON_LOAD"]) == 10
