@@ -138,7 +138,9 @@ class Gearbox(wiring.Component):
 
         # Accepting only when at most one beat stays buffered keeps ready independent of the
         # input's payload and can never deadlock: an output waits only while fewer than `nb` bytes are held.
-        m.d.comb += self.inp.ready.eq(after <= nb)
+        # `after <= nb`, with both cases compared against the registered level side by side, so the
+        # request's count does not pass two carry chains in series on its way to `ready`.
+        m.d.comb += self.inp.ready.eq(Mux(out_fire, cnt <= nb + self.req.payload.count, cnt <= nb))
         in_fire = self.inp.valid & self.inp.ready
         aligned = Signal(8 * nb)
         placed = Signal(16 * nb)
