@@ -667,14 +667,12 @@ class GemmLoop(wiring.Component):
                 Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
-            fits = self._group_fits(block)
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
                 multi.eq(block < c.m),
                 plan.streaming.eq(streaming),
                 plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
-                plan.grouped.eq(~c.conv & ~streaming & fits),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
                 # A resident B steps in rows: a K tile's R rows, an N tile's ldb rows.
@@ -690,6 +688,9 @@ class GemmLoop(wiring.Component):
                 m.next = "STRIDES"
 
         with m.State("N_TILES"):  # the next block's A slices come due once every N tiles steps
+            # From the block size as registered: the block's divide, minimums and this test in one
+            # cycle were the tile's longest path on ECP5.
+            m.d.sync += plan.grouped.eq(~c.conv & ~plan.streaming & self._group_fits(mb))
             if C & (C - 1):
                 divide(c.n + C - 1, C)
                 m.next = "N_TILES_DIV"
