@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out, connect
 from rtl.accumulator import ACC_READ_DEPTH, Accumulator
 from rtl.axi import Axi4Signature, AxiLiteSignature
 from rtl.axil import AxiLiteRegs
-from rtl.cmd import ERR, CommandInterface
+from rtl.cmd import ERR, CommandInterface, ErrorEvent
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
 from rtl.dma import DmaError, DmaRead, DmaWrite, share_axi
@@ -122,8 +122,8 @@ class Tile(wiring.Component):
         self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush)
 
         gates = (g_load, g_exec, g_store, g_vec)
-        errors = (dec.error, g_load.error, g_exec.error, g_store.error, g_vec.error)
-        for source in reversed(errors):  # the decoder's error wins a tie: it is the oldest command
+        engine_error = self._engine_error(m, gates, cmdif.flush)
+        for source in (engine_error, dec.error):  # the decoder's error wins a tie: it is the oldest command
             with m.If(source.valid):
                 m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
         self._deadlock(m, dec, gates, ex, vec, gemm, cmdif)
@@ -144,7 +144,7 @@ class Tile(wiring.Component):
         idle = Signal()
         m.d.sync += idle.eq(~busy)
         m.d.comb += [
-            cmdif.busy.eq(busy),
+            cmdif.busy.eq(busy | engine_error.valid),  # no `done` before a held error is recorded
             dec.units_idle.eq(idle),
             dec.flush.eq(cmdif.flush),
             self.irq.eq(cmdif.irq),
@@ -245,6 +245,20 @@ class Tile(wiring.Component):
             with m.If(owners.r_data == k):
                 m.d.comb += acc.read_data.ready.eq(a.ready)
         m.d.comb += owners.r_en.eq(acc.read_data.valid & acc.read_data.ready)
+
+    @staticmethod
+    def _engine_error(m: Module, gates, flush) -> wiring.PureInterface:
+        """The gates' error events, one a cycle (the first gate's wins a tie), through a register: an
+        engine error is the end of its engine's completion logic (a DMA's row queue, its error code,
+        the gate's token check), which then does not run on through the tile's error priority into
+        the status register. Engines finish on their own time, so a cycle more changes no order
+        the commands could see; one that arrives with a clear is dropped, as before."""
+        held = wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)}).create(path=("engine_error",))
+        m.d.sync += held.valid.eq(0)
+        for g in reversed(gates):
+            with m.If(g.error.valid & ~flush):
+                m.d.sync += [held.valid.eq(1), held.payload.eq(g.error.payload)]
+        return held
 
     @staticmethod
     def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop, cmdif) -> None:
