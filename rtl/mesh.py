@@ -47,6 +47,10 @@ def _pe_key(cfg: AccelConfig) -> str:
     return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}"
 
 
+# The shortest BF16 mesh row kept out of line in a flat Verilator build (see Mesh.elaborate).
+OUT_OF_LINE_BF16_COLS = 8
+
+
 def _row_key(cfg: AccelConfig) -> str:
     return f"row_c{cfg.cols}_{_pe_key(cfg)}"
 
@@ -115,8 +119,14 @@ class Mesh(wiring.Component):
         cfg = self.cfg
         # Every row is one shared Verilog module of shared PEs (rtl/shared.py): a large mesh is
         # converted and compiled as one row and `rows` instances of it, not as rows x cols copies.
+        # A long BF16 row stays out of line in a flat Verilator build: inlined, the copies of its
+        # large PEs overflow the instruction cache (16x16-bf16 tile: 48 k -> 60 k simulated
+        # cycles/s, 8x8-bf16: 184 k -> 211 k); int8 rows and short rows run faster inlined
+        # (16x16-int8 276 k inlined, 249 k not; 4x4-bf16 411 k, 398 k; docs/tile.md).
+        out_of_line = cfg.dtype == "bf16" and cfg.cols >= OUT_OF_LINE_BF16_COLS
         rows = [
-            add_shared(m, f"row_{i}", _row_key(cfg), lambda: MeshRow(cfg), hier_block=True) for i in range(cfg.rows)
+            add_shared(m, f"row_{i}", _row_key(cfg), lambda: MeshRow(cfg), hier_block=True, no_inline=out_of_line)
+            for i in range(cfg.rows)
         ]
         for i, row in enumerate(rows):
             m.d.comb += row.row.eq(i)

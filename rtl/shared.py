@@ -39,7 +39,9 @@ class _Collector:
     top: str
     modules: dict[str, _Module] = field(default_factory=dict)
 
-    def module(self, key: str, make: Callable[[], wiring.Component], hier_block: bool) -> tuple[str, _Module]:
+    def module(
+        self, key: str, make: Callable[[], wiring.Component], hier_block: bool, no_inline: bool
+    ) -> tuple[str, _Module]:
         """The Verilog module of the component ``key`` names, converted on first use."""
         name = f"{self.top}_{key}"  # one underscore: Verilator escapes "__" in module names
         if name not in self.modules:
@@ -49,10 +51,12 @@ class _Collector:
             header = re.search(rf"^module {re.escape(name)}\(([^)]*)\);", text, re.M)
             assert header, f"no module header for {name} in the generated Verilog"
             ports = frozenset(p.strip() for p in header[1].split(","))
-            if hier_block:
-                # Verilator builds a hierarchical block once and links it into every instance
-                # when it runs with --hierarchical (sim/build.py); other tools read a comment.
-                text = text[: header.end()] + " /*verilator hier_block*/" + text[header.end() :]
+            # Verilator builds a hierarchical block once and links it into every instance when it
+            # runs with --hierarchical (sim/build.py); a module not inlined is one function that
+            # every instance calls in a flat build. Other tools read comments.
+            meta = [("hier_block", hier_block), ("no_inline_module", no_inline)]
+            comments = "".join(f" /*verilator {word}*/" for word, wanted in meta if wanted)
+            text = text[: header.end()] + comments + text[header.end() :]
             self.modules[name] = _Module(component.signature, ports, text)
         return name, self.modules[name]
 
@@ -103,12 +107,21 @@ def _zero_memories_left_uninitialised() -> Iterator[None]:
         emitter.emit_memory = original
 
 
-def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Component], *, hier_block: bool = False):
+def add_shared(
+    m: Module,
+    name: str,
+    key: str,
+    make: Callable[[], wiring.Component],
+    *,
+    hier_block: bool = False,
+    no_inline: bool = False,
+):
     """Add the submodule ``name`` built by ``make()``; return an object with its ports.
 
     ``key`` names the component's Verilog module and must identify everything ``make()`` depends
     on: components with the same key share one module. ``hier_block`` marks the module as a
-    Verilator hierarchical block. Outside :func:`convert` this is simply
+    Verilator hierarchical block, ``no_inline`` as one Verilator keeps out of line in a flat build
+    (``key`` must then tell such modules apart too). Outside :func:`convert` this is simply
     ``m.submodules[name] = make()``.
     """
     collector = _active.get()
@@ -116,7 +129,7 @@ def add_shared(m: Module, name: str, key: str, make: Callable[[], wiring.Compone
         component = make()
         m.submodules[name] = component
         return component
-    module_name, module = collector.module(key, make, hier_block)
+    module_name, module = collector.module(key, make, hier_block, no_inline)
     interface = module.signature.create(path=(name,))
     ports = {}
     for path, member, value in module.signature.flatten(interface):
