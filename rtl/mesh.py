@@ -120,7 +120,7 @@ class Mesh(wiring.Component):
         # Every row is one shared Verilog module of shared PEs (rtl/shared.py): a large mesh is
         # converted and compiled as one row and `rows` instances of it, not as rows x cols copies.
         # A long BF16 row stays out of line in a flat Verilator build: inlined, the copies of its
-        # large PEs overflow the instruction cache (16x16-bf16 tile: 48 k -> 60 k simulated
+        # large PEs overflow the instruction cache (16x16-bf16 tile: 46 k -> 51 k simulated
         # cycles/s, 8x8-bf16: 184 k -> 211 k); int8 rows and short rows run faster inlined
         # (16x16-int8 276 k inlined, 249 k not; 4x4-bf16 411 k, 398 k; docs/tile.md).
         out_of_line = cfg.dtype == "bf16" and cfg.cols >= OUT_OF_LINE_BF16_COLS
