@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 
-__all__ = ["CMD_WORDS", "ERR", "REG", "CommandInterface", "CounterEvents", "ErrorEvent", "hwcfg_word"]
+__all__ = ["CMD_WORDS", "ERR", "ERROR_EVENTS", "REG", "CommandInterface", "CounterEvents", "ErrorEvent", "hwcfg_word"]
 
 CMD_WORDS = 16
 ID_VALUE = 0x50594144  # "PYAD"
@@ -65,6 +65,9 @@ UNIT_QUEUE = 5
 STALLS = ("exec_on_load", "exec_on_store", "dma_read", "dma_write", "queue")
 
 ErrorEvent = data.StructLayout({"unit": 3, "code": 8, "seq": 16})
+# Error events as a unit reports them (an event a cycle, no back-pressure): the decoder's, a gate's,
+# the tile's register of the gates' ones, the command interface's input.
+ERROR_EVENTS = wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})
 CounterEvents = data.StructLayout(
     {
         "macs": 32,  # MACs issued this cycle
@@ -104,7 +107,7 @@ class CommandInterface(wiring.Component):
                 "rsp": Out(wiring.Signature({"valid": Out(1), "rdata": Out(32)})),
                 "cmd": Out(stream.Signature(data.StructLayout({"words": data.ArrayLayout(32, CMD_WORDS), "seq": 16}))),
                 "busy": In(1),
-                "error": In(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
+                "error": In(ERROR_EVENTS),
                 "events": In(CounterEvents),
                 "flush": Out(1),
                 "irq": Out(1),

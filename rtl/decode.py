@@ -18,7 +18,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.cmd import CMD_WORDS, ERR, ErrorEvent
+from rtl.cmd import CMD_WORDS, ERR, ERROR_EVENTS
 from rtl.config import AccelConfig
 from rtl.exec_unit import exec_op_layout
 from rtl.im2col import KERNEL_MAX
@@ -95,7 +95,7 @@ class Decoder(wiring.Component):
                 "exec": Out(_gated(exec_op_layout(self.sp_bits, self.acc_bits))),
                 "vec": Out(_gated(vec_op_layout())),
                 "loop": Out(stream.Signature(GemmCmd)),
-                "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
+                "error": Out(ERROR_EVENTS),
                 "units_idle": In(1),
                 "flush": In(1),
             }

@@ -11,7 +11,7 @@ from amaranth.hdl import Cat, Module, Mux
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.cmd import ERR, ErrorEvent
+from rtl.cmd import ERR, ERROR_EVENTS
 from rtl.ops import deps_layout
 
 __all__ = ["EngineDone", "Gate"]
@@ -44,7 +44,7 @@ class Gate(wiring.Component):
                 "prev_full": In(1),
                 "next_full": In(1),
                 "side_full": In(1),
-                "error": Out(wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)})),
+                "error": Out(ERROR_EVENTS),
                 "waiting_prev": Out(1),  # has an operation, waits for a token from the previous unit
                 "waiting_next": Out(1),
                 "waiting_side": Out(1),

@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out, connect
 from rtl.accumulator import ACC_READ_DEPTH, Accumulator
 from rtl.axi import Axi4Signature, AxiLiteSignature
 from rtl.axil import AxiLiteRegs
-from rtl.cmd import ERR, CommandInterface, ErrorEvent
+from rtl.cmd import ERR, ERROR_EVENTS, CommandInterface
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
 from rtl.dma import DmaError, DmaRead, DmaWrite, share_axi
@@ -253,7 +253,7 @@ class Tile(wiring.Component):
         the gate's token check), which then does not run on through the tile's error priority into
         the status register. Engines finish on their own time, so a cycle more changes no order
         the commands could see; one that arrives with a clear is dropped, as before."""
-        held = wiring.Signature({"valid": Out(1), "payload": Out(ErrorEvent)}).create(path=("engine_error",))
+        held = ERROR_EVENTS.create(path=("engine_error",))
         m.d.sync += held.valid.eq(0)
         for g in reversed(gates):
             with m.If(g.error.valid & ~flush):
