@@ -168,18 +168,49 @@ class _Segments:
     def restart(self) -> list:
         return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
 
-    def width(self, cin, kslice) -> Value:
-        return _min(cin - self.c, kslice - self.col)
+    def bind(self, cin, kslice) -> None:
+        """The next segment of a K tile of ``kslice`` rows: ``width`` channels, whether they end
+        its kernel position (``position_done``) and the K tile (``tile_done``). The two remainders
+        are compared side by side, so no sum of the width is in the path to the loads (it was the
+        tile's longest on ECP5)."""
+        c_left, col_left = cin - self.c, kslice - self.col
+        self.width = _min(c_left, col_left)
+        self.position_done = c_left <= col_left
+        self.tile_done = col_left <= c_left
 
-    def advance(self, cin, kw, width, last) -> list:
-        """Past the segment of ``width`` channels; ``last``: it ends the K tile."""
-        position_done = self.c + width == cin
+    def advance(self, kw) -> list:
+        """Past the segment (``bind`` first)."""
+        done, width = self.position_done, self.width
         return [
-            self.c.eq(Mux(position_done, 0, self.c + width)),
-            self.x.eq(Mux(position_done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
-            self.y.eq(Mux(position_done & (self.x + 1 == kw), self.y + 1, self.y)),
-            self.col.eq(Mux(last, 0, self.col + width)),
+            self.c.eq(Mux(done, 0, self.c + width)),
+            self.x.eq(Mux(done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
+            self.y.eq(Mux(done & (self.x + 1 == kw), self.y + 1, self.y)),
+            self.col.eq(Mux(self.tile_done, 0, self.col + width)),
         ]
+
+
+class _KSlice:
+    """The K position of the step: its first row ``k0`` (of K, or of C_in at one kernel position),
+    the rows of ``kdim`` from it on, and the step's K rows, min(left, rows). Stepped with ``k0``,
+    so the loads and the segment walk read the K rows from a register, not through a subtract
+    and a compare of the command's fields (the start of the tile's longest ECP5 path)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.k0 = Signal(16, name="k0")
+        self.left = Signal(16, name="k_left")
+        self.size = Signal(range(rows + 1), name="kslice")
+
+    def start(self, kdim) -> list:
+        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows))]
+
+    def next(self) -> list:
+        left = (self.left - self.rows)[:16]  # only while left > rows: not the last slice
+        return [self.k0.eq(self.k0 + self.rows), self.left.eq(left), self.size.eq(_min(left, self.rows))]
+
+    @property
+    def last(self) -> Value:
+        return self.left <= self.rows
 
 
 class GemmLoop(wiring.Component):
@@ -218,7 +249,9 @@ class GemmLoop(wiring.Component):
         k_tiles, mb, streaming, prefetch = plan.k_tiles, plan.mb, plan.streaming, plan.prefetch
         n_tiles, steps, a_rows, a_half = plan.n_tiles, plan.steps, plan.a_rows, plan.a_half
         # Positions.
-        m0, n0, k0 = Signal(32), Signal(16), Signal(16)
+        m0, n0 = Signal(32), Signal(16)
+        ks = _KSlice(R)
+        k0 = ks.k0
         kx, ky = Signal(3), Signal(3)
         first_k, odd_block = Signal(), Signal()
         tail_q = Signal(range(TAIL_EIGHTHS_MAX + 1))  # eighths of the last pair in its second part
@@ -253,9 +286,7 @@ class GemmLoop(wiring.Component):
         nw = Mux(last_n, cols_left, C)
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
-        k_left = kdim - k0
-        kslice = Mux(k_left < R, k_left, R)  # K rows of this tile
-        last_slice = k_left <= R
+        kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
         last_pos = ~c.conv | seg.packed | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
@@ -379,12 +410,12 @@ class GemmLoop(wiring.Component):
                 transpose=c.trans_a,
             )
         )
-        seg_w = seg.width(c.cin, kslice)
-        last_walk = ~seg.packed | (seg.col + seg_w == kslice)  # the step's last walk (segment)
+        seg.bind(c.cin, kslice)
+        last_walk = ~seg.packed | seg.tile_done  # the step's last walk (segment)
         # Resident B: the last walk's last piece is always sent, and gives EXEC its token.
         m.d.comb += im2col.keep_last.eq(c.b_sp & last_walk)
         conv_a_load = op(im2col.desc.p.as_value(), signal_next=c.b_sp & last_walk & im2col.last)
-        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg, seg_w)
+        self._im2col_inputs(m, im2col, c, mb_rows, a_local, kx, ky, k0, kslice, seg)
         exec_op = pack(
             ex.p.shape(),
             op=pack(
@@ -435,7 +466,7 @@ class GemmLoop(wiring.Component):
 
         def restart_k() -> None:
             """The first K tile of a pair."""
-            m.d.sync += [k0.eq(0), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
+            m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
 
         def next_n_tile() -> list:
@@ -475,7 +506,7 @@ class GemmLoop(wiring.Component):
                         m.next = "CONV_SIZE"
                     with m.Else():
                         m.next = "K_TILES"
-            self._setup(m, c, im2col, div, mul, plan, strides_go, seg)
+            self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 go_pair(1, 0)
@@ -485,7 +516,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, kt + 1, have)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, last_walk, loaded)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(1)
@@ -516,7 +547,7 @@ class GemmLoop(wiring.Component):
                         with m.If(last_k):
                             m.next = "STORE"
                         with m.Else():
-                            self._next_k_tile(m, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice)
+                            self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps)
                             go_data_loads(grp | (n0 == 0), kt + 1, have)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
@@ -569,7 +600,16 @@ class GemmLoop(wiring.Component):
         return m
 
     def _setup(
-        self, m: Module, c, im2col: Im2col, div: Divider, mul: Multiplier, plan: _Plan, strides_go, seg: _Segments
+        self,
+        m: Module,
+        c,
+        im2col: Im2col,
+        div: Divider,
+        mul: Multiplier,
+        plan: _Plan,
+        strides_go,
+        seg: _Segments,
+        ks: _KSlice,
     ) -> None:
         """Once per command: the output size (CONV2D), the K tiles, the way A is kept and the block
         size, and the address steps. Products come from the sequential multiplier (no DSPs)."""
@@ -625,6 +665,8 @@ class GemmLoop(wiring.Component):
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         slices = Signal(16)  # K slices (GEMM), C_in slices at one kernel position (CONV2D)
         with m.State("K_TILES"):
+            # The K position as restart_k set it when the command came, now that kdim is known.
+            m.d.sync += ks.start(kdim)
             if R & (R - 1):
                 divide(kdim + R - 1, R)
                 m.next = "K_TILES_DIV"
@@ -793,7 +835,7 @@ class GemmLoop(wiring.Component):
         return front
 
     @staticmethod
-    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width, seg, seg_w) -> None:
+    def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width, seg) -> None:
         shape = im2col.shape
         for name in ("batch", "cin", "h", "w", "kh", "kw", "stride", "pad", "a"):
             m.d.comb += getattr(shape, name).eq(getattr(c, name))
@@ -803,11 +845,11 @@ class GemmLoop(wiring.Component):
             im2col.kx.eq(Mux(seg.packed, seg.x, kx)),
             im2col.ky.eq(Mux(seg.packed, seg.y, ky)),
             im2col.c0.eq(Mux(seg.packed, seg.c, k0)),
-            im2col.width.eq(Mux(seg.packed, seg_w, width)),
+            im2col.width.eq(Mux(seg.packed, seg.width, width)),
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, seg_w, last_walk, loaded) -> None:
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, last_walk, loaded) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
         or one per segment when packed), or up to ``dim`` rows per load (a transposed A). Then the
         weight tile's load, or with a resident B the EXEC, which the last A load gave its token."""
@@ -826,7 +868,7 @@ class GemmLoop(wiring.Component):
             ]
             with m.If(im2col.step & im2col.last):
                 with m.If(seg.packed):
-                    m.d.sync += seg.advance(c.cin, c.kw, seg_w, last_walk)
+                    m.d.sync += seg.advance(c.kw)
                 with m.If(last_walk):
                     a_done()
         with m.Else():
@@ -846,18 +888,19 @@ class GemmLoop(wiring.Component):
             m.d.sync += ring.eq(Mux(ring == times(mb, S - 1, self.sp_bits + 1), 0, ring + mb))
         m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
 
-    def _next_k_tile(self, m: Module, c, k0, kx, ky, first_k, chunk, res, mb, off, steps, last_slice) -> None:
+    def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
         m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
-        with m.If(last_slice):  # only CONV2D gets here without being at its last K tile
-            m.d.sync += [k0.eq(0), off["pos"].eq(off["pos"] + steps["pos"]), off["b_k"].eq(off["pos"] + steps["pos"])]
+        with m.If(ks.last):  # only CONV2D gets here without being at its last K tile
+            m.d.sync += ks.start(kdim)
+            m.d.sync += [off["pos"].eq(off["pos"] + steps["pos"]), off["b_k"].eq(off["pos"] + steps["pos"])]
             with m.If(kx + 1 == c.kw):
                 m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
             with m.Else():
                 m.d.sync += kx.eq(kx + 1)
         with m.Else():
             m.d.sync += [
-                k0.eq(k0 + self.cfg.rows),
+                *ks.next(),
                 off["a_k"].eq(off["a_k"] + steps["a_k"]),
                 off["b_k"].eq(off["b_k"] + steps["b_k"]),
             ]
