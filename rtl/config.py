@@ -23,6 +23,7 @@ __all__ = [
     "AccelConfig",
     "ConfigError",
     "SpLayout",
+    "check_bool",
     "check_choice",
     "check_int",
     "check_pow2",
@@ -87,6 +88,11 @@ def check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
         raise ConfigError(name, value, "one of " + ", ".join(str(c) for c in choices))
 
 
+def check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "true or false")
+
+
 def check_pow2(name: str, value: object, lo: int, hi: int) -> None:
     powers = tuple(1 << n for n in range(lo.bit_length() - 1, hi.bit_length()))
     check_choice(name, value, powers)
@@ -100,7 +106,8 @@ class AccelConfig:
     dimension. ``acc_dtype`` defaults to int32 for int8 inputs and fp32 for bf16 inputs; bf16
     accumulation reproduces the thesis' "compressed" design. ``pe_stages`` is the latency of one PE
     on the partial-sum path (``PE_STAGES``): 2 puts a register between multiplier and adder, 3 to 5
-    also pipeline the adder, for FPGA timing; throughput stays one row per cycle.
+    also pipeline the adder, for FPGA timing; throughput stays one row per cycle. ``vector`` false
+    leaves the vector engine out (a GEMM and Conv2D tile, as Gemmini's; every VEC command is refused).
     """
 
     rows: int = 4
@@ -115,6 +122,7 @@ class AccelConfig:
     dma_bits: int = 0
     lanes: int = 0  # vector-engine elements per cycle; 0: cols
     update_lanes: int = -1  # FPTT update unit's parameters per cycle (VEC UPDATE); 0: none; -1: derived
+    vector: bool = True  # the vector engine (element-wise ops, activations, requantization, UPDATE)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,15 +149,16 @@ class AccelConfig:
         if not self.lanes:
             object.__setattr__(self, "lanes", self.cols)
         check_int("lanes", self.lanes, 1, self.dim)
+        check_bool("vector", self.vector)
         self._check_update_lanes()
 
     def _check_update_lanes(self) -> None:
         """The update unit reads θ, θ̄, λ and g (16 bits each) per parameter, so ``dma_bits / 64``
         parameters per cycle keep the DMA's read channel busy; bf16 tiles only."""
         if self.update_lanes == -1:
-            derived = min(self.dim, max(1, self.dma_bits // UPDATE_READ_BITS)) if self.dtype == "bf16" else 0
-            object.__setattr__(self, "update_lanes", derived)
-        if self.dtype == "int8":
+            derived = min(self.dim, max(1, self.dma_bits // UPDATE_READ_BITS))
+            object.__setattr__(self, "update_lanes", derived if self.dtype == "bf16" and self.vector else 0)
+        if self.dtype == "int8" or not self.vector:  # UPDATE is a vector engine operation
             check_int("update_lanes", self.update_lanes, 0, 0)
         check_int("update_lanes", self.update_lanes, 0, self.dim)
 
@@ -214,7 +223,8 @@ class AccelConfig:
     @property
     def name(self) -> str:
         base = f"{self.rows}x{self.cols}-{self.dtype}"
-        return base if self.acc_dtype == ACC_DTYPES[self.dtype][0] else f"{base}-acc{self.acc_dtype}"
+        base = base if self.acc_dtype == ACC_DTYPES[self.dtype][0] else f"{base}-acc{self.acc_dtype}"
+        return base if self.vector else f"{base}-novector"
 
     # -- (de)serialization ----------------------------------------------------------------------
 

@@ -6,6 +6,16 @@ import argparse
 
 from rtl.config import AccelConfig, load_config
 
+SWITCH = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def switch(text: str) -> bool:
+    """An on/off option value (argparse reports the error and exits 2)."""
+    if text.lower() not in SWITCH:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed on, off (or true, false)")
+    return SWITCH[text.lower()]
+
+
 # option → config field; every field can be overridden on top of --config.
 OVERRIDES = {
     "rows": int,
@@ -20,6 +30,7 @@ OVERRIDES = {
     "dma_bits": int,
     "lanes": int,
     "update_lanes": int,
+    "vector": switch,
 }
 
 

@@ -24,6 +24,9 @@ from rtl.config import PE_STAGES, AccelConfig, ConfigError, load_config
         ({"sp_kib": 100}, "sp_kib"),
         ({"acc_banks": 0}, "acc_banks"),
         ({"dma_bits": 48}, "dma_bits"),
+        ({"vector": "off"}, "vector"),
+        ({"vector": 0}, "vector"),
+        ({"dtype": "bf16", "vector": False, "update_lanes": 1}, "update_lanes"),  # UPDATE is a VEC op
     ],
 )
 def test_invalid_field_is_named(fields: dict, field: str) -> None:
@@ -104,3 +107,10 @@ def test_replace_derives_defaulted_fields_again() -> None:
     assert big.dma_bits == AccelConfig(rows=16, cols=16).dma_bits == 128
     assert AccelConfig(sp_kib=64).replace(rows=8).sp_kib == 64  # chosen, not derived: kept
     assert AccelConfig(dtype="bf16", acc_dtype="bf16").replace(rows=8).acc_dtype == "bf16"
+
+
+def test_a_tile_without_the_vector_engine() -> None:
+    bare = AccelConfig.from_name("4x4-bf16").replace(vector=False)
+    assert bare.update_lanes == 0 and AccelConfig.from_name("4x4-bf16").update_lanes == 1
+    assert bare.name == "4x4-bf16-novector" and bare.replace(vector=True) == AccelConfig.from_name("4x4-bf16")
+    assert AccelConfig.from_dict(json.loads(bare.to_json())) == bare

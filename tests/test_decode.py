@@ -338,6 +338,17 @@ def test_update_needs_the_unit() -> None:
     assert decode(update(), cfg=BF16.replace(update_lanes=0))["error"] == ERR["BAD_FIELD"]
 
 
+@pytest.mark.parametrize("cfg", [BF16, AccelConfig(rows=4, cols=4, dtype="int8")], ids=["bf16", "int8"])
+def test_vec_needs_the_engine(cfg: AccelConfig) -> None:
+    """A tile built without the vector engine refuses every VEC operation, and only VEC."""
+    bare = cfg.replace(vector=False)
+    for op in VecOp:
+        assert decode(vec(op=op, elems=cfg.dim), cfg=bare)["error"] == ERR["BAD_FIELD"], op
+    assert decode(vec(op=VecOp.ADD, elems=cfg.dim), cfg=cfg)["error"] is None
+    for words in (execute(), load(), store(), gemm(), conv()):
+        assert decode(words, cfg=bare) == decode(words, cfg=cfg)
+
+
 def test_update_fields() -> None:
     out = decode(update(a=1, b=2000, d=3000, g=4000, scalar=0x3F003D4D, kappa=0x3F80), cfg=BF16)
     assert out["vec"] == {"op": 16, "rows": 4, "elems": 8, "a": 1, "b": 2000, "d": 3000, "uses_b": 0}

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from rtl.config import AccelConfig
+from rtl.vector.engine_model import VecCommand
+from rtl.vector.ops import VecOp
 from sim.cli import main
 from tb.tile_cases import LoopCase, conv_case, gemm_case
 from tests.test_tile import CONV_CASES, LIMIT_CASES, LIMIT_CONV_CASES, LOOP_CASES, SMALL_CASES, SMALL_CONV_CASES
@@ -40,6 +42,18 @@ def test_a_tile_error_is_reported() -> None:
                    good.out_shape, good.out_dtype, good.out_stride, good.want, good.macs, good.mem_bytes)  # fmt: skip
     with pytest.raises(RuntimeError, match="BAD_FIELD"):
         run_case(cfg, bad)
+
+
+def test_a_tile_without_the_vector_engine() -> None:
+    """A bf16 tile built without the vector engine: loop commands exact, VEC refused (the
+    decoder's rule for every operation: tests/test_decode.py), and the tile still works after."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="bf16", vector=False)
+    run_case(cfg, gemm_case(cfg, LOOP_CASES[6], seed=7))  # bias, activation, narrow output
+    run_case(cfg, conv_case(cfg, CONV_CASES[0], seed=8))  # packed C_in = 3
+    add = VecCommand(op=VecOp.ADD, rows=2, elems=4, a=0, b=8, d=16).words()
+    with pytest.raises(RuntimeError, match="BAD_FIELD"):
+        run_case(cfg, LoopCase("vec", add))
+    run_case(cfg, gemm_case(cfg, LOOP_CASES[2], seed=9))
 
 
 @pytest.mark.parametrize(

@@ -116,6 +116,8 @@ class VectorEngine(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        if not self.cfg.vector:  # left out: the decoder refuses every VEC command, none arrives
+            return m
         self._lanes: list[VectorLane] = []  # filled by _lane; the update units borrow their adders
         cmd = Signal(vec_op_layout())
         running = Signal()
