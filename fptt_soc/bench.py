@@ -135,7 +135,7 @@ class FpttPass:
         from .layout import Layout, check_elementwise
 
         try:
-            check_elementwise(self.elementwise)
+            check_elementwise(self.elementwise, cfg.accel)
             Layout(cfg.accel, self.problem(K)[0])
         except ValueError as err:
             raise UsageError(str(err)) from None

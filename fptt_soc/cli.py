@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json == "-" else sys.stdout
     try:
         cfg = soc_config_from_args(args)
-        check_elementwise(args.elementwise)
+        check_elementwise(args.elementwise, cfg.accel)
         x, y, classes = _data(args)
         dims = Dims(inputs=x.shape[2], hidden=args.hidden, classes=classes, batch=args.batch)
         hyper = Hyper(args.lr, args.alpha, args.K, args.trunc_h, args.trunc_s, args.ramp, args.cut_s_at_window)

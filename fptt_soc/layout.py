@@ -48,10 +48,13 @@ ELEMENTWISE = ("engine", "cores")
 MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ, θ̄, λ, g, R', tmp)
 
 
-def check_elementwise(value: str) -> str:
-    """``value`` if it names a mode of ELEMENTWISE, else a ConfigError naming the field."""
+def check_elementwise(value: str, cfg: AccelConfig | None = None) -> str:
+    """``value`` if it names a mode of ELEMENTWISE that ``cfg`` can run, else a ConfigError naming
+    the field (the engine's mode needs a tile built with the vector engine)."""
     if value not in ELEMENTWISE:
         raise ConfigError("elementwise", value, " or ".join(ELEMENTWISE))
+    if value == "engine" and cfg is not None and not cfg.vector:
+        raise ConfigError("vector", cfg.vector, "true for --elementwise engine (or --elementwise cores)")
     return value
 
 
@@ -303,7 +306,7 @@ class Layout:
             # Algorithm 3 line 15: the carry runs on past the window to the part's first step
             "FPTT_S_PAST_WINDOW": int(pr.hyper.trunc_s != 0 and not pr.hyper.cut_s_at_window),
             "FPTT_SNAPSHOTS": int(snapshots),
-            "FPTT_CORES": int(check_elementwise(elementwise) == "cores"),
+            "FPTT_CORES": int(check_elementwise(elementwise, self.cfg) == "cores"),
             "FPTT_ETA": f"0x{eta:04x}u",  # bf16 bits
             "FPTT_ALPHA": f"0x{alpha:04x}u",
             "FPTT_KAPPA": f"0x{kappa:04x}u",

@@ -269,6 +269,8 @@ def elementwise(pool: Pool, name: str, a: npt.NDArray, b: npt.NDArray | None = N
     op, types = ELEMENTWISE[name]
     if pool.cfg.dtype not in types:
         raise ValueError(f"precision: {name} runs on {' or '.join(types)} tiles, not {pool.cfg.dtype}")
+    if not pool.cfg.vector:
+        raise ValueError(f"device: {name} runs on the vector engine, which tile {pool.cfg.name} is built without")
     if a.size == 0:
         raise ValueError(f"a: must not be empty (shape {a.shape})")
     if b is not None and b.shape != a.shape:

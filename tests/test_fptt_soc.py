@@ -169,6 +169,7 @@ def test_layout_refusals() -> None:
             ["--config", "4x4-bf16", "--T", "8", "--elementwise", "gpu"],
             "elementwise = 'gpu' is invalid: allowed engine or cores",
         ),
+        (["--config", "4x4-bf16", "--T", "8", "--vector", "off"], "vector = False is invalid: allowed true for"),
     ],
 )
 def test_cli_refusals(args: list[str], message: str) -> None:

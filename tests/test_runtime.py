@@ -304,6 +304,17 @@ def test_bad_runtime_arguments() -> None:
         Runtime(INT8, block=0)
 
 
+def test_elementwise_needs_the_vector_engine() -> None:
+    """Refused before any device is asked (a tile without the engine would refuse the VEC command)."""
+    from types import SimpleNamespace
+
+    from runtime.ops import elementwise
+
+    bare = SimpleNamespace(cfg=INT8.replace(vector=False))
+    with pytest.raises(ValueError, match="device: add runs on the vector engine, which tile 4x4-int8-novector"):
+        elementwise(bare, "add", np.ones(4), np.ones(4))
+
+
 def test_device_error_has_its_name(rt) -> None:
     """A command the tile refuses: the exception names the code and carries the command."""
     bad = [0x05 | 20 << 18, 0, 1 | 4 << 16, 0, 8]  # VEC op 20: undefined
