@@ -26,7 +26,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mac import make_adder
+from rtl.fp import FpAdd
 from rtl.readout import READOUT_LATENCY, Readout, readout_controls
 from rtl.scratchpad import checked_geometry, split_address, valid_only
 from rtl.shared import add_shared
@@ -171,7 +171,7 @@ class Accumulator(wiring.Component):
             else:
                 # One Verilog module for every column's adder: the netlist Amaranth checks and
                 # emits for the accumulator is a few cells per column instead of a float adder each.
-                add = add_shared(m, f"{name}_add{k}", f"pyard_acc_add_{cfg.acc_dtype}", lambda: make_adder(cfg))
+                add = add_shared(m, f"{name}_add{k}", f"pyard_acc_add_{cfg.acc_dtype}", lambda: _row_adder(cfg))
                 x32 = Cat(Const(0, 16), op2.data[k]) if cfg.acc_bits == 16 else op2.data[k]
                 m.d.comb += [add.acc.eq(old2[k]), add.x.eq(x32)]
                 total = add.o
@@ -216,3 +216,10 @@ class Accumulator(wiring.Component):
             self.read_data.payload.data.eq(fifo.r_data),
             fifo.r_en.eq(self.read_data.ready),
         ]
+
+
+def _row_adder(cfg: AccelConfig) -> FpAdd:
+    """A row element plus another, in the accumulator format: for bf16 both are bf16, so the
+    datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE."""
+    mant = 23 if cfg.acc_dtype == "fp32" else 7
+    return FpAdd(mant, x_frac_bits=mant)

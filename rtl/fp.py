@@ -9,7 +9,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ADD_CUTS", "Bf16Add", "Bf16Mul", "Fp32Mul", "FpAdd", "round_bf16"]
+__all__ = ["ADD_CUTS", "PRODUCT_FRAC_BITS", "Bf16Add", "Bf16Mul", "Fp32Mul", "FpAdd", "round_bf16"]
 
 EXP_MAX = 255
 BIAS = 127
@@ -36,6 +36,11 @@ def _product_operands(m: Module, a, b, mant_bits: int):
     sb, eb, fb, zb, ib, nb = _fields(m, b, mant_bits, "b")
     special = {"sign": sa ^ sb, "nan": na | nb | (ia & zb) | (ib & za), "inf": ia | ib, "zero": za | zb}
     return (ea, fa), (eb, fb), special
+
+
+# Fraction bits of a bf16 × bf16 product that can be non-zero (Bf16Mul): its significand is the
+# 16-bit product of two 8-bit ones.
+PRODUCT_FRAC_BITS = 15
 
 
 class Bf16Mul(wiring.Component):
@@ -87,10 +92,8 @@ def round_bf16(m: Module, value, name: str) -> Value:
 
 
 class Bf16Add(wiring.Component):
-    """bf16 + bf16 → bf16, rounded once to nearest even: ``FpAdd(7)`` with a bf16 ``x``, so the
-    datapath is 8 significand bits plus guard, round and sticky (11 bits) instead of 27. Same rules:
-    subnormal inputs read as zero, a result below 2^-126 is ±0, ≥ 2^128 is ±Inf, NaN canonical,
-    an exact zero is +0 unless both addends are negative.
+    """bf16 + bf16 → bf16, rounded once to nearest even: ``FpAdd(7)`` with a bf16 ``x``, whose
+    datapath is then 8 significand bits plus guard, round and sticky (11 bits) instead of 27.
 
     Rounding once to bf16 gives the same bits as rounding to fp32 first (the lanes' ADD then the
     bf16 narrowing): with an exponent gap of at most 15 the exact sum has at most 24 bits, and with a
@@ -102,44 +105,8 @@ class Bf16Add(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        sa, ea, fa, za, ia, na = _fields(m, self.a, 7, "a")
-        sb, eb, fb, zb, ib, nb = _fields(m, self.b, 7, "b")
-        swap = self.b[:15] > self.a[:15]  # unflushed: see FpAdd._align_operands
-        sig_a, sig_b = Mux(za, 0, Cat(fa, 1)), Mux(zb, 0, Cat(fb, 1))
-        sig_big, sig_small = Mux(swap, sig_b, sig_a), Mux(swap, sig_a, sig_b)
-        diff = Signal(8)
-        m.d.comb += diff.eq(Mux(swap, eb - ea, ea - eb))
-        dist = Mux(diff > 11, 11, diff)[:4]
-        ext = Cat(Const(0, 3), sig_small)  # 11 bits: guard, round and sticky below the significand
-        aligned = (ext >> dist)[:11] | (ext & _dropped(dist, 11)).any()
-        big = Cat(Const(0, 3), sig_big)
-        total = Signal(12)
-        m.d.comb += total.eq(Mux(sa ^ sb, big - aligned, big + aligned))
-        e_big = Mux(swap, eb, ea)
-        norm, exp = Signal(11), Signal(signed(10))
-        _, lz = _leading_zeros(Cat(Const(0, 5), total[:11]))
-        with m.If(total[11]):
-            m.d.comb += [norm.eq(total[1:] | total[0]), exp.eq(e_big + 1)]
-        with m.Else():
-            m.d.comb += [norm.eq(total[:11] << lz), exp.eq(e_big - lz)]
-        keep = norm[3:]
-        rounded = Signal(9)
-        m.d.comb += rounded.eq(keep + (norm[2] & ((norm[:2] != 0) | keep[0])))
-        exp_r = Signal(signed(10))
-        m.d.comb += exp_r.eq(exp + rounded[8])
-        s_big = Mux(swap, sb, sa)
-        with m.If(na | nb | (ia & ib & (sa ^ sb))):
-            m.d.comb += self.o.eq(0x7FC0)
-        with m.Elif(ia | ib):
-            m.d.comb += self.o.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), Mux(ia, sa, sb)))
-        with m.Elif(total == 0):
-            m.d.comb += self.o.eq(Cat(Const(0, 15), sa & sb))
-        with m.Elif(exp_r >= EXP_MAX):
-            m.d.comb += self.o.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), s_big))
-        with m.Elif(exp_r <= 0):
-            m.d.comb += self.o.eq(Cat(Const(0, 15), s_big))
-        with m.Else():
-            m.d.comb += self.o.eq(Cat(rounded[:7], exp_r[:8], s_big))
+        m.submodules.add = add = FpAdd(7, x_frac_bits=7)
+        m.d.comb += [add.acc.eq(self.a), add.x.eq(Cat(Const(0, 16), self.b)), self.o.eq(add.o)]
         return m
 
 
@@ -158,11 +125,18 @@ class FpAdd(wiring.Component):
 
     ``registers`` (0 to 3, see ``ADD_CUTS``) pipelines the datapath: ``o`` is then the sum of the
     operands of ``registers`` cycles before, one sum per cycle. The arithmetic is the same.
+
+    ``x_frac_bits``: the fraction bits of ``x`` that can be non-zero (its top ones; a bf16 × bf16
+    product has ``PRODUCT_FRAC_BITS``). The datapath is as wide as the wider significand plus guard,
+    round and sticky: 27 bits with an fp32 ``acc``, 19 for a bf16 ``acc`` plus a product instead
+    of 27, with the same sums for every such ``x``.
     """
 
-    def __init__(self, acc_mant_bits: int = 23, registers: int = 0) -> None:
-        assert acc_mant_bits in (7, 23) and registers in ADD_CUTS
-        self.acc_mant_bits, self.registers = acc_mant_bits, registers
+    def __init__(self, acc_mant_bits: int = 23, registers: int = 0, x_frac_bits: int = 23) -> None:
+        assert acc_mant_bits in (7, 23) and registers in ADD_CUTS and 0 < x_frac_bits <= 23
+        self.acc_mant_bits, self.registers, self.x_frac_bits = acc_mant_bits, registers, x_frac_bits
+        self.sig = max(acc_mant_bits, x_frac_bits) + 1  # significand bits, the leading one included
+        self.ext = self.sig + 3  # with guard, round and sticky
         width = acc_mant_bits + 9
         super().__init__({"acc": In(width), "x": In(32), "o": Out(width)})
 
@@ -171,7 +145,7 @@ class FpAdd(wiring.Component):
         cut = _Cuts(m, ADD_CUTS[self.registers])
         v = cut("align", self._align_operands(m))
         subtract = v["sign_a"] ^ v["sign_x"]
-        v["sum"] = Mux(subtract, v["big"] - v["aligned"], v["big"] + v["aligned"])[:28]
+        v["sum"] = Mux(subtract, v["big"] - v["aligned"], v["big"] + v["aligned"])[: self.ext + 1]
         v = cut("add", v)
         v["norm"], v["exp"] = self._normalize(m, v["sum"], v["e_big"])
         v["zero"] = v["sum"] == 0
@@ -208,13 +182,15 @@ class FpAdd(wiring.Component):
         # does, and where both operands are flushed both significands are 0, so the sum is an
         # exact zero whose sign does not depend on the order.
         swap = self.x[:31] > a32[:31]
-        sig_a = Mux(za, 0, Cat(fa, 1))  # flush to zero: a subnormal's fraction is dropped
-        sig_x = Mux(zx, 0, Cat(fx, 1))
+        # Both significands at the datapath's width, the leading one on top; flush to zero: a
+        # subnormal's fraction is dropped.
+        sig_a = Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1))
+        sig_x = Mux(zx, 0, Cat(fx[23 - self.sig + 1 :], 1))
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
-        dist = Signal(5)
-        m.d.comb += dist.eq(Mux(swap, _align_distance(ex, ea), _align_distance(ea, ex)))
-        aligned = Signal(27)
-        m.d.comb += aligned.eq(self._align(Cat(Const(0, 3), sig_small), dist))
+        dist = Signal(range(self.ext + 1))
+        m.d.comb += dist.eq(Mux(swap, _align_distance(ex, ea, self.ext), _align_distance(ea, ex, self.ext)))
+        aligned = Signal(self.ext)
+        m.d.comb += aligned.eq(_align(Cat(Const(0, 3), sig_small), dist))
         return {
             "sign_a": sa,
             "sign_x": sx,
@@ -227,35 +203,30 @@ class FpAdd(wiring.Component):
             "inf_sign": Mux(ia, sa, sx),
         }
 
-    @staticmethod
-    def _align(ext, dist):
-        """``ext`` (27 bits) shifted right by ``dist``, with every lost bit OR-ed into bit 0 (sticky).
-        The lost bits are those under a mask decoded from ``dist`` beside the shift."""
-        return (ext >> dist)[:27] | (ext & _dropped(dist, 27)).any()
-
-    @staticmethod
-    def _normalize(m: Module, sum_, e_big):
-        """Bring the leading one of ``sum_`` to bit 26; return (27-bit significand, exponent)."""
-        norm = Signal(27)
+    def _normalize(self, m: Module, sum_, e_big):
+        """Bring the leading one of ``sum_`` to the top bit of ``ext``; return (significand, exponent)."""
+        w = self.ext
+        norm = Signal(w)
         exp = Signal(signed(11))
-        # Leading zeros of sum_[:27] counted from bit 26 (padded to 32 bits at the bottom), as a
-        # balanced tree: log-depth where a priority chain would be 27 muxes deep. (A binary search
-        # of shifts, each step testing the last one's output, counts as it shifts and is a few
-        # operations fewer in Verilator, but its steps are in series: the mesh at pe_stages 4 fell
-        # from 60.4 to 52.2 MHz on ECP5, measured.)
-        _, lz = _leading_zeros(Cat(Const(0, 5), sum_[:27]))
-        with m.If(sum_[27]):
+        # Leading zeros of sum_[:w] counted from its top bit (padded to a power of two at the
+        # bottom), as a balanced tree: log-depth where a priority chain would be w muxes deep. (A
+        # binary search of shifts, each step testing the last one's output, counts as it shifts
+        # and is a few operations fewer in Verilator, but its steps are in series: the mesh at
+        # pe_stages 4 fell from 60.4 to 52.2 MHz on ECP5, measured.)
+        _, lz = _leading_zeros(Cat(Const(0, (1 << (w - 1).bit_length()) - w), sum_[:w]))
+        with m.If(sum_[w]):
             m.d.comb += [norm.eq(sum_[1:] | sum_[0]), exp.eq(e_big + 1)]
         with m.Else():
-            m.d.comb += [norm.eq(sum_[:27] << lz), exp.eq(e_big - lz)]
+            m.d.comb += [norm.eq(sum_[:w] << lz), exp.eq(e_big - lz)]
         return norm, exp
 
     def _round(self, m: Module, norm, exp):
         """Round the normalized significand to the output precision; return (fraction, exponent)."""
         precision = self.acc_mant_bits + 1
-        keep = norm[27 - precision :]
-        guard = norm[26 - precision]
-        sticky = norm[: 26 - precision] != 0
+        w = self.ext
+        keep = norm[w - precision :]
+        guard = norm[w - 1 - precision]
+        sticky = norm[: w - 1 - precision] != 0
         rounded = Signal(precision + 1)
         m.d.comb += rounded.eq(keep + (guard & (sticky | keep[0])))
         exp_r = Signal(signed(11))
@@ -271,10 +242,18 @@ def _dropped(dist, width: int):
     return ~(Const((1 << width) - 1, width) << dist)[:width]
 
 
-def _align_distance(e_big, e_small):
-    """How far the smaller operand shifts right: the exponent difference, at most 27 (all bits lost)."""
+def _align(ext, dist):
+    """``ext`` shifted right by ``dist``, with every lost bit OR-ed into bit 0 (sticky). The lost
+    bits are those under a mask decoded from ``dist`` beside the shift."""
+    width = len(ext)
+    return (ext >> dist)[:width] | (ext & _dropped(dist, width)).any()
+
+
+def _align_distance(e_big, e_small, width: int):
+    """How far the smaller operand shifts right: the exponent difference, at most ``width`` (all
+    bits lost)."""
     diff = e_big - e_small
-    return Mux(diff > 27, 27, diff)[:5]
+    return Mux(diff > width, width, diff)[: width.bit_length()]
 
 
 def _leading_zeros(value):

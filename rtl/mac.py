@@ -9,7 +9,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import Bf16Mul, FpAdd
+from rtl.fp import PRODUCT_FRAC_BITS, Bf16Mul, FpAdd
 
 __all__ = ["IntAdd", "IntMul", "adder_registers", "make_adder", "make_multiplier", "product_bits"]
 
@@ -65,4 +65,4 @@ def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
     """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
         return IntAdd(registers)
-    return FpAdd(23 if cfg.acc_dtype == "fp32" else 7, registers)
+    return FpAdd(23 if cfg.acc_dtype == "fp32" else 7, registers, x_frac_bits=PRODUCT_FRAC_BITS)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import ADD_CUTS, Bf16Mul, FpAdd
+from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Mul, FpAdd
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
 from rtl.mac import IntAdd, IntMul
 from rtl.mac_model import accumulate, multiply
@@ -50,9 +50,16 @@ def check_mul(a, b) -> None:
     np.testing.assert_array_equal(got, bf16_mul(a, b).astype(np.uint64))
 
 
-def check_add(acc, x, mant: int, registers: int = 0) -> None:
-    got = evaluate(FpAdd(mant, registers), {"acc": acc, "x": x}, ("o",), latency=registers)["o"]
+def check_add(acc, x, mant: int, registers: int = 0, x_frac: int = 23) -> None:
+    """``x_frac``: the adder's datapath takes only x's top fraction bits; x's others must be zero."""
+    x = np.asarray(x, np.uint64)
+    assert not (x & np.uint64((1 << (23 - x_frac)) - 1)).any(), "x has fraction bits the adder drops"
+    got = evaluate(FpAdd(mant, registers, x_frac), {"acc": acc, "x": x}, ("o",), latency=registers)["o"]
     np.testing.assert_array_equal(got, fp_add(np.asarray(acc, np.uint32), np.asarray(x, np.uint32), mant))
+
+
+# (acc fraction bits, x fraction bits): fp32 + fp32, bf16 + fp32, and the bf16 PE's bf16 + product.
+ADDERS = {"fp32": (23, 23), "bf16": (7, 23), "bf16-product": (7, PRODUCT_FRAC_BITS)}
 
 
 def test_bf16_mul_all_edge_pairs() -> None:
@@ -67,26 +74,47 @@ def test_bf16_mul_matches_model(pairs) -> None:
 
 
 @pytest.mark.parametrize("registers", sorted(ADD_CUTS))
-@pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
-def test_fp_add_all_edge_pairs(mant: int, registers: int) -> None:
+@pytest.mark.parametrize("adder", ADDERS)
+def test_fp_add_all_edge_pairs(adder: str, registers: int) -> None:
     """Every pipelining of the adder (pe_stages 2 to 5) computes the same sums, one per cycle."""
+    mant, x_frac = ADDERS[adder]
     acc, x = _pairs(F32_EDGES)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant, registers)
+    check_add(acc, _top_fraction(x, x_frac), mant, registers, x_frac)
+
+
+def _top_fraction(x, bits: int):
+    """fp32 values with only their top ``bits`` fraction bits kept."""
+    return x & ~np.uint64((1 << (23 - bits)) - 1)
 
 
 @pytest.mark.parametrize("registers", [0, max(ADD_CUTS)])
-@pytest.mark.parametrize("mant", [23, 7], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("adder", ADDERS)
 @settings(max_examples=25, deadline=None)
 @given(pairs=st.lists(st.tuples(f32_bits, f32_bits, st.integers(0, 2**20)), min_size=BATCH, max_size=BATCH))
-def test_fp_add_matches_model(mant: int, registers: int, pairs) -> None:
+def test_fp_add_matches_model(adder: str, registers: int, pairs) -> None:
+    mant, x_frac = ADDERS[adder]
     acc, x, flip = (np.array(col, dtype=np.uint64) for col in zip(*pairs, strict=True))
+    x = _top_fraction(x, x_frac)
     # Half the pairs are near-cancellations: x is -acc with low bits disturbed.
     acc[::2] = x[::2] ^ flip[::2] ^ np.uint64(0x80000000)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant, registers)
+    check_add(acc, x, mant, registers, x_frac)
+
+
+def test_pe_adder_on_every_product_of_edge_values() -> None:
+    """The bf16 PE's narrowed adder on the products the multiplier makes (its x) of every pair of
+    edge values, added to every edge accumulator value and to each product's negation ± 1 ulp."""
+    a, b = _pairs(BF16_EDGES)
+    products = np.unique(bf16_mul(a, b).astype(np.uint64))
+    acc16 = np.array(BF16_EDGES, dtype=np.uint64)
+    acc, x = (col.ravel() for col in np.meshgrid(acc16, products))
+    near = (products >> np.uint64(16)) ^ np.uint64(0x8000)
+    acc = np.concatenate([acc, near, near + np.uint64(1), near - np.uint64(1)]) & np.uint64(0xFFFF)
+    x = np.concatenate([x, products, products, products])
+    check_add(acc, x, 7, 0, PRODUCT_FRAC_BITS)
 
 
 def test_int8_mul_exhaustive() -> None:
