@@ -213,6 +213,8 @@ def bench_vector(args: argparse.Namespace) -> int:
     from tilesim.run import memory_bytes, run_case
 
     cfg = config_from_args(args)
+    if not cfg.vector:
+        raise UsageError(f"vector = False is invalid: allowed true (bench vector needs the engine; {cfg.name})")
     if args.op == "FPTT_UPDATE":
         return _bench_fptt_update(cfg, args)
     op = VecOp[args.op]

@@ -99,3 +99,14 @@ def test_bench_refuses_operands_no_memory_holds(argv, capsys) -> None:
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "MiB" in err and "Traceback" not in err, err
+
+
+def test_bench_vector_refuses_a_tile_without_the_engine(capsys) -> None:
+    try:
+        code = main(["bench", "vector", "--config", "4x4-bf16", "--vector", "off", "--op", "add"])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    want = "vector = False is invalid: allowed true (bench vector needs the engine; 4x4-bf16-novector)"
+    assert err == f"pyard: error: {want}"
