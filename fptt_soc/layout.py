@@ -48,12 +48,12 @@ ELEMENTWISE = ("engine", "cores")
 MAX_UPDATE_ROWS = 4096  # rows of one parameter chunk of the update (each of θ, θ̄, λ, g, R', tmp)
 
 
-def check_elementwise(value: str, cfg: AccelConfig | None = None) -> str:
+def check_elementwise(value: str, cfg: AccelConfig) -> str:
     """``value`` if it names a mode of ELEMENTWISE that ``cfg`` can run, else a ConfigError naming
     the field (the engine's mode needs a tile built with the vector engine)."""
     if value not in ELEMENTWISE:
         raise ConfigError("elementwise", value, " or ".join(ELEMENTWISE))
-    if value == "engine" and cfg is not None and not cfg.vector:
+    if value == "engine" and not cfg.vector:
         raise ConfigError("vector", cfg.vector, "true for --elementwise engine (or --elementwise cores)")
     return value
 

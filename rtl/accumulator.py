@@ -27,6 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.fp import FpAdd
+from rtl.mac import acc_mant_bits
 from rtl.readout import READOUT_LATENCY, Readout, readout_controls
 from rtl.scratchpad import checked_geometry, split_address, valid_only
 from rtl.shared import add_shared
@@ -221,5 +222,4 @@ class Accumulator(wiring.Component):
 def _row_adder(cfg: AccelConfig) -> FpAdd:
     """A row element plus another, in the accumulator format: for bf16 both are bf16, so the
     datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE."""
-    mant = 23 if cfg.acc_dtype == "fp32" else 7
-    return FpAdd(mant, x_frac_bits=mant)
+    return FpAdd(acc_mant_bits(cfg), x_frac_bits=acc_mant_bits(cfg))

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.fp import PRODUCT_FRAC_BITS, Bf16Mul, FpAdd
 
-__all__ = ["IntAdd", "IntMul", "adder_registers", "make_adder", "make_multiplier", "product_bits"]
+__all__ = ["IntAdd", "IntMul", "acc_mant_bits", "adder_registers", "make_adder", "make_multiplier", "product_bits"]
 
 
 class IntMul(wiring.Component):
@@ -61,8 +61,13 @@ def adder_registers(cfg: AccelConfig) -> int:
     return max(0, cfg.pe_stages - 2)
 
 
+def acc_mant_bits(cfg: AccelConfig) -> int:
+    """Fraction bits of a floating-point accumulator's elements: 23 (fp32) or 7 (bf16)."""
+    return 23 if cfg.acc_dtype == "fp32" else 7
+
+
 def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
     """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
         return IntAdd(registers)
-    return FpAdd(23 if cfg.acc_dtype == "fp32" else 7, registers, x_frac_bits=PRODUCT_FRAC_BITS)
+    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS)

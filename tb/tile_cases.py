@@ -58,6 +58,11 @@ class LoopCase:
         rows, cols = self.out_shape
         return ((rows - 1) * self.out_stride + cols) * np.dtype(self.out_dtype).itemsize
 
+    @property
+    def touched_bytes(self) -> int:
+        """Bytes of main memory from address 0 a run reads or writes: the operands and the output."""
+        return max(self.mem_bytes, self.out_addr + self.out_bytes)
+
     def result(self, raw: bytes) -> np.ndarray:
         """The output array from the ``out_bytes`` bytes read at ``out_addr``."""
         rows, cols = self.out_shape

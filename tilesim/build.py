@@ -13,6 +13,7 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rtl.config import AccelConfig
 from sim import children, progress, verilator
@@ -20,7 +21,10 @@ from sim.build import BUILD_ROOT, cached_build
 from sim.generate import source_hash
 from sim.soc_build import CXX_FLAGS, HARNESS_DIR, MAKE_FLAGS, SIM_RAM, VERILATOR_ARGS
 
-__all__ = ["HARNESS", "TileSimBuild", "build_tile_sim"]
+if TYPE_CHECKING:
+    from tb.tile_cases import LoopCase
+
+__all__ = ["HARNESS", "TileSimBuild", "build_tile_sim", "harness_command"]
 
 HARNESS = Path(__file__).resolve().parent / "tile_main.cpp"
 # The memory words and dump ranges it shares with the SoC harness.
@@ -114,6 +118,16 @@ def _compile(cfg: AccelConfig, mem_bytes: int, directory: Path, text: str, gener
     (directory / "built.ok").write_text(json.dumps(times))
 
 
+def harness_command(executable: Path, case: LoopCase, work: Path, max_cycles: int) -> list[str]:
+    """The command line running ``case`` on a tile simulator: its memory image and command words
+    written into ``work`` as the harness reads them, the result to ``work/result.json``."""
+    (work / "image.bin").write_bytes(case.image())
+    flat = [word for words in case.commands for word in (len(words), *words)]
+    (work / "commands.bin").write_bytes(struct.pack(f"<{len(flat)}I", *flat))
+    cmd = [str(executable), "--image", str(work / "image.bin"), "--commands", str(work / "commands.bin")]
+    return [*cmd, "--result", str(work / "result.json"), "--max-cycles", str(max_cycles)]
+
+
 def _pgo(cfg: AccelConfig) -> bool:
     """Profile-guided, position-dependent compiles for flat meshes; a hierarchical build's many
     makefiles are compiled as before (not measured with them)."""
@@ -127,15 +141,11 @@ def _train(cfg: AccelConfig, mem_bytes: int, directory: Path) -> None:
     from tb.tile_cases import gemm_case
 
     case = gemm_case(cfg, PGO_TRAIN, seed=7)
-    if max(case.mem_bytes, case.out_addr + case.out_bytes) > mem_bytes:
+    if case.touched_bytes > mem_bytes:
         return
     work = directory / "pgo-train"
     work.mkdir(exist_ok=True)
-    (work / "image.bin").write_bytes(case.image())
-    flat = [word for words in case.commands for word in (len(words), *words)]
-    (work / "commands.bin").write_bytes(struct.pack(f"<{len(flat)}I", *flat))
-    cmd = [str(directory / TOP), "--image", str(work / "image.bin"), "--commands", str(work / "commands.bin")]
-    cmd += ["--result", str(work / "result.json"), "--max-cycles", str(PGO_MAX_CYCLES)]
+    cmd = harness_command(directory / TOP, case, work, PGO_MAX_CYCLES)
     with progress.phase(f"Training the tile simulator {cfg.name} (PGO)"):
         done = children.run(cmd, text=True)
     if done.returncode:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from rtl.cmd import ERR
 from rtl.config import AccelConfig
 from sim import children
 from tb.tile_cases import LoopCase, check_exact
-from tilesim.build import build_tile_sim
+from tilesim.build import build_tile_sim, harness_command
 
 __all__ = ["MIN_MEM_BYTES", "TileRun", "memory_bytes", "run_case"]
 
@@ -34,7 +33,7 @@ class TileRun:
 
 def memory_bytes(case: LoopCase) -> int:
     """The power-of-two main memory for a case: at least MIN_MEM_BYTES, at least its operands."""
-    need, size = max(case.mem_bytes, case.out_addr + case.out_bytes), MIN_MEM_BYTES
+    need, size = case.touched_bytes, MIN_MEM_BYTES
     while size < need:
         size *= 2
     return size
@@ -46,12 +45,8 @@ def run_case(cfg: AccelConfig, case: LoopCase, *, latency: int = 32, max_cycles:
     sim = build_tile_sim(cfg, memory_bytes(case), latency)
     with tempfile.TemporaryDirectory(prefix="pyard-tilesim-") as tmp:
         work = Path(tmp)
-        (work / "image.bin").write_bytes(case.image())
-        flat = [word for words in case.commands for word in (len(words), *words)]
-        (work / "commands.bin").write_bytes(struct.pack(f"<{len(flat)}I", *flat))
         out = work / "out.bin"
-        cmd = [str(sim.executable), "--image", str(work / "image.bin"), "--commands", str(work / "commands.bin")]
-        cmd += ["--result", str(work / "result.json"), "--max-cycles", str(max_cycles)]
+        cmd = harness_command(sim.executable, case, work, max_cycles)
         cmd += ["--dump", f"{case.out_addr:#x}:{case.out_bytes}:{out}"]
         done = children.run(cmd, text=True)
         if done.returncode:
