@@ -403,6 +403,24 @@ def test_lane_requant_edges() -> None:
     check("int8", *_requant_vectors(scalars, [*RQ_SHIFTS, -32, 31]))
 
 
+def test_lane_requant_clamp_edges() -> None:
+    """Values that land on and beside the clamp's bounds less the zero point (±255, ±256) and the
+    edges of the hardware's 10-bit compares (±512, ±1024), before and after the second rounding's
+    carry, with ties: the multiplier 2^30 halves ``a``, so ``a = 2·(v·2^k + d)`` gives ``v`` and the
+    remainder ``d`` after a right shift of ``k`` (two roundings)."""
+    ends = [0, 1, 127, 128, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 1 << 20]
+    values = sorted({sign * v + step for v in ends for sign in (1, -1) for step in (-1, 0, 1)})
+    rows = []
+    for k in (0, 1, 3):
+        rests = sorted({0, 1, (1 << k) - 1, 1 << max(k - 1, 0)} & set(range(1 << k)))
+        rows += [(2 * ((v << k) + d), -k) for v in values for d in rests]
+    x, shift = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    scalars = [_requant_scalar(zp, -128, 127, d) for zp in (-128, 0, 127) for d in (False, True)]
+    scalars += [_requant_scalar(0, 1, 0, True)]  # minimum above maximum: the maximum wins
+    for s in scalars:
+        check("int8", VecOp.REQUANT, x & 0xFFFFFFFF, 1 << 30, s, shift)
+
+
 @pytest.mark.parametrize("double", [False, True])
 def test_requant_model_against_tflite(double: bool) -> None:
     """The model's requantization (before the zero point) is deploy/quant.py's, which LiteRT pins:

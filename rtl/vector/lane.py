@@ -207,9 +207,14 @@ class VectorLane(wiring.Component):
     # multiplies it by the multiplier ``b`` (the shared 32 × 32 product); stage 2 rounds the product
     # once (shift 31 − shift, half up), or first by 31; stage 3 rounds again (half away from zero
     # by −shift), adds the zero point and clamps. The scalar and the shifts travel in the ``rq``
-    # registers, one set per stage.
+    # registers, one set per stage; stage 3's constants (``RQ_BOUNDS``) are formed from them a
+    # stage early.
 
     RQ_FIELDS = data.StructLayout({"total": 6, "right": 5, "zp": 8, "lo": 8, "hi": 8})
+    # Stage 3's constants, formed from the fields a stage early: the second rounding's remainder
+    # bits, split into its top bit (``top``, one-hot; none when nothing is shifted out) and the
+    # bits below it (``half``), and the clamp's bounds less the zero point.
+    RQ_BOUNDS = data.StructLayout({"top": 31, "half": 30, "lo": signed(10), "hi": signed(10), "hi_wins": 1})
 
     def _requant_operand(self, m: Module) -> Signal:
         """``a`` shifted left by ``max(shift, 0)`` with wrap-around (two roundings), else ``a``;
@@ -224,6 +229,7 @@ class VectorLane(wiring.Component):
         rq0 = Signal(self.RQ_FIELDS, name="rq0")
         self._rq1 = Signal(self.RQ_FIELDS, name="rq1")
         self._rq2 = Signal(self.RQ_FIELDS, name="rq2")
+        self._bounds2 = Signal(self.RQ_BOUNDS, name="rq_bounds2")
         m.d.sync += [
             rq0.total.eq(Mux(double, 31, 31 - sh)),
             rq0.right.eq(Mux(double & (sh < 0), -sh, 0)),
@@ -232,8 +238,23 @@ class VectorLane(wiring.Component):
             rq0.hi.eq(self.s[16:24]),
             self._rq1.eq(rq0),
             self._rq2.eq(self._rq1),
+            self._bounds2.eq(self._requant_bounds(m, self._rq1)),
         ]
         return Mux(double, shifted, self.a)
+
+    def _requant_bounds(self, m: Module, rq) -> Signal:
+        """Stage 3's constants (``RQ_BOUNDS``) of the fields ``rq``."""
+        b = Signal(self.RQ_BOUNDS, name="rq_bounds")
+        zp, lo, hi = rq.zp.as_signed(), rq.lo.as_signed(), rq.hi.as_signed()
+        mask = ((Const(1, 32) << rq.right) - 1)[:31]
+        m.d.comb += [
+            b.top.eq(mask & ~(mask >> 1)),
+            b.half.eq(mask >> 1),
+            b.lo.eq(lo - zp),
+            b.hi.eq(hi - zp),
+            b.hi_wins.eq(lo > hi),
+        ]
+        return b
 
     def _requant_high(self, m: Module, p1) -> Signal:
         """Stage 2 of REQUANT: the registered product ``p1`` rounded half up by ``total`` bits and
@@ -247,19 +268,36 @@ class VectorLane(wiring.Component):
         return _clamp(rounded, 32)[:32]
 
     def _requant_low(self, m: Module, high2) -> Signal:
-        """Stage 3 of REQUANT on stage 2's ``high2``: its result before ``y``."""
-        rq = self._rq2
+        """Stage 3 of REQUANT on stage 2's ``high2``: its result before ``y``, ``clamp((high >>
+        right) + up + zp, lo, hi)`` with ``hi`` winning when ``lo > hi``. The clamp's compares take
+        ``high >> right`` alone, against the bounds less the zero point: the rounding's carry
+        ``up`` only moves a value onto a bound from beside it (``< lo`` or ``≥ hi`` then give the
+        bound either way), so neither add stands in front of them (compares after two adds were
+        the int8 tile's ECP5 critical path). They are 10 bits wide: the bounds less the zero point
+        lie in [−255, 255], so a value outside [−512, 511] is clamped by its sign alone."""
+        rq, b = self._rq2, self._bounds2
         high = high2.as_signed()
-        mask = Signal(32, name="rq_mask")
-        m.d.comb += mask.eq((Const(1, 33) << rq.right) - 1)
-        threshold = (mask >> 1) + high[31]
-        quotient = Signal(signed(33), name="rq_quotient")
-        m.d.comb += quotient.eq((high >> rq.right) + ((high.as_unsigned() & mask) > threshold))
-        zp, lo, hi = rq.zp.as_signed(), rq.lo.as_signed(), rq.hi.as_signed()
-        value = Signal(signed(34), name="rq_value")
-        m.d.comb += value.eq(quotient + zp)
-        raised, out = Signal(signed(34), name="rq_raised"), Signal(32, name="rq_y")
-        m.d.comb += [raised.eq(Mux(value < lo, lo, value)), out.eq(Mux(raised > hi, hi, raised))]  # hi wins
+        shifted = Signal(signed(32), name="rq_div")
+        m.d.comb += shifted.eq(high >> rq.right)
+        # Half away from zero: the remainder is above half when its top bit is set and, for a
+        # negative value, some bit below it too.
+        up = Signal(name="rq_up")
+        m.d.comb += up.eq((high2[:31] & b.top).any() & (~high[31] | (high2[:30] & b.half).any()))
+        narrow = shifted[:10].as_signed()
+        big = ~shifted[31] & shifted[9:31].any()
+        small = shifted[31] & ~shifted[9:31].all()
+        below = small | (~big & (narrow < b.lo))
+        above = big | (~small & (narrow >= b.hi))
+        # Unclamped, the value lies in [lo, hi], an int8: its low byte is all there is to add.
+        value = Signal(signed(8), name="rq_value")
+        m.d.comb += value.eq(shifted[:8] + up + rq.zp)
+        out = Signal(32, name="rq_y")
+        with m.If(above | b.hi_wins):
+            m.d.comb += out.eq(rq.hi.as_signed())
+        with m.Elif(below):
+            m.d.comb += out.eq(rq.lo.as_signed())
+        with m.Else():
+            m.d.comb += out.eq(value)
         return out
 
     def _int_single(self, m: Module, op, a, b) -> Signal:
