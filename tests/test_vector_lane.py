@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.fp_model import F32_NAN, f64_to_bf16_bits, ftz32
+from rtl.vector.engine_model import requant_scalar
 from rtl.vector.lane import LATENCY, VectorLane
 from rtl.vector.lane_model import INT32_MAX, INT32_MIN, lane, mbqm, to_bf16
 from rtl.vector.ops import FLOAT_OPS, FUNCTION_OPS, INT_OPS, SCALAR_OPS, VecOp
@@ -382,10 +383,6 @@ RQ_M = [0, 1, 1 << 30, INT32_MAX, (1 << 30) + 12345, 1518500250, INT32_MIN, -1]
 RQ_SHIFTS = [-31, -30, -17, -16, -1, 0, 1, 2, 15, 29, 30]
 
 
-def _requant_scalar(zp: int, lo: int, hi: int, double: bool) -> int:
-    return (zp & 0xFF) | (lo & 0xFF) << 8 | (hi & 0xFF) << 16 | double << 24
-
-
 def _requant_vectors(scalars: list[int], shifts: list[int]) -> tuple[list[int], ...]:
     rows = [
         (VecOp.REQUANT, x & 0xFFFFFFFF, m & 0xFFFFFFFF, s, sh)
@@ -398,7 +395,7 @@ def _requant_vectors(scalars: list[int], shifts: list[int]) -> tuple[list[int], 
 def test_lane_requant_edges() -> None:
     """Every edge accumulator × multiplier × shift at the documented limits (−31 … 30, and −32, 31
     clamped to them), both roundings, the full int8 clamp range and narrow ones with zero points."""
-    scalars = [_requant_scalar(zp, lo, hi, d) for zp, lo, hi in ((0, -128, 127), (-128, -128, 127), (5, 0, 6))
+    scalars = [requant_scalar(zp, lo, hi, d) for zp, lo, hi in ((0, -128, 127), (-128, -128, 127), (5, 0, 6))
                for d in (False, True)]  # fmt: skip
     check("int8", *_requant_vectors(scalars, [*RQ_SHIFTS, -32, 31]))
 
@@ -415,8 +412,8 @@ def test_lane_requant_clamp_edges() -> None:
         rests = sorted({0, 1, (1 << k) - 1, 1 << max(k - 1, 0)} & set(range(1 << k)))
         rows += [(2 * ((v << k) + d), -k) for v in values for d in rests]
     x, shift = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
-    scalars = [_requant_scalar(zp, -128, 127, d) for zp in (-128, 0, 127) for d in (False, True)]
-    scalars += [_requant_scalar(0, 1, 0, True)]  # minimum above maximum: the maximum wins
+    scalars = [requant_scalar(zp, -128, 127, d) for zp in (-128, 0, 127) for d in (False, True)]
+    scalars += [requant_scalar(0, 1, 0, True)]  # minimum above maximum: the maximum wins
     for s in scalars:
         check("int8", VecOp.REQUANT, x & 0xFFFFFFFF, 1 << 30, s, shift)
 
@@ -438,6 +435,6 @@ def test_requant_model_against_tflite(double: bool) -> None:
     np.testing.assert_array_equal(got, want)
     # The zero point and the clamp, and the two roundings' ties: −4 · 2^-3 = −0.5 rounds half up
     # once (0) and half away from zero the second time (−1); 0.5 rounds to 1 either way.
-    s = _requant_scalar(-3, -4, 9, double)
+    s = requant_scalar(-3, -4, 9, double)
     got = lane("int8", VecOp.REQUANT, np.array([-4, 4, 1000]) & 0xFFFFFFFF, 1 << 30, s, -2).view(np.int32)
     assert got.tolist() == [-4 if double else -3, -2, 9]
