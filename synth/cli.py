@@ -21,7 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", default="tile", help="which design: " + ", ".join(TOPS))
     p.add_argument("--family", default="xc7", help="FPGA family: " + ", ".join(FAMILIES) + " (default xc7)")
     p.add_argument("--pnr", action="store_true", help="place and route (ecp5 only) and report fmax")
-    p.add_argument("--depth", type=integer(1, 4), default=1, help="levels of blocks reported (1 to 4, default 1)")
+    p.add_argument(
+        "--depth",
+        type=integer(0, 4),
+        default=1,
+        help="levels of blocks reported (1 to 4, default 1); 0: one flat Yosys run, the total only",
+    )
     p.add_argument("--freq", type=real(1.0), default=100.0, help="nextpnr's target clock in MHz (default 100)")
     p.add_argument("--seed", type=integer(0, 2**31 - 1), default=1, help="nextpnr's placement seed (default 1)")
     p.add_argument("--cores", type=integer(1, 16), default=1, help="harts of --top soc (1 to 16)")
@@ -35,7 +40,7 @@ def options(args: argparse.Namespace) -> Options:
 
     check_choice("top", args.top, TOPS)
     check_choice("family", args.family, FAMILIES)
-    check_int("depth", args.depth, 1, 4)
+    check_int("depth", args.depth, 0, 4)
     check_int("seed", args.seed, 0, 2**31 - 1)
     if not 1 <= args.freq <= 1000:
         raise UsageError(f"--freq = {args.freq} is invalid: allowed a clock from 1 to 1000 MHz")

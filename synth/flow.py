@@ -54,7 +54,7 @@ class SynthError(RuntimeError):
 class Options:
     family: str = "xc7"
     pnr: bool = False
-    depth: int = 1  # levels of blocks below the top reported (and kept) as modules
+    depth: int = 1  # levels of blocks below the top reported (and kept) as modules; 0: all flattened
     freq_mhz: float = 100.0  # nextpnr's timing target
     seed: int = 1
 
@@ -148,10 +148,10 @@ def _synthesized(verilog: str, top: str, config_name: str, opts: Options, root: 
     netlist = work / "netlist.json" if opts.pnr else None
     start = time.monotonic()
     with progress.phase(f"Yosys synth ({opts.family}): {top} {config_name}"):
-        if netlist is None:
+        if netlist is None and opts.depth:
             modules = _blockwise(verilog, top, opts, root, work)
-        else:  # place and route needs the whole netlist from one run
-            keep = kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top)
+        else:  # one run: place and route needs the whole netlist; depth 0 flattens everything
+            keep = kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top) if opts.depth else []
             modules = _run_yosys(work, yosys_script(work / f"{top}.v", top, keep, opts, netlist))
     result: dict = {"synth_seconds": round(time.monotonic() - start, 1)}
     result["blocks"] = block_resources(opts.family, modules, top)

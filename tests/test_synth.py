@@ -83,6 +83,20 @@ def test_synth_int8_mesh_one_multiplier_block_per_pe(capsys) -> None:
         assert total["lut"] > 0 and total["ff"] > 0
 
 
+def test_synth_depth_0_is_one_flat_run(capsys) -> None:
+    """``--depth 0`` flattens everything (the shared PE modules too) into one run: the total alone,
+    the same hard multipliers; a depth outside 0 to 4 is refused in one line."""
+    argv = ["--top", "mesh", "--rows", "2", "--cols", "3", "--dtype", "int8", "--family", "xc7"]
+    flat = _synth(capsys, *argv, "--depth", "0")["blocks"]
+    kept = _synth(capsys, *argv)["blocks"]
+    assert set(flat) == {"total"} and len(kept) > 1, (flat, kept)
+    assert flat["total"]["dsp"] == kept["total"]["dsp"] == 6
+    assert 0 < flat["total"]["lut"] and 0 < flat["total"]["ff"] <= kept["total"]["ff"]
+    assert main(["synth", *argv, "--depth", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--depth: 5 is invalid" in err and err.count("\n") == 1
+
+
 @pytest.mark.slow
 def test_synth_tile_blocks(capsys) -> None:
     """The tile's blocks add up to at most its total (the rest is the top's own glue); a second call
