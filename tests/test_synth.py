@@ -91,7 +91,7 @@ def test_synth_depth_0_is_one_flat_run(capsys) -> None:
     kept = _synth(capsys, *argv)["blocks"]
     assert set(flat) == {"total"} and len(kept) > 1, (flat, kept)
     assert flat["total"]["dsp"] == kept["total"]["dsp"] == 6
-    assert 0 < flat["total"]["lut"] and 0 < flat["total"]["ff"] <= kept["total"]["ff"]
+    assert flat["total"]["lut"] > 0 and 0 < flat["total"]["ff"] <= kept["total"]["ff"]
     assert main(["synth", *argv, "--depth", "5"]) == 2
     err = capsys.readouterr().err
     assert "--depth: 5 is invalid" in err and err.count("\n") == 1
