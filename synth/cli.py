@@ -21,11 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", default="tile", help="which design: " + ", ".join(TOPS))
     p.add_argument("--family", default="xc7", help="FPGA family: " + ", ".join(FAMILIES) + " (default xc7)")
     p.add_argument("--pnr", action="store_true", help="place and route (ecp5 only) and report fmax")
-    p.add_argument(
-        "--depth",
-        type=integer(0, 4),
-        default=1,
-        help="levels of blocks reported (1 to 4, default 1); 0: one flat Yosys run, the total only",
+    levels = p.add_mutually_exclusive_group()
+    levels.add_argument("--depth", type=integer(1, 4), default=1, help="levels of blocks reported (1 to 4, default 1)")
+    levels.add_argument(
+        "--flat", action="store_true", help="one Yosys run of the whole design, all of it flattened: the total only"
     )
     p.add_argument("--freq", type=real(1.0), default=100.0, help="nextpnr's target clock in MHz (default 100)")
     p.add_argument("--seed", type=integer(0, 2**31 - 1), default=1, help="nextpnr's placement seed (default 1)")
@@ -40,13 +39,14 @@ def options(args: argparse.Namespace) -> Options:
 
     check_choice("top", args.top, TOPS)
     check_choice("family", args.family, FAMILIES)
-    check_int("depth", args.depth, 0, 4)
+    check_int("depth", args.depth, 1, 4)
     check_int("seed", args.seed, 0, 2**31 - 1)
     if not 1 <= args.freq <= 1000:
         raise UsageError(f"--freq = {args.freq} is invalid: allowed a clock from 1 to 1000 MHz")
     if args.pnr and args.family != "ecp5":
         raise UsageError(f"--pnr needs --family ecp5 (nextpnr-ecp5); --family {args.family} has no place and route")
-    return Options(family=args.family, pnr=args.pnr, depth=args.depth, freq_mhz=args.freq, seed=args.seed)
+    depth = 0 if args.flat else args.depth
+    return Options(family=args.family, pnr=args.pnr, depth=depth, freq_mhz=args.freq, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

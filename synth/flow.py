@@ -150,7 +150,7 @@ def _synthesized(verilog: str, top: str, config_name: str, opts: Options, root: 
     with progress.phase(f"Yosys synth ({opts.family}): {top} {config_name}"):
         if netlist is None and opts.depth:
             modules = _blockwise(verilog, top, opts, root, work)
-        else:  # one run: place and route needs the whole netlist; depth 0 flattens everything
+        else:  # one run: place and route needs the whole netlist; depth 0 (--flat) flattens everything
             keep = kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top) if opts.depth else []
             modules = _run_yosys(work, yosys_script(work / f"{top}.v", top, keep, opts, netlist))
     result: dict = {"synth_seconds": round(time.monotonic() - start, 1)}

@@ -83,18 +83,20 @@ def test_synth_int8_mesh_one_multiplier_block_per_pe(capsys) -> None:
         assert total["lut"] > 0 and total["ff"] > 0
 
 
-def test_synth_depth_0_is_one_flat_run(capsys) -> None:
-    """``--depth 0`` flattens everything (the shared PE modules too) into one run: the total alone,
-    the same hard multipliers; a depth outside 0 to 4 is refused in one line."""
+def test_synth_flat_is_one_flat_run(capsys) -> None:
+    """``--flat`` flattens everything (the shared PE modules too) into one run: the total alone,
+    the same hard multipliers; with ``--depth`` too, or a depth outside 1 to 4, it is refused in
+    one line."""
     argv = ["--top", "mesh", "--rows", "2", "--cols", "3", "--dtype", "int8", "--family", "xc7"]
-    flat = _synth(capsys, *argv, "--depth", "0")["blocks"]
+    flat = _synth(capsys, *argv, "--flat")["blocks"]
     kept = _synth(capsys, *argv)["blocks"]
     assert set(flat) == {"total"} and len(kept) > 1, (flat, kept)
     assert flat["total"]["dsp"] == kept["total"]["dsp"] == 6
     assert flat["total"]["lut"] > 0 and 0 < flat["total"]["ff"] <= kept["total"]["ff"]
-    assert main(["synth", *argv, "--depth", "5"]) == 2
-    err = capsys.readouterr().err
-    assert "--depth: 5 is invalid" in err and err.count("\n") == 1
+    for bad, message in ((["--depth", "5"], "--depth: 5 is invalid"), (["--flat", "--depth", "2"], "not allowed with")):
+        assert main(["synth", *argv, *bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
 
 
 @pytest.mark.slow
