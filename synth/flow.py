@@ -151,7 +151,7 @@ def _synthesized(verilog: str, top: str, config_name: str, opts: Options, root: 
         if netlist is None and opts.depth:
             modules = _blockwise(verilog, top, opts, root, work)
         else:  # one run: place and route needs the whole netlist; depth 0 (--flat) flattens everything
-            keep = kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top) if opts.depth else []
+            keep = (kept_blocks(verilog, top, opts.depth) + shared_modules(verilog, top)) if opts.depth else []
             modules = _run_yosys(work, yosys_script(work / f"{top}.v", top, keep, opts, netlist))
     result: dict = {"synth_seconds": round(time.monotonic() - start, 1)}
     result["blocks"] = block_resources(opts.family, modules, top)
