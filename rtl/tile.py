@@ -6,13 +6,14 @@ writes for stores), so DMA in both directions overlaps. Four token counters carr
 neighbouring units.
 """
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from rtl.accumulator import ACC_READ_DEPTH, Accumulator
 from rtl.axi import Axi4Signature, AxiLiteSignature
 from rtl.axil import AxiLiteRegs
+from rtl.clock_gate import gate_domain, settled_activity
 from rtl.cmd import ERR, ERROR_EVENTS, CommandInterface
 from rtl.config import AccelConfig
 from rtl.decode import Decoder
@@ -22,6 +23,7 @@ from rtl.gate import Gate
 from rtl.gemm_loop import GemmLoop
 from rtl.ops import dma_desc_layout
 from rtl.scratchpad import Scratchpad
+from rtl.vector.engine import SETTLE_CYCLES as VECTOR_SETTLE_CYCLES
 from rtl.vector.engine import VectorEngine, vec_op_layout
 
 __all__ = ["Tile"]
@@ -46,8 +48,12 @@ DMA_TO_ISA = {
 
 
 class Tile(wiring.Component):
-    def __init__(self, cfg: AccelConfig, queue_depth: int = 16) -> None:
-        self.cfg, self.queue_depth = cfg, queue_depth
+    """``gate_vector`` clocks the vector engine only while it is active (rtl/clock_gate.py), and
+    ``vector_clocked`` then says in which cycles: for simulation speed (``TileSim``, ``SocSim``),
+    not for FPGAs. An idle engine is a fifth of an int8 tile's simulation time (docs/tile.md)."""
+
+    def __init__(self, cfg: AccelConfig, queue_depth: int = 16, *, gate_vector: bool = False) -> None:
+        self.cfg, self.queue_depth, self.gate_vector = cfg, queue_depth, gate_vector
         super().__init__(
             {
                 "s_axil": In(AxiLiteSignature()),
@@ -56,6 +62,7 @@ class Tile(wiring.Component):
                 # Low: the tile's outputs and every state it will ever show stay as they are until
                 # an AXI4-Lite request arrives, so its clock may stop (the simulation top does so).
                 "active": Out(1),
+                **({"vector_clocked": Out(1)} if gate_vector else {}),
             }
         )
 
@@ -73,7 +80,7 @@ class Tile(wiring.Component):
         m.submodules.g_store = g_store = Gate(dma_desc_layout(), UNIT_STORE)
         m.submodules.g_vec = g_vec = Gate(vec_op_layout(), UNIT_VEC)
         m.submodules.exec_unit = ex = ExecUnit(cfg, dec.sp_bits, dec.acc_bits)
-        m.submodules.vector = vec = VectorEngine(cfg)
+        m.submodules.vector = vec = self._vector_engine(m)
         m.submodules.sp = sp = Scratchpad(cfg, read_ports=5)
         m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
         # An error stops a running loop command at once: it issues nothing more and forgets its
@@ -156,15 +163,23 @@ class Tile(wiring.Component):
         self._activity(m, cmdif.pending | ~dma_load.idle | ~dma_store.idle)
         return m
 
+    def _vector_engine(self, m: Module) -> VectorEngine:
+        engine = VectorEngine(self.cfg)
+        if not (self.gate_vector and self.cfg.vector):
+            return engine
+        # The engine's state stands still once it has been idle for its SETTLE_CYCLES; an operation
+        # offered to it (its `busy`) wakes it in the same cycle.
+        active = settled_activity(m, engine.busy, VECTOR_SETTLE_CYCLES, "vector")
+        m.d.comb += self.vector_clocked.eq(gate_domain(m, "vector", active))
+        return DomainRenamer("vector")(engine)
+
     def _activity(self, m: Module, working) -> None:
         """``active`` while work is queued or running, a register access is under way, or less
         than SETTLE_CYCLES have passed since; a register request wakes it in the same cycle."""
         bus = self.s_axil
         request = bus.awvalid | bus.wvalid | bus.arvalid
-        quiet = ~working & ~request & ~bus.bvalid & ~bus.rvalid
-        settle = Signal(range(SETTLE_CYCLES + 1), init=SETTLE_CYCLES)
-        m.d.sync += settle.eq(Mux(quiet, Mux(settle == 0, 0, settle - 1), SETTLE_CYCLES))
-        m.d.comb += self.active.eq(~quiet | (settle != 0))
+        busy = working | request | bus.bvalid | bus.rvalid
+        m.d.comb += self.active.eq(settled_activity(m, busy, SETTLE_CYCLES, "tile"))
 
     def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[DmaRead, DmaWrite]:
         """Two DMA engines on one AXI port: loads use only the read channels and stores only the

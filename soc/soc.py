@@ -20,6 +20,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from rtl.axi import Axi4Signature, AxiLiteSignature
+from rtl.clock_gate import gate_domain
 from soc.arbiter import BusArbiter
 from soc.axi_arbiter import Axi4Arbiter
 from soc.bridge import BusToAxi
@@ -87,19 +88,10 @@ class _ItcmLoader(wiring.Component):
 
 
 def _gated_tile(m: Module, tile: wiring.Component, name: str) -> tuple[wiring.Component, Signal]:
-    """Clock ``tile`` only while it is active: a clock gate whose enable is latched while the
-    clock is low, so the gated clock never glitches. The tile then costs a simulator nothing while
-    idle; its behaviour is unchanged because an inactive tile's next state equals its state.
-    Simulation only: the gated domains have no reset (registers start at their initial values)."""
-    gate = f"{name}_gate"
-    m.domains += [
-        ClockDomain(gate, clk_edge="neg", local=True, reset_less=True),
-        ClockDomain(name, local=True, reset_less=True),
-    ]
-    enable = Signal(init=1, name="enable" if name == "tile" else f"{name}_enable")
-    m.d[gate] += enable.eq(tile.active)
-    m.d.comb += [ClockSignal(gate).eq(ClockSignal()), ClockSignal(name).eq(ClockSignal() & enable)]
-    return DomainRenamer(name)(tile), enable
+    """Clock ``tile`` only while it is active (rtl/clock_gate.py): the tile then costs a simulator
+    nothing while idle; its behaviour is unchanged because an inactive tile's next state equals its
+    state. Simulation only: the gated domains have no reset (registers start at their initial values)."""
+    return DomainRenamer(name)(tile), gate_domain(m, name, tile.active)
 
 
 def _run_ports(cfg: SocConfig) -> dict:
@@ -114,8 +106,9 @@ def _run_ports(cfg: SocConfig) -> dict:
 
 
 class Soc(wiring.Component):
-    """``gate_tile`` stops the tile's clock while it is idle and leaves it without a reset: for
-    simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard.
+    """``gate_tile`` stops the tile's clock while it is idle, and its vector engine's while that is
+    (``Tile``'s ``gate_vector``), and leaves them without a reset: for simulation speed (``SocSim``),
+    not for FPGAs, where a clock made of logic is a timing hazard.
     ``image`` preloads the ITCMs and the data RAM (a program on an FPGA, where no harness loads it)."""
 
     def __init__(self, cfg: SocConfig, *, gate_tile: bool = False, image: MemoryImage | None = None) -> None:
@@ -141,7 +134,7 @@ class Soc(wiring.Component):
         m.submodules.mmio = mmio = self._mmio(m)
         from rtl.tile import Tile  # the tile pulls in every accelerator block
 
-        tiles, enables = [Tile(cfg.accel) for _ in range(cfg.tiles)], []
+        tiles, enables = [Tile(cfg.accel, gate_vector=self.gate_tile) for _ in range(cfg.tiles)], []
         for t, tile in enumerate(tiles):
             if self.gate_tile:
                 m.submodules[_tile_name(t)], enable = _gated_tile(m, tile, _tile_name(t))
@@ -280,7 +273,7 @@ class SocSim(wiring.Component):
     """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives.
 
     Built for simulation speed: there is no reset (Verilator starts every register at its initial
-    value), the tile's clock is gated while it is idle (``gate_tile``), and ``hold`` and the debug
+    value), the tile's clock (and its vector engine's) is gated while idle (``gate_tile``), and ``hold`` and the debug
     port are registered, so the clock is the only input any logic depends on.
     """
 

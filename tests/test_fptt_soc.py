@@ -102,6 +102,7 @@ def test_truncation_ramp_and_a_batch_wider_than_a_row() -> None:
         run_and_check(FpttProblem(dims, 11, hyper), x, y, cores=1)
 
 
+@pytest.mark.slow  # over two minutes
 def test_gate_weights_resident_and_streamed() -> None:
     """Asked for (``resident_weights``), gate weights resident in the scratchpad (GEMM flag [21])
     where they fit, streamed from memory where they do not: on this SoC's 256 KiB scratchpad

@@ -7,10 +7,12 @@ import json
 import pytest
 
 from rtl.config import AccelConfig
+from rtl.vector.engine import SETTLE_CYCLES
 from rtl.vector.engine_model import VecCommand
 from rtl.vector.ops import VecOp
 from sim.cli import main
 from tb.tile_cases import LoopCase, conv_case, gemm_case
+from tb.vector_cases import vector_case
 from tests.test_tile import CONV_CASES, LIMIT_CASES, LIMIT_CONV_CASES, LOOP_CASES, SMALL_CASES, SMALL_CONV_CASES
 from tilesim.run import run_case
 
@@ -54,6 +56,24 @@ def test_a_tile_without_the_vector_engine() -> None:
     with pytest.raises(RuntimeError, match="BAD_FIELD"):
         run_case(cfg, LoopCase("vec", add))
     run_case(cfg, gemm_case(cfg, LOOP_CASES[2], seed=9))
+
+
+@pytest.mark.parametrize(("dtype", "op"), [("int8", VecOp.ADD), ("bf16", VecOp.SIGMOID)])
+def test_the_vector_engine_is_clocked_only_while_it_works(dtype: str, op: VecOp) -> None:
+    """The simulator stops the idle vector engine's clock (Tile's ``gate_vector``): a GEMM clocks it
+    in none of its cycles but the settling ones left from the start, a VEC command in every cycle
+    the engine is busy and SETTLE_CYCLES after each busy stretch; both exact. (VEC commands after
+    the engine has slept through GEMMs on one device: tests/test_runtime.py, tests/test_deploy.py.)"""
+    cfg = AccelConfig(rows=4, cols=4, dtype=dtype)
+    gemm = run_case(cfg, gemm_case(cfg, {"m": 48, "k": 40, "n": 36}, seed=3))
+    assert gemm.cycles > 20 * SETTLE_CYCLES
+    assert gemm.counters["vector_clocked"] <= SETTLE_CYCLES
+    case = vector_case(cfg, op, 1000, "sp", seed=4)
+    vec = run_case(cfg, case)
+    busy, clocked = vec.counters["vec_cycles"], vec.counters["vector_clocked"]
+    stretches = sum(1 for words in case.commands if words[0] & 0xFF == 0x05) + 1  # and the start's
+    assert busy > 100
+    assert busy <= clocked <= busy + stretches * SETTLE_CYCLES < vec.cycles
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,7 @@ def test_bf16_add_matches_fp32_add_then_narrowing():
 SCALAR_SETS = [(0x3D4D, 0x3F00, 0x3F80), (0x3D4D, 0x0000, 0x0000), (0x7F80, 0x7FC0, 0xFF80)]
 
 
+@pytest.mark.slow  # over two minutes
 def test_edges():
     """Every edge value in every operand position against every edge value in each other position,
     for each scalar set: one operand walks the edges while the others cycle through them."""

@@ -63,6 +63,7 @@ struct Sim {
     std::unique_ptr<VerilatedContext> ctx{new VerilatedContext};
     std::unique_ptr<Vtile_sim> top;
     uint64_t cycles = 0;
+    uint64_t vector_clocked = 0;  // cycles whose edge clocked the vector engine (its gate's enable)
 
     Sim() {
         ctx->randReset(0);
@@ -73,6 +74,7 @@ struct Sim {
     inline void tick() {
         top->clk = 0;
         top->eval();
+        vector_clocked += top->vector_clocked;  // latched at this falling edge for the next rising one
         top->clk = 1;
         top->eval();
         cycles++;
@@ -287,7 +289,9 @@ int main(int argc, char** argv) {
     const auto wall = std::chrono::steady_clock::now();
     uint64_t cycles = 0;
     uint32_t pushed = 0;
+    const uint64_t clocked_before = sim.vector_clocked;
     const bool irq = run_stream(sim, stream, max_cycles, &cycles, &pushed);
+    const uint64_t vector_clocked = sim.vector_clocked - clocked_before;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
     const uint32_t status = sim.read(STATUS), error_seq = sim.read(ERROR_SEQ);
 
@@ -295,6 +299,7 @@ int main(int argc, char** argv) {
     if (!out) die(std::string("cannot write ") + result);
     std::fprintf(out, "{\"interrupt\": %s, \"cycles\": %llu, \"seconds\": %.6f, \"status\": %u, \"error_seq\": %u",
                  irq ? "true" : "false", (unsigned long long)cycles, seconds, status, error_seq);
+    std::fprintf(out, ", \"vector_clocked\": %llu", (unsigned long long)vector_clocked);
     for (const auto& c : kCounters) std::fprintf(out, ", \"%s\": %u", c.name, sim.read(c.offset));
     std::fprintf(out, "}\n");
     std::fclose(out);

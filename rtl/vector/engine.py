@@ -33,12 +33,17 @@ from rtl.vector.lane import LATENCY, VectorLane
 from rtl.vector.ops import VecOp
 from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 
-__all__ = ["ROW_BUFFER", "VectorEngine", "vec_op_layout"]
+__all__ = ["ROW_BUFFER", "SETTLE_CYCLES", "VectorEngine", "vec_op_layout"]
 
 # Rows buffered per operand and for results: covers the accumulator's read latency (5 cycles)
 # plus the buffers' own, so one row per cycle streams when a row is one beat.
 ROW_BUFFER = 8
 ONE_F32 = 0x3F800000  # the read-out's identity scale for float accumulators (int32: shift 0)
+# Cycles after `busy` falls in which the engine's state may still change: its pipelines (lanes,
+# update units, function units) shift on with inputs that no longer change. Once they have, the
+# engine stands still until `busy` rises, so its clock may stop (rtl/clock_gate.py, Tile).
+SETTLE_CYCLES = 32
+assert max(LATENCY.values()) + UpdateUnit.LATENCY + 1 < SETTLE_CYCLES
 
 
 def vec_op_layout() -> data.StructLayout:
@@ -110,6 +115,8 @@ class VectorEngine(wiring.Component):
                     )
                 ),
                 "elements": Out(range(max(cfg.lanes, cfg.update_lanes) + 1)),  # elements computed this cycle
+                # An operation offered or running: with SETTLE_CYCLES after it, every cycle in which
+                # the engine's state may change.
                 "busy": Out(1),
             }
         )
