@@ -19,7 +19,8 @@ from tb.dma_top import DmaTop
 
 REPO = Path(__file__).resolve().parent.parent
 # Everything a generated design depends on: a change here must invalidate cached builds.
-SOURCE_DIRS = ("rtl", "soc", "tb")  # tb: test tops (e.g. tb/dma_top.py) are generated too
+# tb: test tops (e.g. tb/dma_top.py) are generated too; tilesim: the tile simulator's top.
+SOURCE_DIRS = ("rtl", "soc", "tb", "tilesim")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from sim.cli import main
 from tb.tile_cases import LoopCase, conv_case, gemm_case
 from tb.vector_cases import vector_case
 from tests.test_tile import CONV_CASES, LIMIT_CASES, LIMIT_CONV_CASES, LOOP_CASES, SMALL_CASES, SMALL_CONV_CASES
-from tilesim.run import run_case
+from tilesim.build import build_tile_sim, pgo_requested
+from tilesim.run import MIN_MEM_BYTES, run_case
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
@@ -89,6 +90,34 @@ def test_bench_runs_on_the_tile_simulator(argv, macs, capsys) -> None:
     assert result["macs"] == macs
     assert result["utilization"] == round(macs / (16 * result["cycles"]), 4)
     assert result["cycles"] >= macs / 16 and result["sim_cycles_per_second"] > 0
+
+
+@pytest.mark.parametrize(("value", "wanted"), [(None, True), ("1", True), ("0", False), ("no", 0), ("FALSE", 0)])
+def test_pgo_is_on_unless_switched_off(value, wanted, monkeypatch) -> None:
+    if value is None:
+        monkeypatch.delenv("PYARD_SIM_PGO", raising=False)
+    else:
+        monkeypatch.setenv("PYARD_SIM_PGO", value)
+    assert pgo_requested() == wanted
+
+
+@pytest.mark.slow
+def test_profile_guided_build_runs_the_same_cycles(monkeypatch, capsys) -> None:
+    """The build users get by default (profile-guided; the suite's are not): compiled with the
+    profile of its training run, and the bench on it exact, with the cycles and counters of the
+    plain build."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="int8")
+    argv = ["bench", "gemm", "--config", cfg.name, "--m", "64", "--k", "48", "--n", "40", "--json"]
+    runs = {}
+    for pgo in ("0", "1"):
+        monkeypatch.setenv("PYARD_SIM_PGO", pgo)
+        assert main(argv) == 0
+        runs[pgo] = json.loads(capsys.readouterr().out)
+        build = build_tile_sim(cfg, MIN_MEM_BYTES, runs[pgo]["read_latency"])  # the bench's for this case
+        assert build.cached and bool(list(build.directory.glob("obj/*.gcda"))) == (pgo == "1")
+    timing = ("sim_seconds", "sim_cycles_per_second", "simulator_build_was_cached")
+    plain, guided = ({k: v for k, v in run.items() if k not in timing} for run in (runs["0"], runs["1"]))
+    assert plain == guided
 
 
 @pytest.mark.parametrize("out", ["narrow", "full"])

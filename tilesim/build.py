@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import struct
 import time
@@ -24,7 +25,7 @@ from sim.soc_build import CXX_FLAGS, HARNESS_DIR, MAKE_FLAGS, SIM_RAM, VERILATOR
 if TYPE_CHECKING:
     from tb.tile_cases import LoopCase
 
-__all__ = ["HARNESS", "TileSimBuild", "build_tile_sim", "harness_command"]
+__all__ = ["HARNESS", "TileSimBuild", "build_tile_sim", "harness_command", "pgo_requested"]
 
 HARNESS = Path(__file__).resolve().parent / "tile_main.cpp"
 # The memory words and dump ranges it shares with the SoC harness.
@@ -128,10 +129,16 @@ def harness_command(executable: Path, case: LoopCase, work: Path, max_cycles: in
     return [*cmd, "--result", str(work / "result.json"), "--max-cycles", str(max_cycles)]
 
 
+def pgo_requested() -> bool:
+    """Profile-guided builds unless PYARD_SIM_PGO is set to a false value (0, no, false): the test
+    suite sets it, as its runs are too short to win back the second compile."""
+    return os.environ.get("PYARD_SIM_PGO", "").lower() not in ("0", "no", "false")
+
+
 def _pgo(cfg: AccelConfig) -> bool:
-    """Profile-guided, position-dependent compiles for flat meshes; a hierarchical build's many
-    makefiles are compiled as before (not measured with them)."""
-    return not verilator.hierarchical_args(cfg.rows * cfg.cols)
+    """Profile-guided, position-dependent compiles for flat meshes (unless not requested); a
+    hierarchical build's many makefiles are compiled as before (not measured with them)."""
+    return pgo_requested() and not verilator.hierarchical_args(cfg.rows * cfg.cols)
 
 
 def _train(cfg: AccelConfig, mem_bytes: int, directory: Path) -> None:
