@@ -273,8 +273,8 @@ class SocSim(wiring.Component):
     """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives.
 
     Built for simulation speed: there is no reset (Verilator starts every register at its initial
-    value), the tile's clock (and its vector engine's) is gated while idle (``gate_tile``), and ``hold`` and the debug
-    port are registered, so the clock is the only input any logic depends on.
+    value), the tile's clock (and its vector engine's) is gated while idle (``gate_tile``), and
+    ``hold`` and the debug port are registered, so the clock is the only input any logic depends on.
     """
 
     def __init__(self, cfg: SocConfig, *, gate_tile: bool = True) -> None:
