@@ -28,9 +28,16 @@ T = TypeVar("T")
 BUILD_ROOT = build_root()
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """An on/off environment variable: true for 1, yes, true; false for 0, no, false (any case);
+    ``default`` when unset or anything else."""
+    value = os.environ.get(name, "").lower()
+    return True if value in ("1", "yes", "true") else False if value in ("0", "no", "false") else default
+
+
 def waves_requested() -> bool:
     """Waveforms are recorded when PYARD_WAVES is set to a true value (1, yes, true)."""
-    return os.environ.get("PYARD_WAVES", "").lower() in ("1", "yes", "true")
+    return env_flag("PYARD_WAVES", default=False)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,9 @@ def test_bench_runs_on_the_tile_simulator(argv, macs, capsys) -> None:
     assert result["cycles"] >= macs / 16 and result["sim_cycles_per_second"] > 0
 
 
-@pytest.mark.parametrize(("value", "wanted"), [(None, True), ("1", True), ("0", False), ("no", 0), ("FALSE", 0)])
+@pytest.mark.parametrize(
+    ("value", "wanted"), [(None, True), ("1", True), ("0", False), ("no", False), ("FALSE", False)]
+)
 def test_pgo_is_on_unless_switched_off(value, wanted, monkeypatch) -> None:
     if value is None:
         monkeypatch.delenv("PYARD_SIM_PGO", raising=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import struct
 import time
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from rtl.config import AccelConfig
 from sim import children, progress, verilator
-from sim.build import BUILD_ROOT, cached_build
+from sim.build import BUILD_ROOT, cached_build, env_flag
 from sim.generate import source_hash
 from sim.soc_build import CXX_FLAGS, HARNESS_DIR, MAKE_FLAGS, SIM_RAM, VERILATOR_ARGS
 
@@ -132,7 +131,7 @@ def harness_command(executable: Path, case: LoopCase, work: Path, max_cycles: in
 def pgo_requested() -> bool:
     """Profile-guided builds unless PYARD_SIM_PGO is set to a false value (0, no, false): the test
     suite sets it, as its runs are too short to win back the second compile."""
-    return os.environ.get("PYARD_SIM_PGO", "").lower() not in ("0", "no", "false")
+    return env_flag("PYARD_SIM_PGO", default=True)
 
 
 def _pgo(cfg: AccelConfig) -> bool:
