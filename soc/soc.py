@@ -25,6 +25,7 @@ from soc.arbiter import BusArbiter
 from soc.axi_arbiter import Axi4Arbiter
 from soc.bridge import BusToAxi
 from soc.config import SocConfig
+from soc.debug_port import DEBUG_PORT, DebugPort
 from soc.decoder import BusDecoder
 from soc.dram import BankedRam
 from soc.image import MemoryImage
@@ -230,45 +231,6 @@ class Soc(wiring.Component):
             m.d.comb += [itcm.load.en.eq(loader.en), itcm.load.addr.eq(loader.addr), itcm.load.data.eq(loader.data)]
 
 
-# The harness' debug port (master side): a four-phase handshake, see _DebugPort.
-DEBUG_PORT = wiring.Signature(
-    {"valid": Out(1), "addr": Out(32), "write": Out(1), "wdata": Out(32), "done": In(1), "rdata": In(32), "err": In(1)}
-)
-
-
-class _DebugPort(wiring.Component):
-    """The harness' side of the debug bus: every input lands in a register first, so no logic of
-    the SoC depends on a top-level input, and Verilator need not re-evaluate it on every ``eval``.
-
-    A four-phase handshake: the harness raises ``valid`` with the request, the port answers with
-    ``done`` (and ``rdata``/``err``), the harness drops ``valid``, the port drops ``done``.
-    """
-
-    host: In(DEBUG_PORT)
-    bus: Out(BusSignature())
-
-    def elaborate(self, platform: object) -> Module:
-        m = Module()
-        host, bus = self.host, self.bus
-        valid = Signal()
-        m.d.sync += [valid.eq(host.valid), bus.addr.eq(host.addr), bus.write.eq(host.write), bus.wdata.eq(host.wdata)]
-        m.d.comb += bus.mask.eq(0xF)
-        with m.FSM():
-            with m.State("IDLE"), m.If(valid):
-                m.next = "REQUEST"
-            with m.State("REQUEST"):
-                m.d.comb += bus.req_valid.eq(1)
-                with m.If(bus.req_ready):
-                    m.next = "RESPONSE"
-            with m.State("RESPONSE"), m.If(bus.rsp_valid):
-                m.d.sync += [host.done.eq(1), host.rdata.eq(bus.rdata), host.err.eq(bus.err)]
-                m.next = "DONE"
-            with m.State("DONE"), m.If(~valid):
-                m.d.sync += host.done.eq(0)
-                m.next = "IDLE"
-        return m
-
-
 class SocSim(wiring.Component):
     """The SoC with the simulated main memory on ``m_axi``: the top the Verilator harness drives.
 
@@ -297,7 +259,7 @@ class SocSim(wiring.Component):
         m.submodules.soc = soc = Soc(cfg, gate_tile=self.gate_tile)
         id_bits = mem_id_bits(cfg.tiles)
         m.submodules.mem = mem = MainMemory(MEM_BASE, cfg.mem_bytes, cfg.mem_bits, id_bits, cfg.mem_latency)
-        m.submodules.dbg = dbg = _DebugPort()
+        m.submodules.dbg = dbg = DebugPort()
         connect(m, soc.m_axi, mem.axi)
         connect(m, dbg.bus, soc.dbg)
         connect(m, wiring.flipped(self.dbg), dbg.host)

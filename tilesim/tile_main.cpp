@@ -8,7 +8,7 @@
 //   tile_sim --image IMG --commands CMDS --result OUT.json [--max-cycles N] [--dump ADDR:LEN:FILE]...
 //
 // IMG: the first bytes of main memory (from address 0). CMDS: little-endian words, each command
-// as its word count followed by its words. Verilator spells the port s_axil__x as s_axil___05Fx.
+// as its word count followed by its words. Verilator spells the port host__x as host___05Fx.
 //
 //   tile_sim --serve
 //
@@ -80,50 +80,23 @@ struct Sim {
         cycles++;
     }
 
-    // One AXI4-Lite write: address and data offered together, then the response.
-    void write(uint32_t addr, uint32_t data) {
-        top->s_axil___05Fawaddr = addr;
-        top->s_axil___05Fawvalid = 1;
-        top->s_axil___05Fwdata = data;
-        top->s_axil___05Fwstrb = 0xF;
-        top->s_axil___05Fwvalid = 1;
-        top->s_axil___05Fbready = 1;
-        bool aw = false, w = false;
-        for (int budget = 1000; budget > 0; budget--) {
-            top->eval();
-            const bool aw_now = top->s_axil___05Fawvalid && top->s_axil___05Fawready;
-            const bool w_now = top->s_axil___05Fwvalid && top->s_axil___05Fwready;
-            const bool b_now = top->s_axil___05Fbvalid;
-            tick();
-            aw |= aw_now, w |= w_now;
-            if (aw) top->s_axil___05Fawvalid = 0;
-            if (w) top->s_axil___05Fwvalid = 0;
-            if (b_now) {
-                top->s_axil___05Fbready = 0;
-                return;
-            }
-        }
-        die("the tile's AXI4-Lite port did not answer a write");
+    // One register access through the four-phase host port (soc/debug_port.py): raise valid with
+    // the request, wait for done, drop valid, wait for done to fall.
+    uint32_t access(uint32_t addr, bool write, uint32_t wdata) {
+        top->host___05Fvalid = 1;
+        top->host___05Faddr = addr;
+        top->host___05Fwrite = write;
+        top->host___05Fwdata = wdata;
+        int budget = 1000;
+        while (!top->host___05Fdone && budget > 0) tick(), budget--;
+        const uint32_t rdata = top->host___05Frdata;
+        top->host___05Fvalid = 0;
+        while (top->host___05Fdone && budget > 0) tick(), budget--;
+        if (budget == 0) die("the tile's AXI4-Lite port did not answer");
+        return rdata;
     }
-
-    uint32_t read(uint32_t addr) {
-        top->s_axil___05Faraddr = addr;
-        top->s_axil___05Farvalid = 1;
-        top->s_axil___05Frready = 1;
-        for (int budget = 1000; budget > 0; budget--) {
-            top->eval();
-            const bool ar_now = top->s_axil___05Farvalid && top->s_axil___05Farready;
-            const bool r_now = top->s_axil___05Frvalid;
-            const uint32_t data = top->s_axil___05Frdata;
-            tick();
-            if (ar_now) top->s_axil___05Farvalid = 0;
-            if (r_now) {
-                top->s_axil___05Frready = 0;
-                return data;
-            }
-        }
-        die("the tile's AXI4-Lite port did not answer a read");
-    }
+    void write(uint32_t addr, uint32_t data) { access(addr, true, data); }
+    uint32_t read(uint32_t addr) { return access(addr, false, 0); }
 };
 
 std::vector<uint32_t> read_words(const char* path) {

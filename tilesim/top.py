@@ -1,10 +1,13 @@
 """``tile_sim``: the tile with the simulated main memory on its AXI4 master port.
 
 The memory model is the SoC's (soc/main_memory.py): a read latency, several bursts in flight, one
-beat per cycle, the words in the harness behind DPI. The AXI4-Lite slave port and the interrupt are
-the ports the harness drives and watches. No reset: Verilator starts every register at its initial
-value, as in the SoC simulator. The vector engine is clocked only while it is active (``Tile``'s
-``gate_vector``); ``vector_clocked`` says in which cycles, and the harness counts them.
+beat per cycle, the words in the harness behind DPI. The harness reaches the tile's registers (its
+AXI4-Lite slave port) through a registered four-phase port (``host``, soc/debug_port.py) and a bus →
+AXI4-Lite bridge, so the clock is the only top-level input any logic depends on (Verilator then
+evaluates none of the tile again for a changed input), and watches the interrupt. No reset:
+Verilator starts every register at its initial value, as in the SoC simulator. The vector engine is
+clocked only while it is active (``Tile``'s ``gate_vector``); ``vector_clocked`` says in which
+cycles, and the harness counts them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from amaranth.lib.wiring import In, Out, connect
 from rtl.axi import AxiLiteSignature
 from rtl.config import AccelConfig
 from rtl.tile import Tile
+from soc.bridge import BusToAxi
+from soc.debug_port import DEBUG_PORT, DebugPort
 from soc.main_memory import MainMemory
 
 __all__ = ["ID_BITS", "TileSim"]
@@ -26,7 +31,7 @@ ID_BITS = 4  # the tile's AXI4 IDs (rtl/axi.py's default)
 class TileSim(wiring.Component):
     def __init__(self, cfg: AccelConfig, mem_bytes: int, latency: int) -> None:
         self.cfg, self.mem_bytes, self.latency = cfg, mem_bytes, latency
-        super().__init__({"clk": In(1), "s_axil": In(AxiLiteSignature()), "irq": Out(1), "vector_clocked": Out(1)})
+        super().__init__({"clk": In(1), "host": In(DEBUG_PORT), "irq": Out(1), "vector_clocked": Out(1)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -35,6 +40,10 @@ class TileSim(wiring.Component):
         m.submodules.tile = tile = Tile(self.cfg, gate_vector=True)
         m.submodules.mem = mem = MainMemory(0, self.mem_bytes, self.cfg.dma_bits, ID_BITS, self.latency)
         connect(m, tile.m_axi, mem.axi)
-        connect(m, wiring.flipped(self.s_axil), tile.s_axil)
+        m.submodules.port = port = DebugPort()
+        m.submodules.bridge = bridge = BusToAxi(AxiLiteSignature())
+        connect(m, wiring.flipped(self.host), port.host)
+        connect(m, port.bus, bridge.bus)
+        connect(m, bridge.axi, tile.s_axil)
         m.d.comb += [self.irq.eq(tile.irq), self.vector_clocked.eq(tile.vector_clocked)]
         return m

@@ -7,7 +7,7 @@
 //
 //   soc_sim --image IMG --result OUT.json [--max-cycles N] [--dump ADDR:LEN:FILE]... [--trace F.fst]
 //
-// The debug port is a four-phase handshake (soc/soc.py, _DebugPort); Verilator spells the port
+// The debug port is a four-phase handshake (soc/debug_port.py); Verilator spells the port
 // dbg__x as dbg___05Fx. There is no reset: every register starts at its initial value.
 // IMG is a flat list of little-endian (address, word) pairs: only the non-zero words of the
 // program (every memory starts zeroed).
