@@ -35,10 +35,11 @@ A bias (or C) load into a used C slot must not overtake the STORE that last used
 waits until at most one STORE is unfinished.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, DomainRenamer, Elaboratable, Module, Mux, ResetInserter, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.clock_gate import gate_domain, settled_activity
 from rtl.config import AccelConfig
 from rtl.divider import Divider
 from rtl.dma import DmaKind, element_bytes
@@ -62,6 +63,10 @@ GROUP_SLOTS = ((0, 1), (0, 2), (1, 1))
 # The command's last pair may be cut in two (rows); its second part is a number of eighths of it,
 # up to TAIL_EIGHTHS_MAX (see `_tail_eighths`).
 TAIL_EIGHTHS_MAX = 4
+# Cycles the gated im2col walker stays clocked after a CONV2D: none of its state changes once the
+# loop has taken its last piece (which ends the loop) and its multiplier and divider are done (they
+# finish before that piece), so a few suffice; more cost nothing measurable.
+IM2COL_SETTLE_CYCLES = 8
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -214,11 +219,18 @@ class _KSlice:
 
 
 class GemmLoop(wiring.Component):
-    def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int) -> None:
-        self.cfg, self.sp_bits, self.acc_bits = cfg, sp_bits, acc_bits
+    """``halt`` (an error) stops a running loop command at once: the loop issues nothing more and
+    forgets its queued operations. ``gate_im2col`` clocks the im2col walker only while a CONV2D runs
+    (and IM2COL_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs; it
+    changes nothing the loop does, as the walker's state changes only by a CONV2D's setup, walks and
+    block steps, and by ``halt``."""
+
+    def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int, *, gate_im2col: bool = False) -> None:
+        self.cfg, self.sp_bits, self.acc_bits, self.gate_im2col = cfg, sp_bits, acc_bits, gate_im2col
         super().__init__(
             {
                 "cmd": In(stream.Signature(GemmCmd)),
+                "halt": In(1),
                 "load": Out(_gated(dma_desc_layout())),
                 "exec": Out(_gated(exec_op_layout(sp_bits, acc_bits))),
                 "store": Out(_gated(dma_desc_layout())),
@@ -242,7 +254,7 @@ class GemmLoop(wiring.Component):
         S = layout.slots
         m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
         m.submodules.mul = mul = Multiplier(32, 16)
-        m.submodules.im2col = im2col = Im2col(cfg)
+        im2col = Im2col(cfg)
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -577,7 +589,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
-                        m.d.comb += im2col.next_block.eq(1)
+                        m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.done)
                     with m.Else():
                         m.next = "IDLE"
@@ -597,7 +609,16 @@ class GemmLoop(wiring.Component):
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
         queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
         m.d.comb += self.busy.eq(~self.cmd.ready | queued)
-        return m
+        m.submodules.im2col = self._clocked_im2col(m, im2col, im2col.setup | (self.busy & c.conv) | self.halt)
+        return ResetInserter({"sync": self.halt, **({"im2col": self.halt} if self.gate_im2col else {})})(m)
+
+    def _clocked_im2col(self, m: Module, im2col: Im2col, working: Value) -> Elaboratable:
+        """The walker on a clock of its own that runs while ``working`` (a CONV2D's setup, the
+        CONV2D running, a halt resetting it) and IM2COL_SETTLE_CYCLES after, when gated."""
+        if not self.gate_im2col:
+            return im2col
+        gate_domain(m, "im2col", settled_activity(m, working, IM2COL_SETTLE_CYCLES, "im2col"))
+        return DomainRenamer("im2col")(im2col)
 
     def _setup(
         self,

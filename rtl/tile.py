@@ -6,7 +6,7 @@ writes for stores), so DMA in both directions overlaps. Four token counters carr
 neighbouring units.
 """
 
-from amaranth.hdl import Cat, DomainRenamer, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -48,12 +48,13 @@ DMA_TO_ISA = {
 
 
 class Tile(wiring.Component):
-    """``gate_vector`` clocks the vector engine only while it is active (rtl/clock_gate.py), and
-    ``vector_clocked`` then says in which cycles: for simulation speed (``TileSim``, ``SocSim``),
-    not for FPGAs. An idle engine is a fifth of an int8 tile's simulation time (docs/tile.md)."""
+    """``gate_idle`` clocks the vector engine and the GEMM loop's im2col walker only while they are
+    active (rtl/clock_gate.py; ``vector_clocked`` says in which cycles the engine was): for
+    simulation speed (``TileSim``, ``SocSim``), not for FPGAs. An idle engine is a fifth of an int8
+    tile's simulation time, the walker outside a CONV2D a twentieth (docs/tile.md)."""
 
-    def __init__(self, cfg: AccelConfig, queue_depth: int = 16, *, gate_vector: bool = False) -> None:
-        self.cfg, self.queue_depth, self.gate_vector = cfg, queue_depth, gate_vector
+    def __init__(self, cfg: AccelConfig, queue_depth: int = 16, *, gate_idle: bool = False) -> None:
+        self.cfg, self.queue_depth, self.gate_idle = cfg, queue_depth, gate_idle
         super().__init__(
             {
                 "s_axil": In(AxiLiteSignature()),
@@ -62,7 +63,7 @@ class Tile(wiring.Component):
                 # Low: the tile's outputs and every state it will ever show stay as they are until
                 # an AXI4-Lite request arrives, so its clock may stop (the simulation top does so).
                 "active": Out(1),
-                **({"vector_clocked": Out(1)} if gate_vector else {}),
+                **({"vector_clocked": Out(1)} if gate_idle else {}),
             }
         )
 
@@ -85,8 +86,8 @@ class Tile(wiring.Component):
         m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
         # An error stops a running loop command at once: it issues nothing more and forgets its
         # queued operations (units holding one finish it, or drop it when the error is cleared).
-        gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits)
-        m.submodules.gemm = ResetInserter(cmdif.halted)(gemm)
+        m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits, gate_im2col=self.gate_idle)
+        m.d.comb += gemm.halt.eq(cmdif.halted)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, regs.req, cmdif.req)
@@ -165,7 +166,7 @@ class Tile(wiring.Component):
 
     def _vector_engine(self, m: Module) -> VectorEngine:
         engine = VectorEngine(self.cfg)
-        if not (self.gate_vector and self.cfg.vector):
+        if not (self.gate_idle and self.cfg.vector):
             return engine
         # The engine's state stands still once it has been idle for its SETTLE_CYCLES; an operation
         # offered to it (its `busy`) wakes it in the same cycle.

@@ -107,9 +107,9 @@ def _run_ports(cfg: SocConfig) -> dict:
 
 
 class Soc(wiring.Component):
-    """``gate_tile`` stops the tile's clock while it is idle, and its vector engine's while that is
-    (``Tile``'s ``gate_vector``), and leaves them without a reset: for simulation speed (``SocSim``),
-    not for FPGAs, where a clock made of logic is a timing hazard.
+    """``gate_tile`` stops the tile's clock while it is idle, and its vector engine's and im2col
+    walker's while those are (``Tile``'s ``gate_idle``), and leaves them without a reset: for
+    simulation speed (``SocSim``), not for FPGAs, where a clock made of logic is a timing hazard.
     ``image`` preloads the ITCMs and the data RAM (a program on an FPGA, where no harness loads it)."""
 
     def __init__(self, cfg: SocConfig, *, gate_tile: bool = False, image: MemoryImage | None = None) -> None:
@@ -135,7 +135,7 @@ class Soc(wiring.Component):
         m.submodules.mmio = mmio = self._mmio(m)
         from rtl.tile import Tile  # the tile pulls in every accelerator block
 
-        tiles, enables = [Tile(cfg.accel, gate_vector=self.gate_tile) for _ in range(cfg.tiles)], []
+        tiles, enables = [Tile(cfg.accel, gate_idle=self.gate_tile) for _ in range(cfg.tiles)], []
         for t, tile in enumerate(tiles):
             if self.gate_tile:
                 m.submodules[_tile_name(t)], enable = _gated_tile(m, tile, _tile_name(t))

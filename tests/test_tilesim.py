@@ -10,8 +10,9 @@ from rtl.config import AccelConfig
 from rtl.vector.engine import SETTLE_CYCLES
 from rtl.vector.engine_model import VecCommand
 from rtl.vector.ops import VecOp
+from runtime.device import Device, DeviceError
 from sim.cli import main
-from tb.tile_cases import LoopCase, conv_case, gemm_case
+from tb.tile_cases import LoopCase, check_exact, conv_case, gemm_case
 from tb.vector_cases import vector_case
 from tests.test_tile import CONV_CASES, LIMIT_CASES, LIMIT_CONV_CASES, LOOP_CASES, SMALL_CASES, SMALL_CONV_CASES
 from tilesim.build import build_tile_sim, pgo_requested
@@ -47,6 +48,27 @@ def test_a_tile_error_is_reported() -> None:
         run_case(cfg, bad)
 
 
+def test_an_error_in_a_conv2d_leaves_the_next_exact() -> None:
+    """An error halts a CONV2D mid-walk (its output store answers DECERR while the im2col walker
+    still loads the next M blocks); the halt resets the walker, whose clock the simulator stops
+    between CONV2Ds (``Tile``'s ``gate_idle``), so the next CONV2D on the device, and the same one
+    again after a GEMM, are exact."""
+    cfg = AccelConfig(rows=4, cols=4, dtype="bf16", sp_kib=1, acc_kib=1)  # M in blocks
+    conv = conv_case(cfg, SMALL_CONV_CASES[2], seed=5)  # A streamed: walks all along
+    gemm = gemm_case(cfg, SMALL_CASES[0], seed=6)
+    with Device(cfg) as dev:
+        out_word = conv.words.index(conv.out_addr)
+        stray = [*conv.words[:out_word], dev.mem_bytes, *conv.words[out_word + 1 :]]  # past the memory
+        dev.write(0, conv.image())
+        with pytest.raises(DeviceError, match="AXI_DECERR"):
+            dev.run([stray], 1_000_000)
+        for case in (conv, gemm, conv):
+            dev.write(0, case.image())
+            dev.run(case.commands, 10_000_000)
+            got = case.result(dev.read(case.out_addr, case.out_bytes))
+            check_exact(case.label, got, case.want, "after a halted CONV2D")
+
+
 def test_a_tile_without_the_vector_engine() -> None:
     """A bf16 tile built without the vector engine: loop commands exact, VEC refused (the
     decoder's rule for every operation: tests/test_decode.py), and the tile still works after."""
@@ -61,7 +83,7 @@ def test_a_tile_without_the_vector_engine() -> None:
 
 @pytest.mark.parametrize(("dtype", "op"), [("int8", VecOp.ADD), ("bf16", VecOp.SIGMOID)])
 def test_the_vector_engine_is_clocked_only_while_it_works(dtype: str, op: VecOp) -> None:
-    """The simulator stops the idle vector engine's clock (Tile's ``gate_vector``): a GEMM clocks it
+    """The simulator stops the idle vector engine's clock (Tile's ``gate_idle``): a GEMM clocks it
     in none of its cycles but the settling ones left from the start, a VEC command in every cycle
     the engine is busy and SETTLE_CYCLES after each busy stretch; both exact. (VEC commands after
     the engine has slept through GEMMs on one device: tests/test_runtime.py, tests/test_deploy.py.)"""

@@ -5,9 +5,9 @@ beat per cycle, the words in the harness behind DPI. The harness reaches the til
 AXI4-Lite slave port) through a registered four-phase port (``host``, soc/debug_port.py) and a bus →
 AXI4-Lite bridge, so the clock is the only top-level input any logic depends on (Verilator then
 evaluates none of the tile again for a changed input), and watches the interrupt. No reset:
-Verilator starts every register at its initial value, as in the SoC simulator. The vector engine is
-clocked only while it is active (``Tile``'s ``gate_vector``); ``vector_clocked`` says in which
-cycles, and the harness counts them.
+Verilator starts every register at its initial value, as in the SoC simulator. The vector engine and
+the im2col walker are clocked only while they are active (``Tile``'s ``gate_idle``);
+``vector_clocked`` says in which cycles the engine was, and the harness counts them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class TileSim(wiring.Component):
         m = Module()
         m.domains.sync = ClockDomain(reset_less=True)
         m.d.comb += ClockSignal().eq(self.clk)
-        m.submodules.tile = tile = Tile(self.cfg, gate_vector=True)
+        m.submodules.tile = tile = Tile(self.cfg, gate_idle=True)
         m.submodules.mem = mem = MainMemory(0, self.mem_bytes, self.cfg.dma_bits, ID_BITS, self.latency)
         connect(m, tile.m_axi, mem.axi)
         m.submodules.port = port = DebugPort()
