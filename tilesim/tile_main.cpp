@@ -111,11 +111,14 @@ std::vector<uint32_t> read_words(const char* path) {
 
 // Pushes each command of `stream` (count, words) when the queue has a slot, then waits for the
 // interrupt; false if it did not come within `max_cycles` of the first write. Pushing stops at an
-// error (the tile would drop the rest); `*pushed` counts the commands pushed.
+// error (the tile would drop the rest); `*pushed` counts the commands pushed. `*cycles` counts from
+// the first command's push (its words staged in the command registers before it start nothing) to
+// the interrupt: the tile's time, whatever the host port's own speed.
 bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycles, uint64_t* cycles,
                 uint32_t* pushed) {
     Vtile_sim* top = sim.top.get();
     const uint64_t start = sim.cycles;
+    uint64_t first_push = start;
     *pushed = 0;
     for (size_t i = 0; i < stream.size();) {
         const uint32_t n = stream[i++];
@@ -126,6 +129,7 @@ bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycl
         }
         if (status & 4) break;
         for (uint32_t k = 0; k < n; k++) sim.write(CMD0 + 4 * k, stream[i + k]);
+        if (*pushed == 0) first_push = sim.cycles;
         sim.write(CMD_PUSH, 1);
         ++*pushed;
         i += n;
@@ -138,7 +142,7 @@ bool run_stream(Sim& sim, const std::vector<uint32_t>& stream, uint64_t max_cycl
         }
         sim.tick();
     }
-    *cycles = sim.cycles - start;
+    *cycles = sim.cycles - first_push;
     return irq;
 }
 
