@@ -8,7 +8,7 @@
 //   tile_sim --image IMG --commands CMDS --result OUT.json [--max-cycles N] [--dump ADDR:LEN:FILE]...
 //
 // IMG: the first bytes of main memory (from address 0). CMDS: little-endian words, each command
-// as its word count followed by its words. Verilator spells the port host__x as host___05Fx.
+// as its word count followed by its words. The harness reaches the registers through the port dbg.
 //
 //   tile_sim --serve
 //
@@ -35,6 +35,7 @@
 
 #include "Vtile_sim.h"
 #include "Vtile_sim__Dpi.h"
+#include "debug_port.h"  // sim/harness/
 #include "verilated.h"
 #define PYARD_SIM_RAM_WORDS (PYARD_MEM_BYTES / 4)
 #include "sim_ram.h"  // sim/harness/
@@ -80,20 +81,11 @@ struct Sim {
         cycles++;
     }
 
-    // One register access through the four-phase host port (soc/debug_port.py): raise valid with
-    // the request, wait for done, drop valid, wait for done to fall.
+    // One register access through the registered four-phase port (sim/harness/debug_port.h).
     uint32_t access(uint32_t addr, bool write, uint32_t wdata) {
-        top->host___05Fvalid = 1;
-        top->host___05Faddr = addr;
-        top->host___05Fwrite = write;
-        top->host___05Fwdata = wdata;
-        int budget = 1000;
-        while (!top->host___05Fdone && budget > 0) tick(), budget--;
-        const uint32_t rdata = top->host___05Frdata;
-        top->host___05Fvalid = 0;
-        while (top->host___05Fdone && budget > 0) tick(), budget--;
-        if (budget == 0) die("the tile's AXI4-Lite port did not answer");
-        return rdata;
+        const DebugAnswer a = debug_access(top.get(), [this] { tick(); }, addr, write, wdata, 1000);
+        if (!a.answered) die("the tile's AXI4-Lite port did not answer");
+        return a.rdata;
     }
     void write(uint32_t addr, uint32_t data) { access(addr, true, data); }
     uint32_t read(uint32_t addr) { return access(addr, false, 0); }

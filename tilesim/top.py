@@ -2,7 +2,7 @@
 
 The memory model is the SoC's (soc/main_memory.py): a read latency, several bursts in flight, one
 beat per cycle, the words in the harness behind DPI. The harness reaches the tile's registers (its
-AXI4-Lite slave port) through a registered four-phase port (``host``, soc/debug_port.py) and a bus →
+AXI4-Lite slave port) through a registered four-phase port (``dbg``, soc/debug_port.py) and a bus →
 AXI4-Lite bridge, so the clock is the only top-level input any logic depends on (Verilator then
 evaluates none of the tile again for a changed input), and watches the interrupt. No reset:
 Verilator starts every register at its initial value, as in the SoC simulator. The vector engine and
@@ -31,7 +31,7 @@ ID_BITS = 4  # the tile's AXI4 IDs (rtl/axi.py's default)
 class TileSim(wiring.Component):
     def __init__(self, cfg: AccelConfig, mem_bytes: int, latency: int) -> None:
         self.cfg, self.mem_bytes, self.latency = cfg, mem_bytes, latency
-        super().__init__({"clk": In(1), "host": In(DEBUG_PORT), "irq": Out(1), "vector_clocked": Out(1)})
+        super().__init__({"clk": In(1), "dbg": In(DEBUG_PORT), "irq": Out(1), "vector_clocked": Out(1)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -42,7 +42,7 @@ class TileSim(wiring.Component):
         connect(m, tile.m_axi, mem.axi)
         m.submodules.port = port = DebugPort()
         m.submodules.bridge = bridge = BusToAxi(AxiLiteSignature())
-        connect(m, wiring.flipped(self.host), port.host)
+        connect(m, wiring.flipped(self.dbg), port.host)
         connect(m, port.bus, bridge.bus)
         connect(m, bridge.axi, tile.s_axil)
         m.d.comb += [self.irq.eq(tile.irq), self.vector_clocked.eq(tile.vector_clocked)]

@@ -23,6 +23,7 @@
 
 #include "Vsoc_sim.h"
 #include "Vsoc_sim__Dpi.h"
+#include "debug_port.h"
 #include "pyard_soc.h"
 #include "verilated.h"
 #define PYARD_SIM_RAM_WORDS (PYARD_MEM_SIZE / 4)  // main memory, word-addressed from PYARD_MEM_BASE
@@ -99,19 +100,10 @@ struct Sim {
     // (after which the port is not used again: a late answer would be taken for the next one's).
     bool access(uint32_t addr, bool write, uint32_t wdata, uint32_t* rdata) {
         if (debug_port_stuck) return false;
-        top->dbg___05Fvalid = 1;
-        top->dbg___05Faddr = addr;
-        top->dbg___05Fwrite = write;
-        top->dbg___05Fwdata = wdata;
-        int budget = 100000;
-        while (!top->dbg___05Fdone && budget > 0) tick(), budget--;
-        const bool done = top->dbg___05Fdone;
-        if (rdata) *rdata = top->dbg___05Frdata;
-        const bool ok = done && !top->dbg___05Ferr;
-        top->dbg___05Fvalid = 0;
-        while (top->dbg___05Fdone && budget > 0) tick(), budget--;
-        debug_port_stuck = budget == 0;
-        return ok && !debug_port_stuck;
+        const DebugAnswer a = debug_access(top.get(), [this] { tick(); }, addr, write, wdata, 100000);
+        if (rdata) *rdata = a.rdata;
+        debug_port_stuck = !a.answered;
+        return a.answered && !a.err;
     }
 };
 
