@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["HARNESS", "TileSimBuild", "build_tile_sim", "harness_command", "pgo_requested"]
 
 HARNESS = Path(__file__).resolve().parent / "tile_main.cpp"
-# What it shares with the SoC harness: the memory words and dump ranges, the debug port's handshake.
-SHARED = (HARNESS_DIR / "sim_ram.h", HARNESS_DIR / "debug_port.h")
 TOP = "tile_sim"
 # Flat meshes (not --hierarchical) are compiled for speed beyond the SoC simulator's flags, with
 # gcc profile-guided optimisation: compiled instrumented, run once on a small GEMM (PGO_TRAIN,
@@ -65,7 +63,9 @@ def build_tile_sim(cfg: AccelConfig, mem_bytes: int, latency: int, root: Path | 
     from rtl import shared
     from tilesim.top import TileSim
 
-    harness = hashlib.sha256(b"".join(path.read_bytes() for path in (HARNESS, *SHARED))).hexdigest()[:16]
+    # The harness and every header it may include from the SoC harness' folder (-I HARNESS_DIR).
+    sources = (HARNESS, *sorted(HARNESS_DIR.glob("*.h")))
+    harness = hashlib.sha256(b"".join(path.name.encode() + path.read_bytes() for path in sources)).hexdigest()[:16]
     flags = (*VERILATOR_ARGS, MAKE_FLAGS, CXX_FLAGS, *verilator.hierarchical_args(cfg.rows * cfg.cols))
     if _pgo(cfg):
         flags += (SPEED_CFLAGS, SPEED_LDFLAGS, *PGO_GENERATE, *PGO_USE, json.dumps(PGO_TRAIN), str(PGO_MAX_CYCLES))

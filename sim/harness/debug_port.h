@@ -19,9 +19,9 @@ DebugAnswer debug_access(Top* top, Tick&& tick, uint32_t addr, bool write, uint3
     top->dbg___05Fwrite = write;
     top->dbg___05Fwdata = wdata;
     while (!top->dbg___05Fdone && budget > 0) tick(), budget--;
-    const bool done = top->dbg___05Fdone;
-    const DebugAnswer answer{done, done && top->dbg___05Ferr, top->dbg___05Frdata};
+    DebugAnswer answer{top->dbg___05Fdone != 0, top->dbg___05Fdone && top->dbg___05Ferr, top->dbg___05Frdata};
     top->dbg___05Fvalid = 0;
     while (top->dbg___05Fdone && budget > 0) tick(), budget--;
-    return {answer.answered && budget > 0, answer.err, answer.rdata};
+    answer.answered = answer.answered && budget > 0;
+    return answer;
 }
