@@ -36,7 +36,9 @@
 #include "Vtile_sim.h"
 #include "Vtile_sim__Dpi.h"
 #include "debug_port.h"  // sim/harness/
+#include "model_eval.h"  // sim/harness/
 #include "verilated.h"
+PYARD_DECLARE_ROOT_EVAL(Vtile_sim)
 #define PYARD_SIM_RAM_WORDS (PYARD_MEM_BYTES / 4)
 #include "sim_ram.h"  // sim/harness/
 
@@ -63,21 +65,23 @@ const struct {
 struct Sim {
     std::unique_ptr<VerilatedContext> ctx{new VerilatedContext};
     std::unique_ptr<Vtile_sim> top;
+    std::unique_ptr<FastEval<Vtile_sim, Vtile_sim___024root>> eval;
     uint64_t cycles = 0;
     uint64_t vector_clocked = 0;  // cycles whose edge clocked the vector engine (its gate's enable)
 
     Sim() {
         ctx->randReset(0);
         top.reset(new Vtile_sim{ctx.get()});
+        eval.reset(new FastEval<Vtile_sim, Vtile_sim___024root>(top.get(), &Vtile_sim___024root___eval));
     }
     ~Sim() { top->final(); }
 
     inline void tick() {
         top->clk = 0;
-        top->eval();
+        (*eval)();
         vector_clocked += top->vector_clocked;  // latched at this falling edge for the next rising one
         top->clk = 1;
-        top->eval();
+        (*eval)();
         cycles++;
     }
 
