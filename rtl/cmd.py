@@ -7,10 +7,11 @@ unit sets the sticky error status; clearing the error discards the queued comman
 never hangs and accepts new work afterwards.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.clock_gate import gate_domain, settled_activity
 from rtl.config import AccelConfig
 
 __all__ = ["CMD_WORDS", "ERR", "ERROR_EVENTS", "REG", "CommandInterface", "CounterEvents", "ErrorEvent", "hwcfg_word"]
@@ -88,6 +89,11 @@ def hwcfg_word(cfg: AccelConfig, queue_depth: int) -> int:
     return cfg.rows | cfg.cols << 8 | dtype << 16 | acc << 18 | beat << 20 | (queue_depth.bit_length() - 1) << 24
 
 
+# Cycles the gated command queue stays clocked after a write or read: its buffered output takes the
+# next entry within two; more cost nothing measurable.
+QUEUE_SETTLE_CYCLES = 4
+
+
 class CommandInterface(wiring.Component):
     """Registers, command staging and the command queue.
 
@@ -95,11 +101,18 @@ class CommandInterface(wiring.Component):
     ``cmd`` the queued commands (16 words, word 0 first) with their sequence numbers, ``busy`` from
     the units, ``error`` error events from the units, ``events`` per-cycle counter increments,
     ``flush`` a one-cycle pulse telling the units to drop their work, ``irq`` the interrupt.
+
+    ``gate_queue`` clocks the command queue only in the cycles a command enters or leaves it (and
+    QUEUE_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs: the head
+    command's words are then registers of that clock, so the decoder's rule checks and field
+    decoding, which read nothing else, are evaluated only when the head changes, not every cycle.
     """
 
-    def __init__(self, cfg: AccelConfig, *, queue_depth: int = 8, sp_rows: int = 0, acc_rows: int = 0) -> None:
+    def __init__(
+        self, cfg: AccelConfig, *, queue_depth: int = 8, sp_rows: int = 0, acc_rows: int = 0, gate_queue: bool = False
+    ) -> None:
         assert queue_depth & (queue_depth - 1) == 0
-        self.cfg, self.queue_depth = cfg, queue_depth
+        self.cfg, self.queue_depth, self.gate_queue = cfg, queue_depth, gate_queue
         self.sp_rows, self.acc_rows = sp_rows, acc_rows
         super().__init__(
             {
@@ -118,7 +131,14 @@ class CommandInterface(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=CMD_WORDS * 32 + 16, depth=self.queue_depth)
+        queue = fifo.SyncFIFOBuffered(width=CMD_WORDS * 32 + 16, depth=self.queue_depth)
+        if self.gate_queue:
+            # The FIFO's state changes only by a write or a read, and the move of the next entry
+            # into its output register in the cycles after one.
+            active = settled_activity(m, queue.w_en | queue.r_en, QUEUE_SETTLE_CYCLES, "cmd_queue")
+            gate_domain(m, "cmd_queue", active)
+            queue = DomainRenamer("cmd_queue")(queue)
+        m.submodules.queue = queue
 
         staging = [Signal(32, name=f"cmd{k}") for k in range(CMD_WORDS)]
         seq = Signal(16)

@@ -72,7 +72,7 @@ class Tile(wiring.Component):
         cfg = self.cfg
         m.submodules.regs = regs = AxiLiteRegs()
         m.submodules.cmdif = cmdif = CommandInterface(
-            cfg, queue_depth=self.queue_depth, sp_rows=cfg.sp_rows, acc_rows=cfg.acc_rows
+            cfg, queue_depth=self.queue_depth, sp_rows=cfg.sp_rows, acc_rows=cfg.acc_rows, gate_queue=self.gate_idle
         )
         m.submodules.decoder = dec = Decoder(cfg)
         # The pipelined load engine holds up to ~20 short loads (a weight tile each) at once.
