@@ -82,6 +82,15 @@ def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
 
 
+def _first_broken(m: Module, checks: list, name: str) -> Signal:
+    """The error code of the first rule of ``checks`` (condition, error name) broken, 0 if none."""
+    code = Signal(8, name=name)
+    for cond, error in reversed(checks):
+        with m.If(cond):
+            m.d.comb += code.eq(ERR[error])
+    return code
+
+
 class Decoder(wiring.Component):
     def __init__(self, cfg: AccelConfig) -> None:
         self.cfg = cfg
@@ -538,7 +547,7 @@ class Decoder(wiring.Component):
         k_rows = w[1][16:]
         loop = (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
 
-        checks = [
+        before = [
             (~(load | store | ex | vec | (opcode == OP["FENCE"]) | loop), "BAD_OPCODE"),
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
@@ -547,8 +556,13 @@ class Decoder(wiring.Component):
             ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
             (dma & transpose & ((elems > width) | (rows > cfg.dim)), "TOO_LARGE"),
             (ex & (k_rows > cfg.rows), "TOO_LARGE"),
+        ]
+        # The only rules that read a register of the decoder (a split transfer's counted span).
+        spans = [
             (dma & sp_target & (local + span > limit), "SP_RANGE"),
             (dma & ~sp_target & (local + span > limit), "ACC_RANGE"),
+        ]
+        after = [
             (ex & (((b_end > cfg.sp_rows) & ~w[0][13]) | (a_end > cfg.sp_rows)), "SP_RANGE"),
             (ex & (c_end > cfg.acc_rows), "ACC_RANGE"),
             (dma & misaligned, "MISALIGNED"),
@@ -556,7 +570,13 @@ class Decoder(wiring.Component):
             *self._conv_checks(w, opcode == OP["CONV2D"]),
             *self._vec_checks(vec),
         ]
-        m.d.comb += code.eq(0)
-        for cond, name in reversed(checks):  # the first listed rule wins
+        # The rules on the command's words alone are two signals of their own around the span
+        # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
+        # evaluates them only when the head command changes, not in every cycle.
+        first_before, first_after = _first_broken(m, before, "broken_before"), _first_broken(m, after, "broken_after")
+        m.d.comb += code.eq(first_after)
+        for cond, name in reversed(spans):
             with m.If(cond):
                 m.d.comb += code.eq(ERR[name])
+        with m.If(first_before != 0):
+            m.d.comb += code.eq(first_before)
