@@ -5,8 +5,9 @@ beat per cycle, the words in the harness behind DPI. The harness reaches the til
 AXI4-Lite slave port) through a registered four-phase port (``dbg``, soc/debug_port.py) and a bus →
 AXI4-Lite bridge, so the clock is the only top-level input any logic depends on (Verilator then
 evaluates none of the tile again for a changed input), and watches the interrupt. No reset:
-Verilator starts every register at its initial value, as in the SoC simulator. The vector engine and
-the im2col walker are clocked only while they are active (``Tile``'s ``gate_idle``);
+Verilator starts every register at its initial value, as in the SoC simulator. The vector engine,
+the im2col walker and the command queue are clocked only while they are active (``Tile``'s
+``gate_idle``);
 ``vector_clocked`` says in which cycles the engine was, and the harness counts them.
 """
 
