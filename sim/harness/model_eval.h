@@ -6,8 +6,9 @@
 // queues. At two evals a cycle their locks are about 4 % of a tile simulation (perf). FastEval
 // calls the evaluation function Verilator generates, `<prefix>___024root___eval`, directly once
 // the model has been initialised by one ordinary eval(), and falls back on eval() for a model built
-// with threads or when the function is not there: it is declared weak, so a Verilator that names
-// it otherwise still links, and runs as before.
+// with threads, when given no function (a traced model, whose eval() also marks the cycle's
+// activity for the trace) or when the function is not there: it is declared weak, so a Verilator
+// that names it otherwise still links, and runs as before.
 #pragma once
 
 #define PYARD_DECLARE_ROOT_EVAL(PREFIX) \

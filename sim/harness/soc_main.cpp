@@ -24,8 +24,10 @@
 #include "Vsoc_sim.h"
 #include "Vsoc_sim__Dpi.h"
 #include "debug_port.h"
+#include "model_eval.h"
 #include "pyard_soc.h"
 #include "verilated.h"
+PYARD_DECLARE_ROOT_EVAL(Vsoc_sim)
 #define PYARD_SIM_RAM_WORDS (PYARD_MEM_SIZE / 4)  // main memory, word-addressed from PYARD_MEM_BASE
 #include "sim_ram.h"
 #ifdef PYARD_TRACE
@@ -52,6 +54,7 @@ struct Sim {
 #ifdef PYARD_TRACE
     std::unique_ptr<VerilatedFstC> fst;
 #endif
+    std::unique_ptr<FastEval<Vsoc_sim, Vsoc_sim___024root>> eval;
     uint64_t time = 0;
     bool debug_port_stuck = false;
 
@@ -73,6 +76,12 @@ struct Sim {
             std::exit(3);
         }
 #endif
+#ifdef PYARD_TRACE
+        // A traced model's eval() also marks the cycle's activity for the trace: the public one.
+        eval.reset(new FastEval<Vsoc_sim, Vsoc_sim___024root>(top.get(), nullptr));
+#else
+        eval.reset(new FastEval<Vsoc_sim, Vsoc_sim___024root>(top.get(), &Vsoc_sim___024root___eval));
+#endif
     }
     ~Sim() {
 #ifdef PYARD_TRACE
@@ -83,13 +92,13 @@ struct Sim {
 
     inline void tick() {
         top->clk = 0;
-        top->eval();
+        (*eval)();
 #ifdef PYARD_TRACE
         if (fst) fst->dump(time);
 #endif
         time += 5;
         top->clk = 1;
-        top->eval();
+        (*eval)();
 #ifdef PYARD_TRACE
         if (fst) fst->dump(time);
 #endif
