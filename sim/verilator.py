@@ -111,10 +111,23 @@ def build_model(
 def compile_model(mdir: Path, log: Path, *, prefix: str, make_args: Sequence[str], what: str) -> None:
     """Compile (again) the C++ that :func:`build_model` verilated into ``mdir``: make on every core,
     appended to ``log``. Make only rebuilds what is missing or out of date."""
+    cache_args, cache_env = object_cache(mdir)
     with open(log, "a") as out:
-        make = ["make", "-j", str(os.cpu_count() or 1), "-C", str(mdir), "-f", f"{prefix}.mk", *make_args]
+        make = ["make", "-j", str(os.cpu_count() or 1), "-C", str(mdir), "-f", f"{prefix}.mk", *cache_args, *make_args]
         with progress.phase(f"Compiling {what}", _compile_units(mdir, prefix), "C++ files") as phase:
-            _logged(make, out, log, lambda line: phase.advance() if _COMPILE.search(line) else None)
+            _logged(make, out, log, lambda line: phase.advance() if _COMPILE.search(line) else None, cache_env)
+
+
+def object_cache(mdir: Path) -> tuple[list[str], dict[str, str]]:
+    """make arguments and environment that compile through ccache where it is installed (./install.sh
+    installs it): every model compiles the same Verilator runtime (about 20 s of CPU a build) and
+    models of one config the same PE classes. ccache keys each object on the preprocessed source,
+    the compiler and its flags (and a profile's data), so a hit is the object the compiler would
+    give. Paths inside the build's folder are rewritten relative to it (``CCACHE_BASEDIR``), so the
+    same files in another build's folder hit too. ``PYARD_CCACHE=0`` turns it off."""
+    if os.environ.get("PYARD_CCACHE", "1") == "0" or shutil.which("ccache") is None:
+        return [], {}
+    return ["OBJCACHE=ccache"], {"CCACHE_BASEDIR": str(mdir.parent.resolve())}
 
 
 # A compiler command line of make's output that compiles one file (not the link).
@@ -144,11 +157,17 @@ def _make_lists(text: str) -> dict[str, list[str]]:
     return lists
 
 
-def _logged(cmd: Sequence[str], out: TextIO, log: Path, on_line: Callable[[str], None] | None = None) -> None:
+def _logged(
+    cmd: Sequence[str],
+    out: TextIO,
+    log: Path,
+    on_line: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     out.write(" ".join(cmd) + "\n")
     out.flush()
     pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    with children.popen(cmd, env=verilator_env(), **pipe) as proc:
+    with children.popen(cmd, env={**verilator_env(), **(env or {})}, **pipe) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             out.write(line)
