@@ -381,8 +381,10 @@ class DmaRead(_Engine):
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
         self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, rows)
-        self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
-        m.d.comb += self.idle.eq(~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & (cmd_level == 0))
+        writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
+        # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
+        quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
+        m.d.comb += self.idle.eq(quiet & (cmd_level == 0))
         return m
 
     def _input_buffer(self, m: Module):
@@ -498,8 +500,9 @@ class DmaRead(_Engine):
         with m.If(setup):
             m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
 
-    def _write_rows(self, m: Module, out, errors, full, release) -> None:
+    def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
+        Returns the block stage's ``busy``: a transposed block still being written.
 
         A transposed mem→sp block is written by its own stage (``_write_block``): the held row's
         path only keeps columns and hands the finished block over, so the next block's rows come in
@@ -557,6 +560,7 @@ class DmaRead(_Engine):
         ]
         with m.If(free):
             m.d.comb += [self.done.payload.code.eq(error), self.done.payload.error.eq(error != 0)]
+        return busy
 
     def _write_block(self, m: Module, block, out, keep, error, hand_over):
         """The transposed block stage: takes a finished block (``hand_over``) when it is free or
