@@ -35,7 +35,7 @@ A bias (or C) load into a used C slot must not overtake the STORE that last used
 waits until at most one STORE is unfinished.
 """
 
-from amaranth.hdl import Cat, Const, DomainRenamer, Elaboratable, Module, Mux, ResetInserter, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -67,6 +67,13 @@ TAIL_EIGHTHS_MAX = 4
 # loop has taken its last piece (which ends the loop) and its multiplier and divider are done (they
 # finish before that piece), so a few suffice; more cost nothing measurable.
 IM2COL_SETTLE_CYCLES = 8
+# Cycles the gated loop stays clocked after its last event: a queue's entry reaches the FIFO's
+# output register a cycle or two after it was written, with no event of its own.
+LOOP_SETTLE_CYCLES = 4
+# The FSM states in which the loop only offers an operation (or, in IDLE, waits for a command):
+# there its registers change only when the operation is taken or an input event arrives. So does
+# LOAD_A, except in a CONV2D, whose walker (clocked from the loop's clock) works on its own there.
+WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "EXEC", "STORE")
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -220,13 +227,16 @@ class _KSlice:
 
 class GemmLoop(wiring.Component):
     """``halt`` (an error) stops a running loop command at once: the loop issues nothing more and
-    forgets its queued operations. ``gate_im2col`` clocks the im2col walker only while a CONV2D runs
-    (and IM2COL_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs; it
-    changes nothing the loop does, as the walker's state changes only by a CONV2D's setup, walks and
-    block steps, and by ``halt``."""
+    forgets its queued operations.
 
-    def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int, *, gate_im2col: bool = False) -> None:
-        self.cfg, self.sp_bits, self.acc_bits, self.gate_im2col = cfg, sp_bits, acc_bits, gate_im2col
+    ``gate_idle`` is for simulation speed (rtl/clock_gate.py), not for FPGAs, and changes nothing
+    the loop does. It clocks the im2col walker only while a CONV2D runs (and IM2COL_SETTLE_CYCLES
+    after): the walker's state changes only by a CONV2D's setup, walks and block steps, and by
+    ``halt``. And it clocks the loop itself only while it works (`_loop_working`): during a long
+    GEMM the loop mostly waits with an operation offered to a full queue."""
+
+    def __init__(self, cfg: AccelConfig, sp_bits: int, acc_bits: int, *, gate_idle: bool = False) -> None:
+        self.cfg, self.sp_bits, self.acc_bits, self.gate_idle = cfg, sp_bits, acc_bits, gate_idle
         super().__init__(
             {
                 "cmd": In(stream.Signature(GemmCmd)),
@@ -609,16 +619,35 @@ class GemmLoop(wiring.Component):
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
         queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
         m.d.comb += self.busy.eq(~self.cmd.ready | queued)
-        m.submodules.im2col = self._clocked_im2col(m, im2col, im2col.setup | (self.busy & c.conv) | self.halt)
-        return ResetInserter({"sync": self.halt, **({"im2col": self.halt} if self.gate_im2col else {})})(m)
+        walking = im2col.setup | (self.busy & c.conv) | self.halt
+        if not self.gate_idle:
+            m.submodules.im2col = im2col
+            return ResetInserter(self.halt)(m)
+        # The walker on a clock of its own, derived from the loop's.
+        walker_active = settled_activity(m, walking, IM2COL_SETTLE_CYCLES, "im2col")
+        gate_domain(m, "im2col", walker_active)
+        m.submodules.im2col = DomainRenamer("im2col")(im2col)
+        loop = ResetInserter({"sync": self.halt, "im2col": self.halt})(m)
+        queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
+        # The loop's own steps with no event: the tail's address additions, the prefetch base.
+        stepping = (tail_left != 0) | (strides_ready & ~pf.base_ok) | walker_active
+        working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
+        top = Module()
+        top.submodules.loop = DomainRenamer("loop")(loop)
+        gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
+        return top
 
-    def _clocked_im2col(self, m: Module, im2col: Im2col, working: Value) -> Elaboratable:
-        """The walker on a clock of its own that runs while ``working`` (a CONV2D's setup, the
-        CONV2D running, a halt resetting it) and IM2COL_SETTLE_CYCLES after, when gated."""
-        if not self.gate_im2col:
-            return im2col
-        gate_domain(m, "im2col", settled_activity(m, working, IM2COL_SETTLE_CYCLES, "im2col"))
-        return DomainRenamer("im2col")(im2col)
+    def _loop_working(self, fsm, c, fronts, queues, mul: Multiplier, div: Divider) -> Value:
+        """High in the cycles the loop's next state may differ from its state (with the caller's
+        own steps): outside the WAITING_STATES, when an operation is taken by or from a queue, on
+        an input event, and while the multiplier or the divider works (their ``done`` pulses are
+        cleared a cycle later). The waiting states change registers only under the first two."""
+        waiting = Cat(*(fsm.ongoing(state) for state in WAITING_STATES), fsm.ongoing("LOAD_A") & ~c.conv).any()
+        issued = Cat(front.valid & front.ready for front in fronts).any()
+        taken = Cat(q.r_en & q.r_rdy for q in queues).any()
+        events = self.cmd.valid | self.halt | self.exec_finished | self.store_finished
+        helpers = mul.busy | mul.done | div.busy | div.done
+        return ~waiting | issued | taken | events | helpers
 
     def _setup(
         self,

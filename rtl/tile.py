@@ -6,6 +6,8 @@ writes for stores), so DMA in both directions overlaps. Four token counters carr
 neighbouring units.
 """
 
+from typing import TypeVar
+
 from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out, connect
@@ -28,6 +30,8 @@ from rtl.vector.engine import VectorEngine, vec_op_layout
 
 __all__ = ["Tile"]
 
+_Engine = TypeVar("_Engine", DmaRead, DmaWrite)
+
 UNIT_LOAD, UNIT_EXEC, UNIT_STORE, UNIT_VEC = 2, 3, 4, 6
 # Read bursts the load engine keeps in flight: A's K slices arrive as one short row per burst, so
 # covering a 32-cycle memory latency at one beat per cycle takes about 32 of them.
@@ -35,6 +39,9 @@ LOAD_READS_IN_FLIGHT = 64
 # Cycles ``active`` stays high after the tile has gone quiet: longer than any pipeline that drains
 # on its own (mesh skew, accumulator read-modify-write, counter updates), so the state is settled.
 SETTLE_CYCLES = 64
+# Cycles a gated DMA engine stays clocked after it went idle: its last registers (byte counts, the
+# done report) are written in the cycle it does, so two suffice.
+DMA_SETTLE_CYCLES = 2
 # Tokens that can wait in one direction: 2**TOKEN_BITS - 1 (docs/isa.md, "Dependency tokens").
 TOKEN_BITS = 8
 DMA_TO_ISA = {
@@ -48,11 +55,12 @@ DMA_TO_ISA = {
 
 
 class Tile(wiring.Component):
-    """``gate_idle`` clocks the vector engine, the GEMM loop's im2col walker and the command queue
-    only while they are active (rtl/clock_gate.py; ``vector_clocked`` says in which cycles the
-    engine was): for simulation speed (``TileSim``, ``SocSim``), not for FPGAs. Gating the idle
-    engine saves a fifth of an int8 tile's simulation time, the walker outside CONV2Ds about 2 %,
-    the queue (and with it the decoder's rule checks) about 8 % (docs/tile.md)."""
+    """``gate_idle`` clocks the vector engine, the GEMM loop and its im2col walker, the DMA
+    engines and the command queue only while they are active (rtl/clock_gate.py;
+    ``vector_clocked`` says in which cycles the engine was): for simulation speed (``TileSim``,
+    ``SocSim``), not for FPGAs. Gating the idle engine saves a fifth of an int8 tile's simulation
+    time, the walker outside CONV2Ds about 2 %, the queue (and with it the decoder's rule checks)
+    about 8 %, the DMA engines and the loop while they wait more (docs/tile.md)."""
 
     def __init__(self, cfg: AccelConfig, queue_depth: int = 16, *, gate_idle: bool = False) -> None:
         self.cfg, self.queue_depth, self.gate_idle = cfg, queue_depth, gate_idle
@@ -87,7 +95,7 @@ class Tile(wiring.Component):
         m.submodules.accumulator = acc = Accumulator(cfg)  # not "acc": the adders have ports of that name
         # An error stops a running loop command at once: it issues nothing more and forgets its
         # queued operations (units holding one finish it, or drop it when the error is cleared).
-        m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits, gate_im2col=self.gate_idle)
+        m.submodules.gemm = gemm = GemmLoop(cfg, dec.sp_bits, dec.acc_bits, gate_idle=self.gate_idle)
         m.d.comb += gemm.halt.eq(cmdif.halted)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
@@ -186,8 +194,10 @@ class Tile(wiring.Component):
     def _dma_engines(self, m: Module, g_load: Gate, g_store: Gate) -> tuple[DmaRead, DmaWrite]:
         """Two DMA engines on one AXI port: loads use only the read channels and stores only the
         write channels, so a store never holds up the next weight load (and vice versa)."""
-        m.submodules.dma_load = load = DmaRead(self.cfg, max_reads=LOAD_READS_IN_FLIGHT)
-        m.submodules.dma_store = store = DmaWrite(self.cfg)
+        m.submodules.dma_load = load = self._clocked_while_busy(
+            m, DmaRead(self.cfg, max_reads=LOAD_READS_IN_FLIGHT), "dma_load"
+        )
+        m.submodules.dma_store = store = self._clocked_while_busy(m, DmaWrite(self.cfg), "dma_store")
         share_axi(m, self.m_axi, load, store)
         for gate, engine in ((g_load, load), (g_store, store)):
             connect(m, gate.engine, engine.cmd)
@@ -202,6 +212,15 @@ class Tile(wiring.Component):
                 engine.done.ready.eq(gate.engine_done.ready),
             ]
         return load, store
+
+    def _clocked_while_busy(self, m: Module, engine: _Engine, name: str) -> _Engine:
+        """With ``gate_idle``, the engine clocked only while it holds or is offered a descriptor
+        and DMA_SETTLE_CYCLES after: an idle engine's state (its ``idle``: nothing buffered,
+        issued, in flight or being written) changes only by a descriptor it accepts."""
+        if not self.gate_idle:
+            return engine
+        gate_domain(m, name, settled_activity(m, engine.cmd.valid | ~engine.idle, DMA_SETTLE_CYCLES, name))
+        return DomainRenamer(name)(engine)
 
     @staticmethod
     def _memories(m: Module, sp: Scratchpad, acc: Accumulator, load: DmaRead, store: DmaWrite, ex: ExecUnit) -> None:

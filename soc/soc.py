@@ -107,8 +107,9 @@ def _run_ports(cfg: SocConfig) -> dict:
 
 
 class Soc(wiring.Component):
-    """``gate_tile`` stops the tile's clock while it is idle, and its vector engine's, im2col
-    walker's and command queue's while those are (``Tile``'s ``gate_idle``), and leaves them
+    """``gate_tile`` stops the tile's clock while it is idle, and its vector engine's, GEMM
+    loop's, im2col walker's, DMA engines' and command queue's while those are (``Tile``'s
+    ``gate_idle``), and leaves them
     without a reset: for simulation speed (``SocSim``), not for FPGAs, where a clock made of logic
     is a timing hazard.
     ``image`` preloads the ITCMs and the data RAM (a program on an FPGA, where no harness loads it)."""

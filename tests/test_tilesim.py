@@ -28,15 +28,20 @@ def test_loop_commands_exact(dtype: str) -> None:
         run_case(cfg, conv_case(cfg, case, seed=60 + i))
 
 
-def test_small_memories_exact() -> None:
-    """1 KiB memories: M in blocks, A streamed with each step (bf16 holds half the elements)."""
+def test_small_memories_exact_and_gating_invisible() -> None:
+    """1 KiB memories: M in blocks, A streamed with each step (bf16 holds half the elements), the
+    last pair in two parts, prefetches, im2col walks. Each case is exact, and takes the same cycles
+    and counts the same events on a tile whose units are clocked on every cycle as on the one whose
+    idle units (GEMM loop, walker, DMA engines, command queue) stop (``TileSim``'s ``gate_idle``)."""
     cfg = AccelConfig(rows=4, cols=4, dtype="bf16", sp_kib=1, acc_kib=1)
     # Not the resident-B cases: the simulator's runner pushes a case's commands and stops at the
     # first done interrupt, which the LOADs before the GEMM can raise (tests/test_tile.py runs them).
-    for i, case in enumerate(c for c in SMALL_CASES if not c.get("sp_b")):
-        run_case(cfg, gemm_case(cfg, case, seed=80 + i))
-    for i, case in enumerate(c for c in SMALL_CONV_CASES if not c.get("sp_b")):
-        run_case(cfg, conv_case(cfg, case, seed=90 + i))
+    cases = [gemm_case(cfg, c, seed=80 + i) for i, c in enumerate(c for c in SMALL_CASES if not c.get("sp_b"))]
+    cases += [conv_case(cfg, c, seed=90 + i) for i, c in enumerate(c for c in SMALL_CONV_CASES if not c.get("sp_b"))]
+    for case in cases:
+        gated, free = run_case(cfg, case), run_case(cfg, case, gate_idle=False)
+        assert free.counters.pop("vector_clocked") >= free.cycles > gated.counters.pop("vector_clocked")
+        assert (gated.cycles, gated.counters) == (free.cycles, free.counters), case.label
 
 
 def test_a_tile_error_is_reported() -> None:

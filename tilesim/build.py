@@ -57,9 +57,12 @@ class TileSimBuild:
         return self.directory / TOP
 
 
-def build_tile_sim(cfg: AccelConfig, mem_bytes: int, latency: int, root: Path | None = None) -> TileSimBuild:
+def build_tile_sim(
+    cfg: AccelConfig, mem_bytes: int, latency: int, root: Path | None = None, *, gate_idle: bool = True
+) -> TileSimBuild:
     """The tile simulator for ``cfg`` with ``mem_bytes`` of main memory answering reads after
-    ``latency`` cycles, built unless an identical build exists."""
+    ``latency`` cycles, built unless an identical build exists. ``gate_idle=False``: every unit
+    clocked on every cycle (``TileSim``)."""
     from rtl import shared
     from tilesim.top import TileSim
 
@@ -69,11 +72,11 @@ def build_tile_sim(cfg: AccelConfig, mem_bytes: int, latency: int, root: Path | 
     flags = (*VERILATOR_ARGS, MAKE_FLAGS, CXX_FLAGS, *verilator.hierarchical_args(cfg.rows * cfg.cols))
     if _pgo(cfg):
         flags += (SPEED_CFLAGS, SPEED_LDFLAGS, *PGO_GENERATE, *PGO_USE, json.dumps(PGO_TRAIN), str(PGO_MAX_CYCLES))
-    params = f"{cfg.to_json()} mem {mem_bytes} latency {latency}"
+    params = f"{cfg.to_json()} mem {mem_bytes} latency {latency} gate_idle {gate_idle}"
 
     def generate() -> tuple[str, str]:
         with progress.phase(f"Generating Verilog: tile simulator {cfg.name}"):
-            text = shared.convert(TileSim(cfg, mem_bytes, latency), TOP)
+            text = shared.convert(TileSim(cfg, mem_bytes, latency, gate_idle=gate_idle), TOP)
         key = hashlib.sha256("\0".join((text, params, harness, *flags, str(verilator.verilator_root()))).encode())
         return f"{TOP}-{cfg.name}-{key.hexdigest()[:16]}", text
 

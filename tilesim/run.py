@@ -39,10 +39,13 @@ def memory_bytes(case: LoopCase) -> int:
     return size
 
 
-def run_case(cfg: AccelConfig, case: LoopCase, *, latency: int = 32, max_cycles: int = 100_000_000) -> TileRun:
-    """Run ``case`` on the tile simulator; raises if the tile reports an error, never interrupts
-    within ``max_cycles``, or computes anything but the model's result."""
-    sim = build_tile_sim(cfg, memory_bytes(case), latency)
+def run_case(
+    cfg: AccelConfig, case: LoopCase, *, latency: int = 32, max_cycles: int = 100_000_000, gate_idle: bool = True
+) -> TileRun:
+    """Run ``case`` on the tile simulator (``gate_idle``: ``TileSim``'s); raises if the tile
+    reports an error, never interrupts within ``max_cycles``, or computes anything but the model's
+    result."""
+    sim = build_tile_sim(cfg, memory_bytes(case), latency, gate_idle=gate_idle)
     with tempfile.TemporaryDirectory(prefix="pyard-tilesim-") as tmp:
         work = Path(tmp)
         out = work / "out.bin"
