@@ -623,17 +623,20 @@ class GemmLoop(wiring.Component):
         if not self.gate_idle:
             m.submodules.im2col = im2col
             return ResetInserter(self.halt)(m)
-        # The walker on a clock of its own, derived from the loop's.
-        walker_active = settled_activity(m, walking, IM2COL_SETTLE_CYCLES, "im2col")
-        gate_domain(m, "im2col", walker_active)
-        m.submodules.im2col = DomainRenamer("im2col")(im2col)
-        loop = ResetInserter({"sync": self.halt, "im2col": self.halt})(m)
+        # The walker and the loop each on a clock of its own, both gated from the free-running
+        # clock: a gate's enable is latched while its clock is low, and a clock derived from the
+        # loop's would not fall in the cycle a command wakes the loop, so the walker would miss
+        # the setup strobe of that cycle.
+        top = Module()
+        walker_active = settled_activity(top, walking, IM2COL_SETTLE_CYCLES, "im2col")
+        gate_domain(top, "im2col", walker_active)
+        top.submodules.im2col = ResetInserter({"im2col": self.halt})(DomainRenamer("im2col")(im2col))
         queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
-        # The loop's own steps with no event: the tail's address additions, the prefetch base.
+        # The loop's own steps with no event: the tail's address additions, the prefetch base, and
+        # whatever the walker does (its pieces, which the loop takes).
         stepping = (tail_left != 0) | (strides_ready & ~pf.base_ok) | walker_active
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
-        top = Module()
-        top.submodules.loop = DomainRenamer("loop")(loop)
+        top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
         return top
 
