@@ -72,7 +72,7 @@ IM2COL_SETTLE_CYCLES = 8
 LOOP_SETTLE_CYCLES = 4
 # The FSM states in which the loop only offers an operation (or, in IDLE, waits for a command):
 # there its registers change only when the operation is taken or an input event arrives. So does
-# LOAD_A, except in a CONV2D, whose walker (clocked from the loop's clock) works on its own there.
+# LOAD_A, except in a CONV2D, where the loop takes the pieces its walker works out on its own.
 WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "EXEC", "STORE")
 
 

@@ -22,17 +22,10 @@ from typing import TypeVar
 from rtl.config import AccelConfig
 from sim import verilator
 from sim.generate import source_hash, to_verilog
-from sim.paths import build_root
+from sim.paths import build_root, env_flag
 
 T = TypeVar("T")
 BUILD_ROOT = build_root()
-
-
-def env_flag(name: str, default: bool) -> bool:
-    """An on/off environment variable: true for 1, yes, true; false for 0, no, false (any case);
-    ``default`` when unset or anything else."""
-    value = os.environ.get(name, "").lower()
-    return True if value in ("1", "yes", "true") else False if value in ("0", "no", "false") else default
 
 
 def waves_requested() -> bool:

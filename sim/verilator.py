@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sim import children, progress
+from sim.paths import env_flag
 
 LINT_WAIVERS = Path(__file__).resolve().parent.parent / "rtl" / "lint.vlt"
 
@@ -125,7 +126,7 @@ def object_cache(mdir: Path) -> tuple[list[str], dict[str, str]]:
     the compiler and its flags (and a profile's data), so a hit is the object the compiler would
     give. Paths inside the build's folder are rewritten relative to it (``CCACHE_BASEDIR``), so the
     same files in another build's folder hit too. ``PYARD_CCACHE=0`` turns it off."""
-    if os.environ.get("PYARD_CCACHE", "1") == "0" or shutil.which("ccache") is None:
+    if not env_flag("PYARD_CCACHE", default=True) or shutil.which("ccache") is None:
         return [], {}
     return ["OBJCACHE=ccache"], {"CCACHE_BASEDIR": str(mdir.parent.resolve())}
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from rtl.config import AccelConfig
 from sim import children, progress, verilator
-from sim.build import BUILD_ROOT, cached_build, env_flag
+from sim.build import BUILD_ROOT, cached_build
 from sim.generate import source_hash
+from sim.paths import env_flag
 from sim.soc_build import CXX_FLAGS, HARNESS_DIR, MAKE_FLAGS, SIM_RAM, VERILATOR_ARGS
 
 if TYPE_CHECKING:
