@@ -11,9 +11,12 @@ Ports (docs/tile.md, "Accumulator"):
 * ``read_data`` (stream): ``{data}``, the row after ``rtl.readout``; without backpressure it is
   valid exactly ``ACC_READ_LATENCY`` cycles after its request was accepted.
 
-Each bank is one ``Memory`` with one read and one write port. A write goes down a three-stage lane
-(mesh lane and DMA lane side by side, so the adders are shared by all banks): S0 reads the old row
-for an accumulate, S1 captures it, S2 adds and writes. Two hazards are closed without stalling: a
+Each bank is one ``Memory`` with one read and one write port. A write goes down a three-stage lane,
+shared by all banks: S0 reads the old row for an accumulate, S1 captures it, S2 adds and writes.
+There are two lanes side by side, and only one of them adds: the mesh's writes take the adding
+lane, and so does a DMA accumulate, in a cycle with no mesh write; other DMA writes take the plain
+lane, which only writes. (A DMA accumulate is a LOAD's option that the GEMM and CONV2D loops never
+use, so a lane of ``cols`` adders for it alone would be the accumulator's largest part left idle.) Two hazards are closed without stalling: a
 write leaving S2 in the cycle a row is read is seen through the read port's transparency, and the
 op in S2 one cycle later is forwarded element-wise into the S1 capture. So a write accepted in
 cycle t is seen by every write or read accepted in cycle t + 1 or later.
@@ -85,20 +88,19 @@ class Accumulator(wiring.Component):
             wp = mem.write_port(granularity=1)
             ports.append((mem.read_port(transparent_for=(wp,)), wp))
 
-        mesh0, dma0 = self._accept_writes(m)
-        read0 = self._accept_read(m, mesh0, dma0)
-        self._drive_read_ports(m, ports, (read0, dma0, mesh0))
+        add0, plain0 = self._accept_writes(m)
+        read0 = self._accept_read(m, add0)
+        self._drive_read_ports(m, ports, (read0, add0))
 
-        lanes = []
-        for name, op0 in (("mesh", mesh0), ("dma", dma0)):
-            op1, op2, old2 = Signal(self._op, name=f"{name}1"), Signal(self._op, name=f"{name}2"), Signal(self.row)
-            m.d.sync += [op1.eq(op0), op2.eq(op1)]
-            lanes.append((name, op1, op2, old2, self._sum(m, op2, old2, name)))
-        for _name, op1, _op2, old2, _result in lanes:
-            m.d.sync += old2.eq(self._captured(m, ports, lanes, op1.bank, op1.index))
+        # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
+        add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
+        old2 = Signal(self.row)
+        m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
+        lanes = [(add2, self._sum(m, add2, old2)), (plain2, plain2.data)]
+        m.d.sync += old2.eq(self._captured(m, ports, lanes, add1.bank, add1.index))
         for b, (_rp, wp) in enumerate(ports):
             m.d.comb += wp.en.eq(0)
-            for _name, _op1, op2, _old2, result in lanes:
+            for op2, result in lanes:
                 with m.If(op2.valid & (op2.bank == b)):  # the lanes never share a bank (S0 refuses it)
                     m.d.comb += [wp.addr.eq(op2.index), wp.data.eq(result), wp.en.eq(op2.mask)]
 
@@ -106,38 +108,49 @@ class Accumulator(wiring.Component):
         return m
 
     def _accept_writes(self, m: Module):
-        """S0 of both lanes: the mesh always, the DMA unless the mesh wants the same bank."""
+        """S0 of both lanes: the mesh always, on the adding lane; the DMA unless the mesh writes to
+        the same bank, or, for an accumulate (which needs the adding lane), writes at all."""
         cfg = self.cfg
         mesh, dma = self.mesh_write, self.dma_write
-        mesh0, dma0 = Signal(self._op, name="mesh0"), Signal(self._op, name="dma0")
+        add0, plain0 = Signal(self._op, name="add0"), Signal(self._op, name="plain0")
         mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
         dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
-        m.d.comb += dma.ready.eq(~(mesh.valid & (mesh_bank == dma_bank)))
+        m.d.comb += dma.ready.eq(~(mesh.valid & (dma.payload.accumulate | (mesh_bank == dma_bank))))
+        dma_fire = dma.valid & dma.ready
+        with m.If(mesh.valid):
+            m.d.comb += [
+                add0.valid.eq(1),
+                add0.bank.eq(mesh_bank),
+                add0.index.eq(mesh_index),
+                add0.data.eq(mesh.payload.data),
+                add0.mask.eq(Const(-1, cfg.cols)),
+                add0.acc.eq(mesh.payload.accumulate),
+            ]
+        with m.Else():
+            m.d.comb += [
+                add0.valid.eq(dma_fire & dma.payload.accumulate),
+                add0.bank.eq(dma_bank),
+                add0.index.eq(dma_index),
+                add0.data.eq(dma.payload.data),
+                add0.mask.eq(dma.payload.mask),
+                add0.acc.eq(1),
+            ]
         m.d.comb += [
-            mesh0.valid.eq(mesh.valid),
-            mesh0.bank.eq(mesh_bank),
-            mesh0.index.eq(mesh_index),
-            mesh0.data.eq(mesh.payload.data),
-            mesh0.mask.eq(Const(-1, cfg.cols)),
-            mesh0.acc.eq(mesh.payload.accumulate),
-            dma0.valid.eq(dma.valid & dma.ready),
-            dma0.bank.eq(dma_bank),
-            dma0.index.eq(dma_index),
-            dma0.data.eq(dma.payload.data),
-            dma0.mask.eq(dma.payload.mask),
-            dma0.acc.eq(dma.payload.accumulate),
+            plain0.valid.eq(dma_fire & ~dma.payload.accumulate),
+            plain0.bank.eq(dma_bank),
+            plain0.index.eq(dma_index),
+            plain0.data.eq(dma.payload.data),
+            plain0.mask.eq(dma.payload.mask),
         ]
-        return mesh0, dma0
+        return add0, plain0
 
-    def _accept_read(self, m: Module, mesh0, dma0):
+    def _accept_read(self, m: Module, add0):
         """S0 of a read: it takes the bank's read port only if no accumulate of this cycle needs it,
         and only while the output FIFO has room for every read in flight (so nothing ever stalls)."""
         cfg = self.cfg
         bank, index = split_address(m, self.read.payload.addr, self.bank_rows, cfg.acc_banks, "rd")
         busy = Signal(name="rd_bank_busy")
-        m.d.comb += busy.eq(
-            (mesh0.valid & mesh0.acc & (mesh0.bank == bank)) | (dma0.valid & dma0.acc & (dma0.bank == bank))
-        )
+        m.d.comb += busy.eq(add0.valid & add0.acc & (add0.bank == bank))
         outstanding = Signal(range(ACC_READ_DEPTH + 1))
         m.d.comb += self.read.ready.eq(~busy & (outstanding < ACC_READ_DEPTH))
         fire = self.read.valid & self.read.ready
@@ -153,7 +166,7 @@ class Accumulator(wiring.Component):
 
     @staticmethod
     def _drive_read_ports(m: Module, ports, users) -> None:
-        """Read port address per bank; ``users`` in rising priority (read, DMA accumulate, mesh accumulate)."""
+        """Read port address per bank; ``users`` in rising priority (read, accumulate)."""
         for b, (rp, _wp) in enumerate(ports):
             m.d.comb += rp.en.eq(0)  # the port's enable is 1 unless driven: read only when asked
             for i, user in enumerate(users):
@@ -161,10 +174,10 @@ class Accumulator(wiring.Component):
                 with m.If(needs):
                     m.d.comb += [rp.addr.eq(user.index), rp.en.eq(1)]
 
-    def _sum(self, m: Module, op2, old2, name: str):
+    def _sum(self, m: Module, op2, old2):
         """S2: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
         cfg = self.cfg
-        result = Signal(self.row, name=f"{name}_result")
+        result = Signal(self.row, name="add_result")
         for k in range(cfg.cols):
             if cfg.acc_dtype == "int32":
                 # make_adder's int unit is int32 + int16 (a PE product); rows add int32 + int32.
@@ -172,7 +185,7 @@ class Accumulator(wiring.Component):
             else:
                 # One Verilog module for every column's adder: the netlist Amaranth checks and
                 # emits for the accumulator is a few cells per column instead of a float adder each.
-                add = add_shared(m, f"{name}_add{k}", f"pyard_acc_add_{cfg.acc_dtype}", lambda: _row_adder(cfg))
+                add = add_shared(m, f"add{k}", f"pyard_acc_add_{cfg.acc_dtype}", lambda: _row_adder(cfg))
                 x32 = Cat(Const(0, 16), op2.data[k]) if cfg.acc_bits == 16 else op2.data[k]
                 m.d.comb += [add.acc.eq(old2[k]), add.x.eq(x32)]
                 total = add.o
@@ -189,7 +202,7 @@ class Accumulator(wiring.Component):
                     m.d.comb += rdata.eq(rp.data)
         row = Signal(self.row)
         m.d.comb += row.eq(rdata)
-        for _name, _op1, op2, _old2, result in lanes:
+        for op2, result in lanes:
             hit = op2.valid & (op2.bank == bank) & (op2.index == index)
             for k in range(self.cfg.cols):
                 with m.If(hit & op2.mask[k]):

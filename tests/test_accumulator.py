@@ -95,17 +95,21 @@ class Checker:
     last_write: dict = field(default_factory=dict)
     spacing: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=int))
     stats: dict = field(
-        default_factory=lambda: dict.fromkeys(("reads", "dma_stalls", "read_stalls", "backpressure"), 0)
+        default_factory=lambda: dict.fromkeys(("reads", "dma_stalls", "dma_accumulates", "read_stalls", "backpressure"), 0)
     )
 
     def readies(self, ctx, mesh: dict | None) -> tuple[bool, bool]:
-        """The DMA stalls only on a mesh write to its bank; a read only on an accumulate to its bank
-        or when ACC_READ_DEPTH rows are owed."""
+        """The DMA stalls only on a mesh write to its bank, or, for an accumulate, on any mesh write
+        (they share the adding lane); a read only on an accumulate to its bank or when
+        ACC_READ_DEPTH rows are owed."""
         model, dma, read = self.traffic.model, self.traffic.dma, self.traffic.read
-        dma_ok = dma is not None and not (mesh and model.bank(mesh["addr"]) == model.bank(dma["addr"]))
+        dma_ok = dma is not None and not (
+            mesh and (dma["accumulate"] or model.bank(mesh["addr"]) == model.bank(dma["addr"]))
+        )
         if dma is not None:
             assert ctx.get(self.dut.dma_write.ready) == dma_ok
             self.stats["dma_stalls"] += not dma_ok
+            self.stats["dma_accumulates"] += dma_ok and bool(dma["accumulate"])
         read_ok = False
         if read is not None:
             bank = model.bank(read["addr"])
@@ -198,9 +202,11 @@ def run_random(cfg: AccelConfig, seed: int) -> dict[str, int]:
 def test_accumulator_random_traffic(cfg: AccelConfig) -> None:
     stats = run_random(cfg, seed=cfg.cols + cfg.acc_bits)
     # The traffic covered what it is meant to: accumulates onto a row written 1, 2, 3 and 4 cycles
-    # earlier (in flight in every pipeline stage), DMA stalls, refused reads, a stalled consumer.
+    # earlier (in flight in every pipeline stage), DMA stalls, DMA accumulates (on the mesh's
+    # adding lane), refused reads, a stalled consumer.
     assert all(stats[f"spacing{k}"] >= 20 for k in range(1, 5)), stats
     assert stats["reads"] > 300 and stats["dma_stalls"] > 20 and stats["read_stalls"] > 50, stats
+    assert stats["dma_accumulates"] > 50, stats
     assert stats["backpressure"] > 50, stats
 
 
