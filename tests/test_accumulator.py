@@ -95,7 +95,9 @@ class Checker:
     last_write: dict = field(default_factory=dict)
     spacing: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=int))
     stats: dict = field(
-        default_factory=lambda: dict.fromkeys(("reads", "dma_stalls", "dma_accumulates", "read_stalls", "backpressure"), 0)
+        default_factory=lambda: dict.fromkeys(
+            ("reads", "dma_stalls", "dma_accumulates", "read_stalls", "backpressure"), 0
+        )
     )
 
     def readies(self, ctx, mesh: dict | None) -> tuple[bool, bool]:
