@@ -147,10 +147,9 @@ class FpAdd(wiring.Component):
         subtract = v["sign_a"] ^ v["sign_x"]
         v["sum"] = Mux(subtract, v["big"] - v["aligned"], v["big"] + v["aligned"])[: self.ext + 1]
         v = cut("add", v)
-        v["norm"], v["exp"] = self._normalize(m, v["sum"], v["e_big"])
-        v["zero"] = v["sum"] == 0
+        v["norm"], v["sticky"], v["exp"], v["zero"] = self._normalize(m, v["sum"], v["e_big"])
         v = cut("normalize", v)
-        frac, exp_r = self._round(m, v["norm"], v["exp"])
+        frac, exp_r = self._round(m, v["norm"], v["sticky"], v["exp"])
 
         mant = self.acc_mant_bits
         s_big = v["s_big"]
@@ -204,29 +203,35 @@ class FpAdd(wiring.Component):
         }
 
     def _normalize(self, m: Module, sum_, e_big):
-        """Bring the leading one of ``sum_`` to the top bit of ``ext``; return (significand, exponent)."""
-        w = self.ext
-        norm = Signal(w)
+        """Bring the leading one of ``sum_`` to the top; return (the output precision's bits and the
+        guard bit, the sticky OR of all bits below them, exponent, ``sum_ == 0``)."""
+        w = len(sum_)  # the carry bit included: a sum that carried shifts by -1, i.e. 0 here
+        n = self.acc_mant_bits + 2  # kept bits plus guard
+        norm = Signal(n)
+        sticky = Signal()
         exp = Signal(signed(11))
-        # Leading zeros of sum_[:w] counted from its top bit (padded to a power of two at the
-        # bottom), as a balanced tree: log-depth where a priority chain would be w muxes deep. (A
-        # binary search of shifts, each step testing the last one's output, counts as it shifts
-        # and is a few operations fewer in Verilator, but its steps are in series: the mesh at
-        # pe_stages 4 fell from 60.4 to 52.2 MHz on ECP5, measured.)
-        _, lz = _leading_zeros(Cat(Const(0, (1 << (w - 1).bit_length()) - w), sum_[:w]))
-        with m.If(sum_[w]):
-            m.d.comb += [norm.eq(sum_[1:] | sum_[0]), exp.eq(e_big + 1)]
-        with m.Else():
-            m.d.comb += [norm.eq(sum_[:w] << lz), exp.eq(e_big - lz)]
-        return norm, exp
+        # Leading zeros of sum_ counted from its top bit (padded to a power of two at the bottom),
+        # as a balanced tree: log-depth where a priority chain would be w muxes deep. (A binary
+        # search of shifts, each step testing the last one's output, counts as it shifts and is a
+        # few operations fewer in Verilator, but its steps are in series: the mesh at pe_stages 4
+        # fell from 60.4 to 52.2 MHz on ECP5, measured.)
+        zero, lz = _leading_zeros(Cat(Const(0, (1 << (w - 1).bit_length()) - w), sum_))
+        # Only the kept and guard bits are shifted; the bits that would land below them are
+        # OR-ed without shifting: with lz leading zeros they are sum_[: w - n - lz], so the sticky
+        # is one of the prefix ORs of sum_'s low bits, picked by lz.
+        prefix = [sum_[:i].any() for i in range(w - n, -1, -1)]  # prefix[lz] = OR(sum_[: w - n - lz])
+        prefix += [Const(0, 1)] * ((1 << len(lz)) - len(prefix))
+        m.d.comb += [
+            norm.eq((sum_ << lz)[w - n : w]),
+            sticky.eq(Cat(*prefix).bit_select(lz, 1)),
+            exp.eq(e_big + 1 - lz),
+        ]
+        return norm, sticky, exp, zero
 
-    def _round(self, m: Module, norm, exp):
+    def _round(self, m: Module, norm, sticky, exp):
         """Round the normalized significand to the output precision; return (fraction, exponent)."""
         precision = self.acc_mant_bits + 1
-        w = self.ext
-        keep = norm[w - precision :]
-        guard = norm[w - 1 - precision]
-        sticky = norm[: w - 1 - precision] != 0
+        keep, guard = norm[1:], norm[0]
         rounded = Signal(precision + 1)
         m.d.comb += rounded.eq(keep + (guard & (sticky | keep[0])))
         exp_r = Signal(signed(11))
