@@ -145,7 +145,12 @@ class FpAdd(wiring.Component):
         cut = _Cuts(m, ADD_CUTS[self.registers])
         v = cut("align", self._align_operands(m))
         subtract = v["sign_a"] ^ v["sign_x"]
-        v["sum"] = Mux(subtract, v["big"] - v["aligned"], v["big"] + v["aligned"])[: self.ext + 1]
+        # One adder for both: big - aligned = big + ~aligned + 1, the inversion one bit wider than
+        # the operands so that a difference has no carry into the top bit. (Written as
+        # Mux(subtract, big - aligned, big + aligned), Yosys keeps two adders and a mux: 25 LUTs
+        # more in FpAdd(7, 0, 15), 52 in (23, 0, 23), measured.)
+        inverted = Cat(v["aligned"], 0) ^ Cat(*[subtract] * (self.ext + 1))
+        v["sum"] = (v["big"] + inverted + subtract)[: self.ext + 1]
         v = cut("add", v)
         v["norm"], v["sticky"], v["exp"], v["zero"] = self._normalize(m, v["sum"], v["e_big"])
         v = cut("normalize", v)
