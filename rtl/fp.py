@@ -185,7 +185,7 @@ class FpAdd(wiring.Component):
         # compare needs no flush: a subnormal orders below every normal value as its flushed zero
         # does, and where both operands are flushed both significands are 0, so the sum is an
         # exact zero whose sign does not depend on the order.
-        swap = self.x[:31] > a32[:31]
+        swap = _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits)
         # Both significands at the datapath's width, the leading one on top; flush to zero: a
         # subnormal's fraction is dropped.
         sig_a = Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1))
@@ -267,6 +267,19 @@ def _align_distance(e_big, e_small, width: int):
     bits lost)."""
     diff = e_big - e_small
     return Mux(diff > width, width, diff)[: width.bit_length()]
+
+
+def _greater_magnitude(a, a_zeros: int, b, b_zeros: int):
+    """``|a| > |b|`` for IEEE values whose lowest ``a_zeros`` and ``b_zeros`` bits are zero. Where
+    only one operand has bits, the other's are zero, so those bits only count as a whole: they are
+    OR-ed into one. (Each bit is one LUT of the compare's carry chain, and Yosys maps the chain
+    before it could see the constant bits: 7 LUTs in FpAdd(7, 0, 15), measured.)"""
+    low, high = min(a_zeros, b_zeros), max(a_zeros, b_zeros)
+    if low == high:
+        return a[high:-1] > b[high:-1]
+    a_low = a[low:high].any() if a_zeros < b_zeros else Const(0, 1)
+    b_low = b[low:high].any() if b_zeros < a_zeros else Const(0, 1)
+    return Cat(a_low, a[high:-1]) > Cat(b_low, b[high:-1])
 
 
 def _leading_zeros(value):
