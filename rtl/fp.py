@@ -210,7 +210,9 @@ class FpAdd(wiring.Component):
     def _normalize(self, m: Module, sum_, e_big):
         """Bring the leading one of ``sum_`` to the top; return (the output precision's bits and the
         guard bit, the sticky OR of all bits below them, exponent, ``sum_ == 0``)."""
-        w = len(sum_)  # the carry bit included: a sum that carried shifts by -1, i.e. 0 here
+        # The carry bit is counted too: a sum that carried has no leading zero, so it needs no mux
+        # of its own beside the shift.
+        w = len(sum_)
         n = self.acc_mant_bits + 2  # kept bits plus guard
         norm = Signal(n)
         sticky = Signal()
@@ -273,7 +275,7 @@ def _greater_magnitude(a, a_zeros: int, b, b_zeros: int):
     """``|a| > |b|`` for IEEE values whose lowest ``a_zeros`` and ``b_zeros`` bits are zero. Where
     only one operand has bits, the other's are zero, so those bits only count as a whole: they are
     OR-ed into one. (Each bit is one LUT of the compare's carry chain, and Yosys maps the chain
-    before it could see the constant bits: 7 LUTs in FpAdd(7, 0, 15), measured.)"""
+    before it could see the constant bits: 11 LUTs in FpAdd(7, 0, 15), measured.)"""
     low, high = min(a_zeros, b_zeros), max(a_zeros, b_zeros)
     if low == high:
         return a[high:-1] > b[high:-1]
