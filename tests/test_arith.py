@@ -104,6 +104,32 @@ def test_fp_add_matches_model(adder: str, registers: int, pairs) -> None:
     check_add(acc, x, mant, registers, x_frac)
 
 
+@pytest.mark.parametrize("adder", ADDERS)
+def test_fp_add_exponent_gaps(adder: str) -> None:
+    """Every exponent gap from 0 to past the datapath's width, both ways round, with fractions of
+    a few set bits (the low ones too): ties, sticky bits lost at each stage of the alignment
+    shifter, and cancellations that the normalization shifts back by any distance."""
+    mant, x_frac = ADDERS[adder]
+    rng = np.random.default_rng(8)
+    gaps = np.repeat(np.arange(-28, 29), 4)
+    n = gaps.size
+
+    def sparse(bottom: int) -> np.ndarray:
+        bits = rng.integers(bottom, 23, (n, 3))
+        keep = rng.random((n, 3)) < 0.6
+        return np.bitwise_or.reduce(np.where(keep, np.uint64(1) << bits.astype(np.uint64), np.uint64(0)), axis=1)
+
+    e_acc = rng.integers(40, 200, n).astype(np.uint64)
+    e_x = (e_acc.astype(np.int64) + gaps).astype(np.uint64)
+    sign = rng.integers(0, 2, n).astype(np.uint64) << np.uint64(31)
+    flip = np.where(rng.random(n) < 0.75, np.uint64(0x80000000), np.uint64(0))  # mostly subtractions
+    acc = sign | e_acc << np.uint64(23) | sparse(23 - mant)
+    x = _top_fraction(sign ^ flip | e_x << np.uint64(23) | sparse(23 - x_frac), x_frac)
+    if mant == 7:
+        acc = acc >> np.uint64(16)
+    check_add(acc, x, mant, 0, x_frac)
+
+
 def test_pe_adder_on_every_product_of_edge_values() -> None:
     """The bf16 PE's narrowed adder on the products the multiplier makes (its x) of every pair of
     edge values, added to every edge accumulator value and to each product's negation ± 1 ulp."""
