@@ -117,32 +117,25 @@ class Accumulator(wiring.Component):
         mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
         dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
         m.d.comb += dma.ready.eq(~(mesh.valid & (dma.payload.accumulate | (mesh_bank == dma_bank))))
-        dma_fire = dma.valid & dma.ready
-        with m.If(mesh.valid):
-            m.d.comb += [
-                add0.valid.eq(1),
-                add0.bank.eq(mesh_bank),
-                add0.index.eq(mesh_index),
-                add0.data.eq(mesh.payload.data),
-                add0.mask.eq(Const(-1, cfg.cols)),
-                add0.acc.eq(mesh.payload.accumulate),
-            ]
-        with m.Else():
-            m.d.comb += [
-                add0.valid.eq(dma_fire & dma.payload.accumulate),
-                add0.bank.eq(dma_bank),
-                add0.index.eq(dma_index),
-                add0.data.eq(dma.payload.data),
-                add0.mask.eq(dma.payload.mask),
-                add0.acc.eq(1),
-            ]
+        mesh0, dma0 = Signal(self._op, name="mesh0"), Signal(self._op, name="dma0")
         m.d.comb += [
-            plain0.valid.eq(dma_fire & ~dma.payload.accumulate),
-            plain0.bank.eq(dma_bank),
-            plain0.index.eq(dma_index),
-            plain0.data.eq(dma.payload.data),
-            plain0.mask.eq(dma.payload.mask),
+            mesh0.valid.eq(mesh.valid),
+            mesh0.bank.eq(mesh_bank),
+            mesh0.index.eq(mesh_index),
+            mesh0.data.eq(mesh.payload.data),
+            mesh0.mask.eq(Const(-1, cfg.cols)),
+            mesh0.acc.eq(mesh.payload.accumulate),
+            dma0.valid.eq(dma.valid & dma.ready),
+            dma0.bank.eq(dma_bank),
+            dma0.index.eq(dma_index),
+            dma0.data.eq(dma.payload.data),
+            dma0.mask.eq(dma.payload.mask),
+            dma0.acc.eq(dma.payload.accumulate),
         ]
+        # The DMA op goes down the adding lane when it accumulates (ready only without a mesh
+        # write), else down the plain lane.
+        m.d.comb += [add0.eq(Mux(mesh.valid, mesh0, dma0)), plain0.eq(dma0)]
+        m.d.comb += [add0.valid.eq(mesh0.valid | (dma0.valid & dma0.acc)), plain0.valid.eq(dma0.valid & ~dma0.acc)]
         return add0, plain0
 
     def _accept_read(self, m: Module, add0):
