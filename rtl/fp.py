@@ -199,8 +199,8 @@ class FpAdd(wiring.Component):
         swap = _wire(m, _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits), "swap")
         # Both significands at the datapath's width, the leading one on top; flush to zero: a
         # subnormal's fraction is dropped.
-        sig_a = Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1))
-        sig_x = Mux(zx, 0, Cat(fx[23 - self.sig + 1 :], 1))
+        sig_a = _wire(m, Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1)), "sig_a")
+        sig_x = _wire(m, Mux(zx, 0, Cat(fx[23 - self.sig + 1 :], 1)), "sig_x")
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
         dist = Signal(range(self.ext + 1))
         m.d.comb += dist.eq(Mux(swap, _align_distance(ex, ea, self.ext), _align_distance(ea, ex, self.ext)))

@@ -2,14 +2,17 @@
 against independent references (NumPy float32, float64, Python integers) within documented bounds."""
 
 import itertools
+import re
+from collections import Counter
 
 import numpy as np
 import pytest
+from amaranth.back import verilog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Mul, FpAdd
+from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Add, Bf16Mul, Fp32Mul, FpAdd
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
 from rtl.mac import IntAdd, IntMul
 from rtl.mac_model import accumulate, multiply
@@ -230,3 +233,29 @@ def test_mesh_model_dot_product_bound(acc_dtype: str) -> None:
     k = cfg.rows
     gamma = k * u / (1 - k * u)
     assert np.all(np.abs(to64(c) - exact) <= gamma * (np.abs(df) + np.abs(af) @ np.abs(wf)))
+
+
+FP_UNITS = {
+    **{f"add-{name}-r{registers}": (FpAdd, (mant, registers, x_frac)) for name, (mant, x_frac) in ADDERS.items()
+       for registers in ADD_CUTS},
+    "bf16-mul": (Bf16Mul, ()),
+    "fp32-mul": (Fp32Mul, ()),
+    "fp32-mul-bf16-a": (Fp32Mul, (True,)),
+    "bf16-add": (Bf16Add, ()),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", FP_UNITS)
+def test_fp_unit_verilog_writes_no_expression_out_many_times(unit: str) -> None:
+    """Amaranth writes an expression out again at every use, so an intermediate that each step of
+    a chain reads more than once must be a signal, or the Verilog grows exponentially with the
+    chain (the adder's shifter and leading-zero tree once made the 4x4-bf16 mesh 23,159 lines, and
+    Verilator took 71 s to lint it instead of 0.6). A few reads of one operand are fine; a repeat
+    count past that is the blow-up coming back."""
+    make, args = FP_UNITS[unit]
+    text = verilog.convert(make(*args), name="top")
+    expressions = Counter(
+        re.sub(r"\(\*.*?\*\)", "", rhs).strip() for rhs in re.findall(r"assign \S+\s*=\s*(.*);", text)
+    )
+    repeated = {rhs: n for rhs, n in expressions.items() if n > 3 and not re.fullmatch(r"\d+'h[0-9a-f]+", rhs)}
+    assert not repeated
