@@ -15,14 +15,15 @@ EXP_MAX = 255
 BIAS = 127
 
 
-def _wire(m: Module, value, name: str) -> Signal:
-    """``value`` as a combinational signal, for an expression used more than once. Amaranth writes
-    an expression out again at every use, so a chain of steps each reading the last one twice (a
-    log shifter, a leading-zero tree) grows exponentially in the Verilog: without these signals,
+def _wire(m: Module, value, name: str, domain: str = "comb") -> Signal:
+    """``value`` as a signal (registered in ``domain`` if not "comb"), for an expression used
+    more than once. Amaranth writes an expression out again at every use, so a chain of steps each
+    reading the last one twice (a log shifter, a leading-zero tree) grows exponentially in the
+    Verilog: without these signals,
     Verilator took 71 s instead of 3 to lint the 4x4-bf16 mesh (Yosys merges the copies, so the
     area is the same either way)."""
     signal = Signal.like(Value.cast(value), name=name)
-    m.d.comb += signal.eq(value)
+    m.d[domain] += signal.eq(value)
     return signal
 
 
@@ -315,14 +316,8 @@ class _Cuts:
         self.m, self.points = m, points
 
     def __call__(self, point: str, values: dict) -> dict:
-        if point not in self.points:
-            return {name: _wire(self.m, value, f"{point}_{name}") for name, value in values.items()}
-        registered = {}
-        for name, value in values.items():
-            reg = Signal.like(Value.cast(value), name=f"{point}_{name}")
-            self.m.d.sync += reg.eq(value)
-            registered[name] = reg
-        return registered
+        domain = "sync" if point in self.points else "comb"
+        return {name: _wire(self.m, value, f"{point}_{name}", domain) for name, value in values.items()}
 
 
 class Fp32Mul(wiring.Component):
