@@ -7,8 +7,12 @@
 * ``write_low`` (stream): the same, of lower priority: ready unless ``write`` writes the same bank
   in that cycle (the vector engine's results beside the load DMA's rows).
 
-A read accepted in the same cycle as a write to the same row returns the new data (the read ports
-are transparent for the write port), so "written before or in the cycle of the read" is the rule.
+A read accepted in the same cycle as a write to the same row returns the row as it was before the
+write (read first): a write is seen by reads accepted in later cycles. Every hand-over between the
+units leaves that cycle (a dependency token is counted in a register before the next unit sees it;
+the vector engine takes its next command the cycle after its last write), and read-first is what
+FPGA block RAM does across its two ports: transparency there is emulated with a register and a
+multiplexer per bank bit (410 LUTs and 272 flip-flops of the 4x4-bf16 scratchpad, xc7).
 Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
 """
 
@@ -90,7 +94,7 @@ class Scratchpad(wiring.Component):
             mem = Memory(shape=row, depth=self.bank_rows, init=[])
             m.submodules[f"bank{b}"] = mem
             wp = mem.write_port(granularity=1)
-            rp = mem.read_port(transparent_for=(wp,))
+            rp = mem.read_port()
             hit, hit_low = hi.valid & (w_bank == b), lo.valid & (l_bank == b)
             m.d.comb += [
                 wp.addr.eq(Mux(hit, w_index, l_index)),

@@ -14,7 +14,8 @@ __all__ = ["ScratchpadModel"]
 
 
 class ScratchpadModel:
-    """The scratchpad's state and rules, cycle by cycle: ``grants`` then ``write`` then ``read``."""
+    """The scratchpad's state and rules, cycle by cycle: ``grants``, then ``read`` (a read sees
+    the rows as they were before this cycle's writes), then ``write``."""
 
     def __init__(self, cfg: AccelConfig) -> None:
         self.dim = max(cfg.rows, cfg.cols)
