@@ -116,9 +116,12 @@ def round_bf16(m: Module, value, name: str) -> Value:
     gives the next binade or ±Inf, and any NaN becomes the canonical 0x7FC0. The one narrowing of
     the vector engine's writer, the read-out and the FPTT update unit."""
     nan = (value[23:31] == 0xFF) & (value[:23] != 0)
-    rne = Signal(33, name=f"{name}_rne")
-    m.d.comb += rne.eq(value + 0x7FFF + value[16])
-    return Mux(nan, 0x7FC0, rne[16:32])
+    # value + 0x7FFF + value[16] at bit 16 and up: the low half carries into the high one when it
+    # is past the half-way point, or at it with an odd high half. Only the high half is added.
+    up = value[15] & (value[:15].any() | value[16])
+    rne = Signal(16, name=f"{name}_rne")
+    m.d.comb += rne.eq(value[16:32] + up)
+    return Mux(nan, 0x7FC0, rne)
 
 
 class Bf16Add(wiring.Component):
