@@ -349,7 +349,8 @@ class DmaRead(_Engine):
             {"desc": DESCRIPTOR, "code": 4, "row_bytes": range(self.row_bytes_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
-        errors = Array(Signal(4, name=f"axi_error_{t}") for t in range(1 << self.TAG_BITS))  # first AXI error per tag
+        # The first AXI error per tag: bit 0 an error, bit 1 a DECERR (else SLVERR); `_axi_code`.
+        errors = Array(Signal(2, name=f"axi_error_{t}") for t in range(1 << self.TAG_BITS))
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
@@ -437,10 +438,9 @@ class DmaRead(_Engine):
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
             m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + end - lane)]
-            with m.If((axi.rresp == AXI_RESP_SLVERR) & (errors[info.tag] == 0)):
-                m.d.sync += errors[info.tag].eq(DmaError.SLVERR)
-            with m.If((axi.rresp == AXI_RESP_DECERR) & (errors[info.tag] == 0)):
-                m.d.sync += errors[info.tag].eq(DmaError.DECERR)
+            bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
+            with m.If(bad & ~errors[info.tag][0]):
+                m.d.sync += errors[info.tag].eq(Cat(1, axi.rresp == AXI_RESP_DECERR))
 
     def _held_layout(self) -> data.StructLayout:
         """A row between assembler and writer, with everything needed to write it and report."""
@@ -525,8 +525,9 @@ class DmaRead(_Engine):
         while this one's ``elems`` rows are written, and a stream of blocks takes max(rows, elems)
         cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
-        keep = errors[out.tag] == 0  # after an AXI error the local memory is left alone
-        error = Mux(out.code != 0, out.code, errors[out.tag])
+        axi_error = errors[out.tag]
+        keep = ~axi_error[0]  # after an AXI error the local memory is left alone
+        error = Mux(out.code != 0, out.code, Mux(axi_error[0], Mux(axi_error[1], DmaError.DECERR, DmaError.SLVERR), 0))
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
         filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
         sp = self.sp_write
