@@ -96,9 +96,13 @@ class Scratchpad(wiring.Component):
             wp = mem.write_port(granularity=1)
             rp = mem.read_port()
             hit, hit_low = hi.valid & (w_bank == b), lo.valid & (l_bank == b)
+            # Address and data follow `write` unless only `write_low` writes the bank (without
+            # an enable they are not used): a tile that never drives `write_low` (no vector
+            # engine) then has no multiplexer in front of its banks.
+            low_only = hit_low & ~hit
             m.d.comb += [
-                wp.addr.eq(Mux(hit, w_index, l_index)),
-                wp.data.eq(Mux(hit, hi.payload.data, lo.payload.data)),
+                wp.addr.eq(Mux(low_only, l_index, w_index)),
+                wp.data.eq(Mux(low_only, lo.payload.data, hi.payload.data)),
                 wp.en.eq(Mux(hit, hi.payload.mask, Mux(hit_low, lo.payload.mask, 0))),
             ]
             read_ports.append(rp)
