@@ -24,6 +24,7 @@ offset once per M block.
 
 from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
@@ -53,6 +54,26 @@ def times_small(value: Value, small: Value) -> Value:
     """``value · small`` modulo 2^32 for a small unsigned ``small`` (a kernel index), with adders."""
     terms = [Mux(small[bit], value << bit, 0) for bit in range(len(small))]
     return sum(terms[1:], terms[0])[:32]
+
+
+class _Table:
+    """A value per kernel column, written while the walker sets up and read while it walks: a
+    small memory with combinational reads (LUT RAM on an FPGA) instead of registers behind a
+    multiplexer per read. No read depends on a value before its setup wrote it."""
+
+    def __init__(self, m: Module, name: str, width: int) -> None:
+        self.m, self.name = m, name
+        self.mem = m.submodules[name] = Memory(shape=width, depth=KERNEL_MAX, init=[])
+        self.port = self.mem.write_port()
+
+    def write(self, index, value) -> list:
+        """Statements that write ``value`` at ``index`` in this cycle (where they are active)."""
+        return [self.port.addr.eq(index), self.port.data.eq(value), self.port.en.eq(1)]
+
+    def __getitem__(self, index) -> Value:
+        port = self.mem.read_port(domain="comb")
+        self.m.d.comb += port.addr.eq(index)
+        return port.data
 
 
 class Im2col(wiring.Component):
@@ -95,9 +116,9 @@ class Im2col(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.mul = mul = Multiplier(32, 16)
-        lo = Array(Signal(16, name=f"lo_{k}") for k in range(KERNEL_MAX))  # first output column inside
-        hi = Array(Signal(16, name=f"hi_{k}") for k in range(KERNEL_MAX))  # end of the columns inside
-        lo_xs = Array(Signal(32, name=f"lo_xs_{k}") for k in range(KERNEL_MAX))  # lo · x_step
+        lo = _Table(m, "lo", 16)  # first output column inside
+        hi = _Table(m, "hi", 16)  # end of the columns inside
+        lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
         block = Signal(_Pos)  # where the M block starts
         after = Signal(_Pos)  # where the last walk ended: the next block's start
@@ -143,9 +164,9 @@ class Im2col(wiring.Component):
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
-                m.d.sync += lo[k].eq(q)
+                m.d.comb += lo.write(k, q)
             with m.Else():
-                m.d.sync += hi[k].eq(Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
+                m.d.comb += hi.write(k, Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
@@ -182,7 +203,7 @@ class Im2col(wiring.Component):
                     with m.Case(index):
                         m.d.sync += prod[name].eq(product)
                 with m.Default():
-                    m.d.sync += lo_xs[k].eq(product)
+                    m.d.comb += lo_xs.write(k, product)
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == len(_PRODUCTS) + s.kw):
                 start = (s.a - prod["pad_off"])[:32]
