@@ -249,11 +249,13 @@ class Tile(wiring.Component):
             connect(m, sp.read_data[port], rsp)
         connect(m, load.sp_write, sp.write)
         connect(m, vec.sp_write, sp.write_low)
-        # The accumulator's write stream: the load DMA first, the engine when it is idle.
+        # The accumulator's write stream: the load DMA first, the engine when it is idle. The
+        # payload is the DMA's unless only the engine writes, so a tile without the engine has no
+        # multiplexer on it.
         first, second, target = load.acc_write, vec.acc_write, acc.dma_write
         m.d.comb += [
             target.valid.eq(first.valid | second.valid),
-            target.payload.eq(Mux(first.valid, first.payload, second.payload)),
+            target.payload.eq(Mux(second.valid & ~first.valid, second.payload, first.payload)),
             first.ready.eq(target.ready),
             second.ready.eq(target.ready & ~first.valid),
         ]
