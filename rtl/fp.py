@@ -53,10 +53,9 @@ def _product_operands(m: Module, a, b, mant_bits: int):
 # Fraction bits of a bf16 × bf16 product that can be non-zero (Bf16Mul): its significand is the
 # 16-bit product of two 8-bit ones.
 PRODUCT_FRAC_BITS = 15
-# A product's special case beside its fields (Bf16Mul's ``p_bits``, where a zero has a zero
-# exponent field), for an adder that takes it so (``FpAdd(flagged_x=True)``): zero (a zero
-# operand, or below 2^-126), infinite (an infinite operand, or 2^128 and above) or NaN; at most
-# one is set.
+# A product's special case beside its fields (Bf16Mul's ``p_bits``), for an adder that takes it
+# so (``FpAdd(flagged_x=True)``): zero (a zero operand, or below 2^-126), infinite (an infinite
+# operand, or 2^128 and above) or NaN; at most one is set.
 PRODUCT_FLAGS = data.StructLayout({"zero": 1, "inf": 1, "nan": 1})
 
 
@@ -66,8 +65,7 @@ class Bf16Mul(wiring.Component):
 
     ``p`` is the product as an IEEE value. ``p_bits`` and ``p_flags`` are the same product for an
     adder beside it (the bf16 PE's): the sign, exponent and fraction as if the product were normal
-    and in range (they are, unless a flag is set; a zero's exponent field is 0), and its special
-    case as flags. An adder that
+    and in range (they are, unless a flag is set), and its special case as flags. An adder that
     decodes the flags instead of ``p``'s fields leaves out what ``p`` packs only to unpack again:
     the special cases' multiplexers here and the field compares there (51 LUTs of a bf16 PE, xc7)."""
 
@@ -96,12 +94,8 @@ class Bf16Mul(wiring.Component):
         carry = prod[15]
         over = _wire(m, Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX), "p_over")
         under = _wire(m, Mux(carry, exp <= -1, exp <= 0), "p_under")
-        # A zero product's exponent field is 0 (its fraction bits mean nothing), so it orders below
-        # every normal value in the adder's magnitude compare, as an IEEE zero does: the adder
-        # needs no test of the flag in that compare (on ECP5 the test cost a LUT level after it,
-        # on the PE's longest path).
         m.d.comb += [
-            self.p_bits.eq(Cat(frac, Mux(zero | under, 0, Mux(carry, exp + 1, exp)[:8]), sign)),
+            self.p_bits.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign)),
             self.p_flags.nan.eq(nan),
             self.p_flags.inf.eq(~nan & (inf | over)),
             self.p_flags.zero.eq(~nan & ~inf & ~over & (zero | under)),
@@ -113,7 +107,7 @@ class Bf16Mul(wiring.Component):
         with m.Elif(zero | under):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
-            m.d.comb += self.p.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
+            m.d.comb += self.p.eq(self.p_bits)
         return m
 
 
@@ -171,9 +165,8 @@ class FpAdd(wiring.Component):
     of 27, with the same sums for every such ``x``.
 
     ``flagged_x``: ``x`` comes as a multiplier's ``p_bits`` and ``p_flags`` (``Bf16Mul``): its
-    special cases from ``x_flags``, its fields read only where no flag is set, except that a zero's
-    exponent field must be 0 (it orders the operands). The sums are those of the product's IEEE
-    value ``p``.
+    special cases from ``x_flags``, its fields read only where no flag is set. The sums are those
+    of the product's IEEE value ``p``.
     """
 
     def __init__(
@@ -236,9 +229,11 @@ class FpAdd(wiring.Component):
         # (not after the swap it decides), so the alignment starts one subtraction earlier. The
         # compare needs no flush: a subnormal orders below every normal value as its flushed zero
         # does, and where both operands are flushed both significands are 0, so the sum is an
-        # exact zero whose sign does not depend on the order. A flagged zero x has a zero exponent
-        # field (``Bf16Mul.p_bits``), so it orders as a flushed value does.
-        swap = _wire(m, _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits), "swap")
+        # exact zero whose sign does not depend on the order. A flagged zero x has fields of no
+        # meaning, so it never swaps: acc stays the larger, and x's significand, 0, aligns to 0
+        # however far it is shifted, as a zero's would.
+        greater = _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits)
+        swap = _wire(m, greater & ~zx if self.flagged_x else greater, "swap")
         # Both significands at the datapath's width, the leading one on top; flush to zero: a
         # subnormal's fraction is dropped.
         sig_a = _wire(m, Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1)), "sig_a")
@@ -318,13 +313,10 @@ def _align(m: Module, ext, dist):
 
 
 def _align_distance(e_big, e_small, width: int):
-    """How far the smaller operand shifts right: the exponent difference, or all ones of the
-    shifter's distance bits where it is larger (every bit is lost either way, so the sum is the
-    same as with ``width``). Only the difference's high bits are tested: a compare against
-    ``width`` was a second carry chain after the subtraction, on the ECP5 mesh's longest path."""
-    bits = width.bit_length()
-    diff = e_big - e_small  # not negative where used: e_big is the larger operand's exponent
-    return Mux(diff[bits:].any(), (1 << bits) - 1, diff[:bits])
+    """How far the smaller operand shifts right: the exponent difference, at most ``width`` (all
+    bits lost)."""
+    diff = e_big - e_small
+    return Mux(diff > width, width, diff)[: width.bit_length()]
 
 
 def _greater_magnitude(a, a_zeros: int, b, b_zeros: int):
