@@ -70,4 +70,4 @@ def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
     """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
         return IntAdd(registers)
-    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS, flagged_x=True)
+    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS)

@@ -74,10 +74,7 @@ class PE(wiring.Component):
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
         domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
-        if cfg.dtype == "int8":
-            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
-        else:  # the product's fields and flags: the adder decodes no IEEE special values of it
-            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p_bits), add.x_flags.eq(mul.p_flags)]
+        domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
         m.d.sync += self.ps_out.eq(add.o)
         w = self.w_in
         for k in range(cfg.pe_stages):

@@ -30,8 +30,7 @@ def evaluate(
                 ctx.set(port, columns[name][min(i, count - 1)])
             if i >= latency:
                 for name, port in out_ports.items():
-                    value = ctx.get(port)  # a struct port reads as a data.Const: its bits
-                    results[name][i - latency] = value.as_value().value if hasattr(value, "as_value") else value
+                    results[name][i - latency] = ctx.get(port)
             if latency:
                 await ctx.tick()
 
