@@ -349,7 +349,8 @@ class DmaRead(_Engine):
             {"desc": DESCRIPTOR, "code": 4, "row_bytes": range(self.row_bytes_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
-        # The first AXI error per tag: bit 0 an error, bit 1 a DECERR (else SLVERR); `_axi_code`.
+        # The first AXI error per tag: bit 0 an error, bit 1 a DECERR (else SLVERR); `_write_rows`
+        # turns it into the DmaError code.
         errors = Array(Signal(2, name=f"axi_error_{t}") for t in range(1 << self.TAG_BITS))
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data

@@ -62,7 +62,7 @@ class _Table:
     multiplexer per read. No read depends on a value before its setup wrote it."""
 
     def __init__(self, m: Module, name: str, width: int) -> None:
-        self.m, self.name = m, name
+        self.m = m
         self.mem = m.submodules[name] = Memory(shape=width, depth=KERNEL_MAX, init=[])
         self.port = self.mem.write_port()
 
