@@ -213,6 +213,20 @@ class Decoder(wiring.Component):
             p.bias.eq(f[14:16]),
             p.act.eq(f[17:19]),
             p.out.eq(f[19:21]),
+            p.b_sp.eq(f[21]),
+            p.b.eq(w[6]),
+            p.n.eq(w[3][:16]),  # CONV2D's C_out
+            # GEMM's own fields, which a CONV2D never reads: its M and packed K come from the
+            # loop's setup, lda and ldd are only A's and a full D's (CONV2D has per-channel bias
+            # only), and flags 12, 13 and 16 are reserved for it (set, the command is refused).
+            # So they need no multiplexer.
+            p.trans_a.eq(f[12]),
+            p.trans_b.eq(f[13]),
+            p.acc_c.eq(f[16]),
+            p.m.eq(w[1]),
+            p.k.eq(w[2]),
+            p.lda.eq(w[5]),
+            p.ldd.eq(w[11]),
             p.seq.eq(self.cmd.p.seq),
             p.conv.eq(conv),
             p.batch.eq(w[1][:16]),
@@ -226,10 +240,7 @@ class Decoder(wiring.Component):
         ]
         with m.If(conv):
             m.d.comb += [
-                p.n.eq(cout),
                 p.a.eq(w[5]),
-                p.b_sp.eq(f[21]),
-                p.b.eq(w[6]),
                 # A resident B's N tiles are word 10's rows apart (GEMM's ldb, word 7, is the output's
                 # address here); weights in memory are HWIO rows of C_out elements.
                 p.ldb.eq(Mux(f[21], w[10], cout * (cfg.in_bits // 8))),
@@ -241,21 +252,11 @@ class Decoder(wiring.Component):
             ]
         with m.Else():
             m.d.comb += [
-                p.trans_a.eq(f[12]),
-                p.trans_b.eq(f[13]),
-                p.b_sp.eq(f[21]),
-                p.acc_c.eq(f[16]),
-                p.m.eq(w[1]),
-                p.k.eq(w[2]),
-                p.n.eq(w[3]),
                 p.a.eq(w[4]),
-                p.lda.eq(w[5]),
-                p.b.eq(w[6]),
                 p.ldb.eq(w[7]),
                 p.c.eq(w[8]),
                 p.ldc.eq(w[9]),
                 p.d.eq(w[10]),
-                p.ldd.eq(w[11]),
                 p.scale.eq(w[12]),
             ]
 
