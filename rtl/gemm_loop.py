@@ -19,7 +19,7 @@ A is kept in the scratchpad one of two ways, chosen per command:
 
 Every size the command allows runs; nothing is refused for not fitting the scratchpad.
 
-Counters are positions (``m0``, ``n0``, ``k0``, kernel position), each as wide as its documented
+Counters are positions (``n0``, ``k0``, kernel position, and M's rows left), each as wide as its documented
 limit; addresses are byte registers stepped by additions (strength reduction), so no multiplier
 sits in the per-step path. Buffer reuse is decided here, from exact counts of the operations
 issued and not yet finished (``exec_finished``, ``store_finished``): a load waits until the EXEC
@@ -271,7 +271,9 @@ class GemmLoop(wiring.Component):
         k_tiles, mb, streaming, prefetch = plan.k_tiles, plan.mb, plan.streaming, plan.prefetch
         n_tiles, steps, a_rows, a_half = plan.n_tiles, plan.steps, plan.a_rows, plan.a_half
         # Positions.
-        m0, n0 = Signal(32), Signal(16)
+        # M's rows from the current block on: counted down, so no subtraction sits before the
+        # block's size and the last-block test.
+        rows_left, n0 = Signal(32), Signal(16)
         ks = _KSlice(R)
         k0 = ks.k0
         kx, ky = Signal(3), Signal(3)
@@ -300,7 +302,6 @@ class GemmLoop(wiring.Component):
             Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
         )
 
-        rows_left = c.m - m0
         last_m = rows_left <= mb
         mb_rows = Mux(last_m, rows_left[:16], mb)
         cols_left = c.n - n0
@@ -364,7 +365,6 @@ class GemmLoop(wiring.Component):
             & (pf.done < k_tiles)
             & (ex_out <= cur_steps)
         )
-        pf_last = ~c.trans_a | (pf.chunk + cfg.dim >= next_rows)
 
         load, ex, store = (
             self._queue(m, port, name, depth)
@@ -407,30 +407,26 @@ class GemmLoop(wiring.Component):
             ),
             signal_next=1,  # the step's last load: its data is in place
         )
-        a_block = _min(mb_rows - chunk, cfg.dim)
-        last_a = ~c.trans_a | (chunk + cfg.dim >= mb_rows)
+        # One descriptor for both A loads, with the slice's registers picked by the state: the
+        # step's own slice (LOAD_A), or in LOAD_B one of the next block's (the prefetch), so the
+        # two share their adders, minimum and multiplexers. A transposed slice goes in blocks of
+        # up to `dim` rows, `chunk` of them already loaded.
+        prefetching = Signal()
+        a_chunk = Mux(prefetching, pf.chunk, chunk)
+        a_rows_all = Mux(prefetching, next_rows, mb_rows)
+        a_kslice = Mux(prefetching, pf_kslice, kslice)
+        last_a = ~c.trans_a | (a_chunk + cfg.dim >= a_rows_all)
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=off["a_m"] + off["a_k"] + times(chunk, in_e, 32),
+                dram_addr=Mux(prefetching, pf.addr, off["a_m"] + off["a_k"]) + times(a_chunk, in_e, 32),
                 dram_stride=c.lda,
-                rows=Mux(c.trans_a, kslice, mb_rows),
-                elems=Mux(c.trans_a, a_block, kslice),
-                local_addr=a_local + chunk,
+                rows=Mux(c.trans_a, a_kslice, a_rows_all),
+                elems=Mux(c.trans_a, _min(a_rows_all - a_chunk, cfg.dim), a_kslice),
+                local_addr=Mux(prefetching, layout.a_base + Mux(odd_block, 0, a_half) + pf.res, a_local) + a_chunk,
                 transpose=c.trans_a,
             ),
-            signal_next=c.b_sp & last_a,  # resident B: the step's last load
-        )
-        pf_load = op(
-            desc(
-                kind=KIND["mem_to_sp"],
-                dram_addr=pf.addr + times(pf.chunk, in_e, 32),
-                dram_stride=c.lda,
-                rows=Mux(c.trans_a, pf_kslice, next_rows),
-                elems=Mux(c.trans_a, _min(next_rows - pf.chunk, cfg.dim), pf_kslice),
-                local_addr=layout.a_base + Mux(odd_block, 0, a_half) + pf.res + pf.chunk,
-                transpose=c.trans_a,
-            )
+            signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
         )
         seg.bind(c.cin, kslice)
         last_walk = ~seg.packed | seg.tile_done  # the step's last walk (segment)
@@ -510,7 +506,7 @@ class GemmLoop(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), m0.eq(0), n0.eq(0), odd_block.eq(0)]
+                    m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
@@ -531,6 +527,7 @@ class GemmLoop(wiring.Component):
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
+                m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
                 go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
@@ -544,7 +541,7 @@ class GemmLoop(wiring.Component):
                     m.d.comb += load.valid.eq(1)
                     with m.If(load.ready):
                         m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
-                        with m.If(pf_last):
+                        with m.If(last_a):
                             m.d.sync += pf.slice_done(R, mb, steps["a_k"])
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
@@ -594,7 +591,8 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
-                        m.d.sync += [n0.eq(0), m0.eq(m0 + mb), odd_block.eq(~odd_block), off["b_n"].eq(c.b)]
+                        m.d.sync += [n0.eq(0), rows_left.eq(rows_left - mb), odd_block.eq(~odd_block)]
+                        m.d.sync += off["b_n"].eq(c.b)
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
@@ -604,12 +602,13 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         m.next = "IDLE"
         self._strides(m, c, mul, mb, steps, strides_go, strides_ready)
+        m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
         m.d.comb += [
             load.payload.eq(
                 Mux(
                     fsm.ongoing("BIAS"),
                     bias_load,
-                    Mux(fsm.ongoing("LOAD_B"), Mux(pf_go, pf_load, b_load), Mux(c.conv, conv_a_load, a_load)),
+                    Mux(fsm.ongoing("LOAD_B"), Mux(pf_go, a_load, b_load), Mux(c.conv, conv_a_load, a_load)),
                 )
             ),
             ex.payload.eq(exec_op),
