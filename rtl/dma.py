@@ -519,12 +519,12 @@ class DmaRead(_Engine):
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
-        Returns the block stage's ``busy``: a transposed block still being written.
+        Returns whether a transposed block is still to be written (the block stage's).
 
         A transposed mem→sp block is written by its own stage (``_write_block``): the held row's
-        path only keeps columns and hands the finished block over, so the next block's rows come in
-        while this one's ``elems`` rows are written, and a stream of blocks takes max(rows, elems)
-        cycles each, not rows − 1 + elems."""
+        path only keeps its rows as columns and hands the finished block over, so the next block's
+        rows come in while this one's ``elems`` rows are written, and a stream of blocks takes
+        max(rows, elems) cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
         axi_error = errors[out.tag]
         keep = ~axi_error[0]  # after an AXI error the local memory is left alone
@@ -533,23 +533,31 @@ class DmaRead(_Engine):
         filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
         sp = self.sp_write
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
-        keep_column = to_sp & out.transpose & ~out.last
-        hand_over = to_sp & out.transpose & out.last
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
-        # mem→sp, transposed: the block's rows before its last are kept as columns of `cols_kept`
-        # (one cycle each, nothing written); the last row completes the block, whose `elems` local
-        # rows (zeros past `rows`) go to the block stage whole.
-        cols_kept = [Signal(data.ArrayLayout(cfg.in_bits, n), name=f"kept_{e}") for e in range(n)]
-        with m.If(keep_column & keep):
-            for e in range(n):
-                m.d.sync += cols_kept[e][out.row[: max(1, (n - 1).bit_length())]].eq(elems[e])
-        block = [
-            Cat(Mux(out.row > k, cols_kept[e][k], Mux(out.row == k, elems[e], 0)) for k in range(n)) for e in range(n)
-        ]
-        busy, taken, block_done = self._write_block(m, block, out, keep, error, hand_over)
-        # Every other row waits for the block stage: it owns the write port and reports its block
-        # first, so descriptors complete in order.
-        free = ~busy
+        block = _Block(cfg.in_bits, n)
+        # mem→sp, transposed: every row of the block is kept as a column of `block.kept` (one cycle
+        # each, nothing written); after the last, the block stage copies the columns whole (no
+        # multiplexer: the last row is a column by then) and writes its `elems` local rows, zero
+        # past the block's rows.
+        keeping = to_sp & out.transpose & (~block.complete | block.taken)
+        index = out.row[: max(1, (n - 1).bit_length())]
+        with m.If(block.taken):
+            m.d.sync += block.complete.eq(0)
+        with m.If(keeping):
+            with m.If(keep):
+                for e in range(n):
+                    m.d.sync += block.kept[e][index].eq(elems[e])
+            with m.If(out.last):
+                m.d.sync += [block.complete.eq(1), block.count.eq(out.elems), block.local.eq(out.local)]
+                m.d.sync += [
+                    block.rows.eq(Cat(1, *(index >= k for k in range(1, n)))),
+                    block.keep.eq(keep),
+                    block.code.eq(error),
+                ]
+        busy, block_done = self._write_block(m, block)
+        # Every other row waits for the block stage and a block waiting for it: the stage owns the
+        # write port and reports its block first, so descriptors complete in order.
+        free = ~busy & ~block.complete
         may = free & (~out.last | self.done.ready)  # the last write waits until `done` can be taken
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
@@ -573,18 +581,18 @@ class DmaRead(_Engine):
         written = (free & sp.valid & sp.ready) | (acc.valid & acc.ready)
         reported = (full & out.skip & may) | written  # rows that end their descriptor here
         m.d.comb += [
-            release.eq(keep_column | taken | (reported & (~out.last | self.done.ready))),
+            release.eq(keeping | (reported & (~out.last | self.done.ready))),
             self.done.valid.eq(block_done | (full & out.last & reported)),
         ]
         with m.If(free):
             m.d.comb += [self.done.payload.code.eq(error), self.done.payload.error.eq(error != 0)]
-        return busy
+        return busy | block.complete
 
-    def _write_block(self, m: Module, block, out, keep, error, hand_over):
-        """The transposed block stage: takes a finished block (``hand_over``) when it is free or
-        writing its last row, writes one local row per cycle, then reports the descriptor.
-        Returns (busy, taken, done): busy while it owns the write port, taken when the held row's
-        block is accepted, done when its descriptor is reported (``done`` carries its code)."""
+    def _write_block(self, m: Module, block: "_Block"):
+        """The transposed block stage: takes a complete block when it is free or writing its last
+        row, writes one local row per cycle, then reports the descriptor. Returns (busy, done):
+        busy while it owns the write port, done when its descriptor is reported (``done`` carries
+        its code). Drives ``block.taken``."""
         cfg, n, sp = self.cfg, self.dim, self.sp_write
         rows = Signal(data.ArrayLayout(data.ArrayLayout(cfg.in_bits, n), n))
         busy = Signal()
@@ -593,27 +601,42 @@ class DmaRead(_Engine):
         local = Signal(16)
         kept = Signal()  # no AXI error: the rows are written with a full mask
         code = Signal(4)
+        inside = Signal(n)  # the elements within the block's rows (zeros past them)
         final = row + 1 == count
         with m.If(busy):
             m.d.comb += [
                 sp.valid.eq(~final | self.done.ready),
                 sp.payload.addr.eq(local + row),
-                sp.payload.data.eq(rows[row]),
+                sp.payload.data.eq(Cat(Mux(inside[k], rows[row][k], 0) for k in range(n))),
                 sp.payload.mask.eq(Mux(kept, (1 << n) - 1, 0)),
                 self.done.payload.code.eq(code),
                 self.done.payload.error.eq(code != 0),
             ]
         written = busy & sp.valid & sp.ready
         done = written & final
-        taken = hand_over & (~busy | done)
+        m.d.comb += block.taken.eq(block.complete & (~busy | done))
         with m.If(written):
             m.d.sync += row.eq(row + 1)
             with m.If(final):
                 m.d.sync += busy.eq(0)
-        with m.If(taken):  # after the lines above: a block may come in as the previous one ends
-            m.d.sync += [busy.eq(1), row.eq(0), count.eq(out.elems), local.eq(out.local), kept.eq(keep)]
-            m.d.sync += [code.eq(error)] + [rows[e].eq(block[e]) for e in range(n)]
-        return busy, taken, done
+        with m.If(block.taken):  # after the lines above: a block may come in as the previous one ends
+            m.d.sync += [busy.eq(1), row.eq(0), count.eq(block.count), local.eq(block.local), kept.eq(block.keep)]
+            m.d.sync += [code.eq(block.code), inside.eq(block.rows)] + [rows[e].eq(block.kept[e]) for e in range(n)]
+        return busy, done
+
+
+class _Block:
+    """A transposed block being kept: its columns, and once its last row is in (``complete``) the
+    parameters the block stage takes with it (``taken``)."""
+
+    def __init__(self, in_bits: int, n: int) -> None:
+        self.kept = [Signal(data.ArrayLayout(in_bits, n), name=f"kept_{e}") for e in range(n)]
+        self.complete, self.taken = Signal(name="block_complete"), Signal(name="block_taken")
+        self.count = Signal(range(n + 1), name="block_count")
+        self.rows = Signal(n, name="block_rows")  # which of its n element places hold a row
+        self.local = Signal(16, name="block_local")
+        self.keep = Signal(name="block_keep")
+        self.code = Signal(4, name="block_code")
 
 
 class DmaWrite(_Engine):
