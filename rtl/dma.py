@@ -498,8 +498,10 @@ class DmaRead(_Engine):
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
-            out.data.eq(Mux(from_gearbox, merged, 0)),
-            out.row_bytes.eq(row_bytes),
+            # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
+            # `row_bytes` anyway, so the row needs no multiplexer of its own.
+            out.data.eq(merged),
+            out.row_bytes.eq(Mux(from_gearbox, row_bytes, 0)),
             out.kind.eq(d.kind),
             out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
             out.row.eq(rows_in),
