@@ -114,22 +114,23 @@ class _Prefetch:
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
-        self.addr = Signal(32, name="pf_addr")  # its address (rows of A, or of A^T)
-        self.base_ok = Signal(name="pf_base_ok")  # addr holds the next block's first slice's address
+        # Its offset from the next block's first (K rows of A, or rows of A^T): the address is the
+        # next block's A address plus this, so a block change only restarts it.
+        self.k_off = Signal(32, name="pf_k_off")
         self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
         self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
         self.step = Signal(name="pf_step")  # a slice went out in this step
 
-    def restart(self, addr=0) -> list:
-        regs = (self.done, self.due, self.pc, self.k0, self.chunk, self.res, self.step)
-        return [*(sig.eq(0) for sig in regs), self.addr.eq(addr)]
+    def restart(self) -> list:
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
+        return [sig.eq(0) for sig in regs]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
             self.chunk.eq(0),
             self.done.eq(self.done + 1),
             self.k0.eq(self.k0 + rows),
-            self.addr.eq(self.addr + k_step),
+            self.k_off.eq(self.k_off + k_step),
             self.res.eq(self.res + mb),
             self.step.eq(1),
         ]
@@ -358,7 +359,7 @@ class GemmLoop(wiring.Component):
         pf_kslice = _min(c.k - pf.k0, R)
         pf_go = (
             prefetch
-            & pf.base_ok
+            & strides_ready  # the next block's address needs the block stride
             & ~last_m
             & ~pf.step
             & (pf.done < pf.due)
@@ -419,7 +420,7 @@ class GemmLoop(wiring.Component):
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=Mux(prefetching, pf.addr, off["a_m"] + off["a_k"]) + times(a_chunk, in_e, 32),
+                dram_addr=off["a_m"] + Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
                 elems=Mux(c.trans_a, _min(a_rows_all - a_chunk, cfg.dim), a_kslice),
@@ -499,9 +500,6 @@ class GemmLoop(wiring.Component):
         with m.If(tail_left != 0):
             m.d.sync += [off["c_m"].eq(off["c_m"] + c.ldc), tail_left.eq(tail_left - 1)]
             m.d.sync += off["d_m"].eq(off["d_m"] + ldd)
-        # The next block's A address, once the block stride is known (later block changes step it).
-        with m.If(strides_ready & ~pf.base_ok):
-            m.d.sync += [pf.addr.eq(off["a_m"] + steps["a_m"]), pf.base_ok.eq(1)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -514,7 +512,7 @@ class GemmLoop(wiring.Component):
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
                     m.d.sync += [ex_out.eq(0), st_out.eq(0)]
-                    m.d.sync += [*pf.restart(), pf.base_ok.eq(0), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
+                    m.d.sync += [*pf.restart(), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                     # Garbage while a resident B's row is out of range: refused before anything is issued.
                     rows_below_b = (self.cmd.p.b - layout.a_base)[: len(a_rows)]
                     m.d.sync += a_rows.eq(Mux(self.cmd.p.b_sp, rows_below_b, layout.a_rows))
@@ -596,7 +594,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
-                        m.d.sync += pf.restart(off["a_m"] + (steps["a_m"] << 1))  # the block after next
+                        m.d.sync += pf.restart()  # the block after next
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.done)
                     with m.Else():
@@ -631,9 +629,9 @@ class GemmLoop(wiring.Component):
         gate_domain(top, "im2col", walker_active)
         top.submodules.im2col = ResetInserter({"im2col": self.halt})(DomainRenamer("im2col")(im2col))
         queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
-        # The loop's own steps with no event: the tail's address additions, the prefetch base, and
-        # whatever the walker does (its pieces, which the loop takes).
-        stepping = (tail_left != 0) | (strides_ready & ~pf.base_ok) | walker_active
+        # The loop's own steps with no event: the tail's address additions and whatever the walker
+        # does (its pieces, which the loop takes).
+        stepping = (tail_left != 0) | walker_active
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
         top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
