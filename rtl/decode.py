@@ -42,7 +42,7 @@ FLAG_BITS = {
     "FENCE": 0,
     "VEC": DEPS_BITS | SIDE_BITS | 0x1FFF << 12,
     "GEMM": 0x3FF << 12,
-    "CONV2D": 0xFF << 14,
+    "CONV2D": 0x3 << 14 | 0x1F << 17,  # bias, act, out, resident weights: not bit 16 (GEMM's accumulate)
 }
 # Read-out activations defined: 0 none, 1 ReLU; float accumulators also 2 sigmoid, 3 tanh.
 ACT_CODES = {"int8": 2, "bf16": 4}

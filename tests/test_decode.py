@@ -177,6 +177,7 @@ CASES = [
     (conv(flags=2 << 17), "BAD_FIELD"),
     (conv(flags=3 << 19), "BAD_FIELD"),
     (conv(flags=1 << 12), "BAD_FIELD"),  # GEMM's transpose flags are not CONV2D's
+    (conv(flags=1 << 16), "BAD_FIELD"),  # nor its accumulate into C
     (conv(flags=WAIT_PREV), "BAD_DEPS"),
     # valid ones
     (load(addr=3, stride=5), None),  # int8: any byte address
