@@ -37,7 +37,7 @@ empty mask (the local memory is not changed further).
 
 import math
 
-from amaranth.hdl import Array, C, Cat, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import C, Cat, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -349,9 +349,7 @@ class DmaRead(_Engine):
             {"desc": DESCRIPTOR, "code": 4, "row_bytes": range(self.row_bytes_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
-        # The first AXI error per tag: bit 0 an error, bit 1 a DECERR (else SLVERR); `_write_rows`
-        # turns it into the DmaError code.
-        errors = Array(Signal(2, name=f"axi_error_{t}") for t in range(1 << self.TAG_BITS))
+        errors = _AxiErrors(m, self.TAG_BITS)
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
@@ -372,7 +370,7 @@ class DmaRead(_Engine):
             pending.w_data.eq(queue_entry),
         ]
         with m.If(advance):
-            m.d.sync += [errors[tag].eq(0), held.eq(0)]
+            m.d.sync += held.eq(0)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), tag.eq(tag + 1), held.eq(1)]
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
@@ -439,9 +437,8 @@ class DmaRead(_Engine):
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
             m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + end - lane)]
-            bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
-            with m.If(bad & ~errors[info.tag][0]):
-                m.d.sync += errors[info.tag].eq(Cat(1, axi.rresp == AXI_RESP_DECERR))
+        bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
+        errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
     def _held_layout(self) -> data.StructLayout:
         """A row between assembler and writer, with everything needed to write it and report."""
@@ -528,9 +525,11 @@ class DmaRead(_Engine):
         rows come in while this one's ``elems`` rows are written, and a stream of blocks takes
         max(rows, elems) cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
-        axi_error = errors[out.tag]
-        keep = ~axi_error[0]  # after an AXI error the local memory is left alone
-        error = Mux(out.code != 0, out.code, Mux(axi_error[0], Mux(axi_error[1], DmaError.DECERR, DmaError.SLVERR), 0))
+        failed, decerr = errors.of(out.tag)
+        keep = ~failed  # after an AXI error the local memory is left alone
+        error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
+        # The descriptor's last row leaves: its error (if any) is no longer looked up.
+        m.d.comb += errors.q.r_en.eq(release & out.last & failed)
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
         filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
         sp = self.sp_write
@@ -625,6 +624,35 @@ class DmaRead(_Engine):
             m.d.sync += [busy.eq(1), row.eq(0), count.eq(block.count), local.eq(block.local), kept.eq(block.keep)]
             m.d.sync += [code.eq(block.code), inside.eq(block.rows)] + [rows[e].eq(block.kept[e]) for e in range(n)]
         return busy, done
+
+
+class _AxiErrors:
+    """The first AXI error response of each descriptor in work, for the writer to look up by tag.
+
+    Responses come in descriptor order (one AXI ID), and so do the rows the writer writes, so the
+    errors form a queue of (tag, DECERR): one is noted as its response arrives, unless the error
+    noted last, still queued, is the same tag's; the head is the writer's if its tag is that of
+    the row being written, and leaves with the descriptor's last row. Every descriptor whose
+    rows are yet to be written issued its bursts after every queued one's, so the queue never
+    holds more than the tags in work (fewer than 2^tag_bits). This takes a small LUT-RAM queue
+    instead of a register pair per tag, each decoded for set and clear, behind a tag multiplexer."""
+
+    def __init__(self, m: Module, tag_bits: int) -> None:
+        self.layout = data.StructLayout({"tag": tag_bits, "decerr": 1})
+        self.q = m.submodules.axi_errors = fifo.SyncFIFO(width=self.layout.size, depth=1 << tag_bits)
+        self.last = Signal(tag_bits, name="axi_error_last")  # the tag noted last
+
+    def note(self, m: Module, error, tag, decerr) -> None:
+        """An error response for ``tag`` in this cycle (``error``)."""
+        again = self.q.r_rdy & (self.last == tag)
+        m.d.comb += [self.q.w_en.eq(error & ~again), self.q.w_data.eq(Cat(tag, decerr))]
+        with m.If(self.q.w_en):
+            m.d.sync += self.last.eq(tag)
+
+    def of(self, tag) -> tuple[Value, Value]:
+        """(an AXI error, it was a DECERR) for the descriptor of ``tag``, the writer's."""
+        head = data.View(self.layout, self.q.r_data)
+        return self.q.r_rdy & (head.tag == tag), head.decerr
 
 
 class _Block:
