@@ -121,14 +121,16 @@ class Im2col(wiring.Component):
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
         block = Signal(_Pos)  # where the M block starts
-        after = Signal(_Pos)  # where the last walk ended: the next block's start
+        # Where the walk is. A block's walks all end where the next block starts, and the loop
+        # moves to the next block (``next_block``) only once they have all ended.
+        cur = Signal(_Pos)
         block_xs = Signal(32)  # its column's offset, block.x · x_step
         xs_ready = Signal()
         dividing, multiplying = Signal(), Signal()
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
         self._limits(m, lo, hi, dividing, multiplying)
-        self._products(m, mul, lo, lo_xs, prod, block, after, block_xs, xs_ready, multiplying)
-        self._walker(m, lo, hi, lo_xs, prod, block, after, block_xs, xs_ready, multiplying)
+        self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
+        self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
     def _limits(self, m: Module, lo, hi, running, then) -> None:
@@ -171,7 +173,7 @@ class Im2col(wiring.Component):
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
 
-    def _products(self, m: Module, mul, lo, lo_xs, prod, block, after, block_xs, xs_ready, running) -> None:
+    def _products(self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, running) -> None:
         """The address steps, one product at a time after the divisions (``running``); then the walk
         starts at pixel 0. Later, each ``next_block`` multiplies the new block start's column."""
         s = self.shape
@@ -193,7 +195,7 @@ class Im2col(wiring.Component):
                 mul.b.eq(Mux(first_col, lo[k], Array(b for _, b in operands)[step])),
             ]
         with m.Elif(self.next_block):
-            m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(after.x)]
+            m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
         product = mul.product[:32]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), xs_ready.eq(0)]
@@ -214,11 +216,10 @@ class Im2col(wiring.Component):
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
 
-    def _walker(self, m: Module, lo, hi, lo_xs, prod, block, after, block_xs, xs_ready, setting_up) -> None:
+    def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
         pix = times(s.cin, in_e, 18)
-        cur = Signal(_Pos)
         left, local = Signal(16), Signal(16)
         phase = Signal(2)  # 0 waiting, 1 the K slice's offsets being summed, 2 walking
         emitted = Signal()
@@ -302,6 +303,6 @@ class Im2col(wiring.Component):
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
             with m.If(length == left):
-                m.d.sync += [phase.eq(0), after.eq(nxt)]
+                m.d.sync += phase.eq(0)
         with m.If(self.next_block):
-            m.d.sync += block.eq(after)
+            m.d.sync += block.eq(cur)
