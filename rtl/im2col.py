@@ -140,20 +140,22 @@ class Im2col(wiring.Component):
         m.submodules.div = div = Divider(18)
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
         k = (step - 2)[1:4]
-        # W − 1 + pad − kw: how far right of output column 0 the last input column lies (negative:
-        # the kernel column never reaches the input).
-        unreachable = s.w + s.pad < k + 1
-        reach = (s.w + s.pad - k - 1)[:18]
-        numerators = [
-            s.h + 2 * s.pad - s.kh,
-            s.w + 2 * s.pad - s.kw,
-            Mux(s.pad > k, s.pad - k, 0) + s.stride - 1,
-            Mux(unreachable, 0, reach),
-        ]
-        kind = Mux(step < 2, step, 2 + step[0])
+        # The numerators, as one sum A + P − C − D on a single adder (−C − 1 is ~C, so D rides as
+        # a missing carry): OH: H + 2·pad − kh, OW: W + 2·pad − kw, lo: s − 1 + (pad − kw)⁺, and hi:
+        # W − 1 + pad − kw, how far right of output column 0 the last input column lies (negative:
+        # the kernel column never reaches the input, and hi is 0 whatever the quotient).
+        size = step < 2
+        at_lo = ~size & ~step[0]
+        clipped = at_lo & (s.pad <= k)  # lo's (pad − kw)⁺ is 0
+        a = Mux(step == 0, s.h, Mux(at_lo, s.stride, s.w))
+        p = Mux(size, s.pad << 1, Mux(clipped, 0, s.pad))
+        c = Signal(18)
+        m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
+        numerator = (a + p + ~c + size)[:18]
+        unreachable = numerator[17]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
         end = 2 + 2 * s.kw
         m.d.comb += [
-            div.numerator.eq(Array(numerators)[kind]),
+            div.numerator.eq(numerator),
             div.denominator.eq(s.stride),
             div.start.eq(running & ~div.busy & ~div.done),
         ]
@@ -224,7 +226,7 @@ class Im2col(wiring.Component):
         phase = Signal(2)  # 0 waiting, 1 the K slice's offsets being summed, 2 walking
         emitted = Signal()
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
-        q_first, q_lo = Signal(32), Signal(32)  # the offsets of an inside piece from cur.row
+        q = Signal(32)  # the offset of the next inside piece from cur.row
 
         # The input row read at kernel row ky; above the input (in the top padding) below pad.
         below = cur.oh_s + self.ky
@@ -242,7 +244,6 @@ class Im2col(wiring.Component):
         with m.Else():
             m.d.comb += piece_end.eq(Mux(seg_end < col_hi, seg_end, col_hi))
         length = piece_end - cur.x
-        # An inside piece starts at the walk's first pixel (its first piece) or at column lo.
         pending = (phase == 2) & (left != 0)
         last = length == left
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
@@ -266,7 +267,7 @@ class Im2col(wiring.Component):
             m.d.sync += [
                 out.col.eq(self.col),
                 out.kind.eq(KIND["mem_to_sp"]),
-                out.dram_addr.eq(cur.row + Mux(emitted, q_lo, q_first)),
+                out.dram_addr.eq(cur.row + q),
                 out.dram_stride.eq(prod["x_step"]),
                 out.rows.eq(length),
                 out.elems.eq(self.width),
@@ -284,8 +285,12 @@ class Im2col(wiring.Component):
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(times_small(pix, self.kx) + (self.c0 << (in_e - 1))),
             ]
+        # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
+        # first offset is summed while the walk starts, the other as its first piece is taken.
+        with m.If((phase == 1) | (take & ~emitted)):
+            m.d.sync += q.eq(ty + tx + Mux(phase[1], lo_xs[self.kx], block_xs))
         with m.If(phase == 1):
-            m.d.sync += [q_first.eq(ty + tx + block_xs), q_lo.eq(ty + tx + lo_xs[self.kx]), phase.eq(2)]
+            m.d.sync += phase.eq(2)
         with m.If(take):
             nxt = Signal(_Pos)
             image_end = cur.oh + 1 == self.oh
