@@ -41,9 +41,9 @@ ConvShape = data.StructLayout(
     {"batch": 16, "cin": 16, "h": 16, "w": 16, "kh": 8, "kw": 8, "stride": 8, "pad": 8, "a": 32}
 )
 
-# Where a walk is: output pixel (n, oh, x), ``oh_s`` = oh · stride, and the byte addresses
+# Where a walk is: output pixel (oh, x) of image n, ``oh_s`` = oh · stride, and the byte addresses
 # a − pad_off + n·H·row_bytes (``img``) and that plus oh_s · row_bytes (``row``), modulo 2^32.
-_Pos = data.StructLayout({"n": 16, "oh": 16, "x": 16, "oh_s": 17, "img": 32, "row": 32})
+_Pos = data.StructLayout({"oh": 16, "x": 16, "oh_s": 17, "img": 32, "row": 32})
 
 # Products computed once per command after the divisions, in this order; then each kw's
 # first inside column offset (lo · x_step).
@@ -258,6 +258,12 @@ class Im2col(wiring.Component):
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
             self.desc.p.eq(out),
+            # What is the same for every piece of a walk (or of the command) needs no register: the
+            # loop's inputs describe the walk until its last piece has left.
+            self.desc.p.col.eq(self.col),
+            self.desc.p.kind.eq(KIND["mem_to_sp"]),
+            self.desc.p.dram_stride.eq(prod["x_step"]),
+            self.desc.p.elems.eq(self.width),
             self.first.eq(out_first),
             self.last.eq(out_last),
         ]
@@ -265,12 +271,8 @@ class Im2col(wiring.Component):
         with m.If(take):
             m.d.sync += [out_skip.eq(skip), out_first.eq(~emitted), out_last.eq(last)]
             m.d.sync += [
-                out.col.eq(self.col),
-                out.kind.eq(KIND["mem_to_sp"]),
                 out.dram_addr.eq(cur.row + q),
-                out.dram_stride.eq(prod["x_step"]),
                 out.rows.eq(length),
-                out.elems.eq(self.width),
                 out.local_addr.eq(local),
                 out.zero.eq(~inside),
             ]
@@ -299,7 +301,7 @@ class Im2col(wiring.Component):
             with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
                 m.d.comb += nxt.x.eq(0)
                 with m.If(image_end):
-                    m.d.comb += [nxt.n.eq(cur.n + 1), nxt.oh.eq(0), nxt.oh_s.eq(0)]
+                    m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
                     m.d.comb += [nxt.img.eq(next_img), nxt.row.eq(next_img)]
                 with m.Else():
                     m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
