@@ -14,15 +14,16 @@ output size, on a small sequential divider.
 
 No multiplier sits in the per-cycle path (strength reduction): the walk keeps the byte address of
 the input row its output row starts from and steps it by additions (one stride of rows per output
-row, one image per image). A piece that reads the input starts either at the walk's first pixel
-(the M block's start) or at the first column inside the input for this kw, so its address is that
-row address plus one of two offsets summed in two registered steps when the walk starts. Their
-products come from a sequential shift-and-add multiplier: the per-command ones (row and image
-sizes, strides, each kw's first inside column) after the divisions, and the block start's column
-offset once per M block.
+row; from an image's last output row, on to the next image's first). A piece that reads the input
+starts either at the walk's first pixel (the M block's start) or at the first column inside the
+input for this kw, so its address is that row address plus an offset summed in two registered
+steps when the walk starts, and again for column lo as its first piece leaves. The products come
+from a sequential shift-and-add multiplier: the per-command ones (row size, strides, each kw's
+first inside column) after the divisions, the last output row's input row during them, and the
+block start's column offset once per M block.
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -41,13 +42,13 @@ ConvShape = data.StructLayout(
     {"batch": 16, "cin": 16, "h": 16, "w": 16, "kh": 8, "kw": 8, "stride": 8, "pad": 8, "a": 32}
 )
 
-# Where a walk is: output pixel (oh, x) of image n, ``oh_s`` = oh · stride, and the byte addresses
-# a − pad_off + n·H·row_bytes (``img``) and that plus oh_s · row_bytes (``row``), modulo 2^32.
-_Pos = data.StructLayout({"oh": 16, "x": 16, "oh_s": 17, "img": 32, "row": 32})
+# Where a walk is: output pixel (oh, x) of image n, ``oh_s`` = oh · stride, and the byte address
+# a − pad_off + (n·H + oh_s) · row_bytes (``row``), modulo 2^32.
+_Pos = data.StructLayout({"oh": 16, "x": 16, "oh_s": 17, "row": 32})
 
 # Products computed once per command after the divisions, in this order; then each kw's
 # first inside column offset (lo · x_step).
-_PRODUCTS = ("row_bytes", "x_step", "row_step", "img_step", "pad_off")
+_PRODUCTS = ("row_bytes", "x_step", "row_step", "wrap", "pad_off")
 
 
 def times_small(value: Value, small: Value) -> Value:
@@ -127,15 +128,16 @@ class Im2col(wiring.Component):
         block_xs = Signal(32)  # its column's offset, block.x · x_step
         xs_ready = Signal()
         dividing, multiplying = Signal(), Signal()
+        gap = Signal(signed(18))  # H − (OH − 1)·s
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
-        self._limits(m, lo, hi, dividing, multiplying)
-        self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
+        self._limits(m, mul, lo, hi, gap, dividing, multiplying)
+        self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, lo, hi, running, then) -> None:
+    def _limits(self, m: Module, mul, lo, hi, gap, running, then) -> None:
         """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
-        ``then`` rises when they are known."""
+        ``then`` rises when they are known. Meanwhile the idle multiplier gives ``gap``."""
         s = self.shape
         m.submodules.div = div = Divider(18)
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
@@ -174,8 +176,16 @@ class Im2col(wiring.Component):
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
+        # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
+        # row 0, multiplied while OW is divided (the multiplier's 16 cycles end before the division's).
+        with m.If(running & div.done & (step == 0)):
+            m.d.comb += [mul.start.eq(1), mul.a.eq(div.quotient[:16]), mul.b.eq(s.stride)]
+        with m.If(running & mul.done):
+            m.d.sync += gap.eq(s.h - mul.product[:24])
 
-    def _products(self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, running) -> None:
+    def _products(
+        self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, running
+    ) -> None:
         """The address steps, one product at a time after the divisions (``running``); then the walk
         starts at pixel 0. Later, each ``next_block`` multiplies the new block start's column."""
         s = self.shape
@@ -186,7 +196,7 @@ class Im2col(wiring.Component):
             (pix, s.w),  # row_bytes: one input row
             (pix, s.stride),  # x_step: from one output column's input pixel to the next
             (prod["row_bytes"], s.stride),  # row_step: one output row down
-            (prod["row_bytes"], s.h),  # img_step: one image
+            (prod["row_bytes"], gap[:16]),  # wrap: from an image's last output row to the next image
             (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
         ]
         first_col = step >= len(_PRODUCTS)
@@ -199,21 +209,23 @@ class Im2col(wiring.Component):
         with m.Elif(self.next_block):
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
         product = mul.product[:32]
+        # A negative gap is multiplied as gap + 2^16: the product is row_bytes · 2^16 too large.
+        wrap = Cat(product[:16], product[16:32] - Mux(gap < 0, prod["row_bytes"][:16], 0))
         with m.If(self.setup):
             m.d.sync += [step.eq(0), xs_ready.eq(0)]
         with m.If(running & mul.done):
             with m.Switch(step):
                 for index, name in enumerate(_PRODUCTS):
                     with m.Case(index):
-                        m.d.sync += prod[name].eq(product)
+                        m.d.sync += prod[name].eq(wrap if name == "wrap" else product)
                 with m.Default():
                     m.d.comb += lo_xs.write(k, product)
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == len(_PRODUCTS) + s.kw):
                 start = (s.a - prod["pad_off"])[:32]
-                m.d.sync += [running.eq(0), block.eq(0), block.img.eq(start), block.row.eq(start)]
+                m.d.sync += [running.eq(0), block.eq(0), block.row.eq(start)]
                 m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
-        with m.If(~running & mul.done):
+        with m.If(~running & ~dividing & mul.done):  # (gap's product comes during the divisions)
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
@@ -296,16 +308,13 @@ class Im2col(wiring.Component):
         with m.If(take):
             nxt = Signal(_Pos)
             image_end = cur.oh + 1 == self.oh
-            next_img = (cur.img + prod["img_step"])[:32]
             m.d.comb += nxt.eq(cur)
             with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
-                m.d.comb += nxt.x.eq(0)
+                m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.comb += [nxt.img.eq(next_img), nxt.row.eq(next_img)]
                 with m.Else():
                     m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
-                    m.d.comb += nxt.row.eq(cur.row + prod["row_step"])
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
