@@ -71,7 +71,8 @@ class ExecUnit(wiring.Component):
                 "sp_b_data": In(read_rsp),
                 "acc_write": Out(wiring.Signature({"valid": Out(1), "payload": Out(acc_write)})),
                 "rows_issued": Out(1),  # a valid activation row entered the mesh this cycle
-                "busy": Out(1),
+                "busy": Out(1),  # an operation offered or in work
+                "working": Out(1),  # an operation in work (taken, its last row not yet written)
             }
         )
 
@@ -125,14 +126,10 @@ class ExecUnit(wiring.Component):
         m.d.comb += [
             self.rows_issued.eq(entered),
             # FIFO levels, not r_rdy: outputs lag writes, and busy must not dip in between.
-            self.busy.eq(
-                self.op.valid
-                | (w_ops.level != 0)
-                | (a_ops.level != 0)
-                | (seqs.level != 0)
-                | (in_mesh != 0)
-                | (finished.level != 0)
+            self.working.eq(
+                (w_ops.level != 0) | (a_ops.level != 0) | (seqs.level != 0) | (in_mesh != 0) | (finished.level != 0)
             ),
+            self.busy.eq(self.op.valid | self.working),
         ]
         return m
 

@@ -152,12 +152,17 @@ class Tile(wiring.Component):
                     cmdif.error.payload.code.eq(ERR[code]),
                     cmdif.error.payload.seq.eq(gemm.seq),
                 ]
-        busy = g_load.busy | g_exec.busy | g_store.busy | g_vec.busy | ex.busy | vec.busy | gemm.busy
-        # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it, and
-        # the same cycle's `busy` runs back through every unit's handshake into the loop (the tile's
-        # longest ECP5 path). A cycle late is still exact: a unit becomes busy only by a command the
-        # decoder issues, its `busy` rises in that cycle, and the decoder issues nothing while its
-        # head command waits for idle, nor in the two cycles (POP, CHECK) before it offers the next.
+        # Work anywhere, from registers only: an operation offered to a unit is still held by its
+        # source, the command queue (which the command interface counts itself) or a loop queue
+        # (gemm.busy), until the cycle after the unit takes it, when the gate's in-flight count
+        # has it. So the offers, a chain of handshakes from the loop's queues through the decoder,
+        # the gates and the units, do not run on into `done`, the idle flag and the activity
+        # counter (the tile's longest ECP5 path, 26 ns).
+        busy = Cat(g.running for g in gates).any() | ex.working | vec.running | gemm.busy
+        # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
+        # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
+        # rises in the next cycle, and the decoder issues nothing while its head command waits for
+        # idle, nor in the two cycles (POP, CHECK) before it offers the next.
         idle = Signal()
         m.d.sync += idle.eq(~busy)
         m.d.comb += [

@@ -118,6 +118,7 @@ class VectorEngine(wiring.Component):
                 # An operation offered or running: with SETTLE_CYCLES after it, every cycle in which
                 # the engine's state may change.
                 "busy": Out(1),
+                "running": Out(1),  # an operation taken and not finished
             }
         )
 
@@ -160,6 +161,7 @@ class VectorEngine(wiring.Component):
             self.done.valid.eq(finished),
             self.done.payload.error.eq(0),
             self.busy.eq(running | self.op.valid),
+            self.running.eq(running),
         ]
         return m
 
