@@ -528,8 +528,7 @@ class DmaRead(_Engine):
         failed, decerr = errors.of(out.tag)
         keep = ~failed  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
-        # The descriptor's last row leaves: its error (if any) is no longer looked up.
-        m.d.comb += errors.q.r_en.eq(release & out.last & failed)
+        errors.retire(m, release & out.last & failed)
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
         filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
         sp = self.sp_write
@@ -653,6 +652,10 @@ class _AxiErrors:
         """(an AXI error, it was a DECERR) for the descriptor of ``tag``, the writer's."""
         head = data.View(self.layout, self.q.r_data)
         return self.q.r_rdy & (head.tag == tag), head.decerr
+
+    def retire(self, m: Module, leaves) -> None:
+        """The head's descriptor leaves the writer (its last row, with the head its error)."""
+        m.d.comb += self.q.r_en.eq(leaves)
 
 
 class _Block:
