@@ -100,7 +100,8 @@ class CommandInterface(wiring.Component):
     Ports: ``req``/``rsp`` the register port (response one cycle after a request, always ready),
     ``cmd`` the queued commands (16 words, word 0 first) with their sequence numbers, ``busy`` from
     the units, ``error`` error events from the units, ``events`` per-cycle counter increments,
-    ``flush`` a one-cycle pulse telling the units to drop their work, ``irq`` the interrupt.
+    ``flush`` a one-cycle pulse telling the units to drop their work (in the cycle after the
+CONTROL write that clears an error), ``irq`` the interrupt.
 
     ``gate_queue`` clocks the command queue only in the cycles a command enters or leaves it (and
     QUEUE_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs: the head
@@ -219,7 +220,13 @@ class CommandInterface(wiring.Component):
             m.d.sync += status["done"].eq(0)
         with m.If(control & wdata[1]):
             m.d.sync += [status["error"].eq(0), status["code"].eq(0), status["unit"].eq(0), draining.eq(1)]
-        m.d.comb += self.flush.eq(control & wdata[1])
+        # The flush is registered: it fans out to the decoder, the gates and the token counters,
+        # whose handshakes run on into the units, and behind the register port's address decode
+        # that chain was the tile's longest ECP5 path (26.5 ns). The status changes in the write's
+        # cycle as before, so software reads the clear at once; the units drop their work a cycle
+        # later, which they could not tell from a later write (the tile masks the one engine error
+        # that could still arrive, in ``_engine_error``).
+        m.d.sync += self.flush.eq(control & wdata[1])
         m.d.comb += status["zero_counters"].eq(control & wdata[2])
         m.d.comb += self.irq.eq((status["done"] & status["irq_done"]) | (status["error"] & status["irq_error"]))
 

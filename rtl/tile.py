@@ -295,13 +295,17 @@ class Tile(wiring.Component):
         engine error is the end of its engine's completion logic (a DMA's row queue, its error code,
         the gate's token check), which then does not run on through the tile's error priority into
         the status register. Engines finish on their own time, so a cycle more changes no order
-        the commands could see; one that arrives with a clear is dropped, as before."""
+        the commands could see. The flush comes a cycle after the write that clears the error
+        (rtl/cmd.py): an error raised in the write's cycle is held in the flush's, and is dropped
+        there with those raised in it, as the status clear would otherwise record it anew."""
         held = ERROR_EVENTS.create(path=("engine_error",))
         m.d.sync += held.valid.eq(0)
         for g in reversed(gates):
             with m.If(g.error.valid & ~flush):
                 m.d.sync += [held.valid.eq(1), held.payload.eq(g.error.payload)]
-        return held
+        out = ERROR_EVENTS.create(path=("engine_error_out",))
+        m.d.comb += [out.valid.eq(held.valid & ~flush), out.payload.eq(held.payload)]
+        return out
 
     @staticmethod
     def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop, cmdif) -> None:
