@@ -87,9 +87,12 @@ class ExecUnit(wiring.Component):
         m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
         m.submodules.a_ops = a_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
         m.submodules.seqs = seqs = fifo.SyncFIFOBuffered(width=16, depth=8)
-        take = self.op.valid & w_ops.w_rdy & a_ops.w_rdy & seqs.w_rdy
+        # Ready from the queues' levels alone, not from valid: the gate's offer runs on through
+        # it into the loop's queue otherwise (part of the tile's longest ECP5 path).
+        room = w_ops.w_rdy & a_ops.w_rdy & seqs.w_rdy
+        take = self.op.valid & room
         m.d.comb += [
-            self.op.ready.eq(take),
+            self.op.ready.eq(room),
             w_ops.w_data.eq(self.op.payload),
             a_ops.w_data.eq(self.op.payload),
             seqs.w_data.eq(self.op.payload.seq),

@@ -64,11 +64,14 @@ class Gate(wiring.Component):
             & (~deps.wait_next | self.next_avail)
             & (~deps.wait_side | self.side_avail)
         )
-        go = self.inp.valid & tokens_ok & flight.w_rdy & ~self.flush
+        can = tokens_ok & flight.w_rdy & ~self.flush
+        go = self.inp.valid & can
         m.d.comb += [
             self.engine.valid.eq(go),
             self.engine.payload.eq(self.inp.p.op),
-            self.inp.ready.eq((go & self.engine.ready) | self.flush),
+            # Not from inp.valid: the offer does not run on through the gate into its source's
+            # read enable (a loop queue's, behind the tile's longest ECP5 paths).
+            self.inp.ready.eq((can & self.engine.ready) | self.flush),
         ]
         started = go & self.engine.ready
         m.d.comb += [
