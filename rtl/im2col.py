@@ -240,9 +240,14 @@ class Im2col(wiring.Component):
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
         q = Signal(32)  # the offset of the next inside piece from cur.row
 
-        # The input row read at kernel row ky; above the input (in the top padding) below pad.
-        below = cur.oh_s + self.ky
-        row_inside = (below >= s.pad) & (below - s.pad < s.h)
+        # The input row read at kernel row ky (above the input, in the top padding, below pad),
+        # cur.oh_s + ky, and whether it lies inside the input: registers kept with cur (ky is
+        # constant through a walk), so the kernel row and the bounds' carry chains do not run on
+        # through the piece's end into cur's enables (the 4x4-int8 tile's longest ECP5 path).
+        below, row_inside = Signal(18, name="below"), Signal(name="row_inside")
+
+        def track_row(value) -> list:
+            return [below.eq(value), row_inside.eq((value >= s.pad) & (value - s.pad < s.h))]
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
@@ -294,6 +299,7 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
+            m.d.sync += track_row(block.oh_s + self.ky)
             m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
@@ -313,8 +319,10 @@ class Im2col(wiring.Component):
                 m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
+                    m.d.sync += track_row(self.ky)
                 with m.Else():
                     m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
+                    m.d.sync += track_row(below + s.stride)
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
