@@ -106,6 +106,10 @@ class Decoder(wiring.Component):
                 "loop": Out(stream.Signature(GemmCmd)),
                 "error": Out(ERROR_EVENTS),
                 "units_idle": In(1),
+                # A loop command runs (it owns the gates): the next command waits in CHECK. Only
+                # CHECK reads it: a command is issued only while no loop command runs, and a loop
+                # command starts only from ISSUE, so none starts while a checked one is offered.
+                "hold": In(1),
                 "flush": In(1),
             }
         )
@@ -168,7 +172,7 @@ class Decoder(wiring.Component):
             | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
         )
         dma_taken = (is_op["LOAD"] & self.load.ready) | (is_op["STORE"] & self.store.ready)
-        with m.If((state == check) & self.cmd.valid):
+        with m.If((state == check) & self.cmd.valid & ~self.hold):
             with m.If(blocks.wide & ~blocks.counted):  # count a split transfer's local rows first
                 m.d.sync += state.eq(span)
             with m.Else():

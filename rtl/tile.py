@@ -104,22 +104,23 @@ class Tile(wiring.Component):
         # While a loop command runs it owns the gates; the decoder holds the commands behind it.
         # The decoder pops a command only after it has handed it over (the loop command itself is
         # popped once the loop has started), so its ready is not gated.
-        m.d.comb += [
-            dec.cmd.payload.eq(cmdif.cmd.payload),
-            dec.cmd.valid.eq(cmdif.cmd.valid & ~gemm.busy),
-            cmdif.cmd.ready.eq(dec.cmd.ready),
-        ]
+        connect(m, cmdif.cmd, dec.cmd)
+        m.d.comb += dec.hold.eq(gemm.busy)
         connect(m, dec.loop, gemm.cmd)
+        # The two sources never offer at once: the loop's queues hold operations only while it is
+        # busy, and the decoder offers only while it is not (`hold`). So each gate takes whichever
+        # offers, picked by the loop queue's own output flag, not by the loop's busy (a function
+        # of all its queues' levels, which fanned out to every gate's operation bits).
         for source_dec, source_loop, gate in (
             (dec.load, gemm.load, g_load),
             (dec.exec, gemm.exec, g_exec),
             (dec.store, gemm.store, g_store),
         ):
             m.d.comb += [
-                gate.inp.valid.eq(Mux(gemm.busy, source_loop.valid, source_dec.valid)),
-                gate.inp.payload.eq(Mux(gemm.busy, source_loop.payload, source_dec.payload)),
-                source_loop.ready.eq(gemm.busy & gate.inp.ready),
-                source_dec.ready.eq(~gemm.busy & gate.inp.ready),
+                gate.inp.valid.eq(source_loop.valid | source_dec.valid),
+                gate.inp.payload.eq(Mux(source_loop.valid, source_loop.payload, source_dec.payload)),
+                source_loop.ready.eq(gate.inp.ready),
+                source_dec.ready.eq(gate.inp.ready),
             ]
         m.d.comb += [
             gemm.exec_finished.eq(g_exec.engine_done.valid),
