@@ -248,6 +248,7 @@ class Im2col(wiring.Component):
 
         def track_row(value) -> list:
             return [below.eq(value), row_inside.eq((value >= s.pad) & (value - s.pad < s.h))]
+
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
