@@ -97,16 +97,16 @@ QUEUE_SETTLE_CYCLES = 4
 class CommandInterface(wiring.Component):
     """Registers, command staging and the command queue.
 
-        Ports: ``req``/``rsp`` the register port (response one cycle after a request, always ready),
-        ``cmd`` the queued commands (16 words, word 0 first) with their sequence numbers, ``busy`` from
-        the units, ``error`` error events from the units, ``events`` per-cycle counter increments,
-        ``flush`` a one-cycle pulse telling the units to drop their work (in the cycle after the
+    Ports: ``req``/``rsp`` the register port (response one cycle after a request, always ready),
+    ``cmd`` the queued commands (16 words, word 0 first) with their sequence numbers, ``busy`` from
+    the units, ``error`` error events from the units, ``events`` per-cycle counter increments,
+    ``flush`` a one-cycle pulse telling the units to drop their work (in the cycle after the
     CONTROL write that clears an error), ``irq`` the interrupt.
 
-        ``gate_queue`` clocks the command queue only in the cycles a command enters or leaves it (and
-        QUEUE_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs: the head
-        command's words are then registers of that clock, so the decoder's rule checks and field
-        decoding, which read nothing else, are evaluated only when the head changes, not every cycle.
+    ``gate_queue`` clocks the command queue only in the cycles a command enters or leaves it (and
+    QUEUE_SETTLE_CYCLES after), for simulation speed (rtl/clock_gate.py), not for FPGAs: the head
+    command's words are then registers of that clock, so the decoder's rule checks and field
+    decoding, which read nothing else, are evaluated only when the head changes, not every cycle.
     """
 
     def __init__(
