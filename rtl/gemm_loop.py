@@ -118,11 +118,13 @@ class _Prefetch:
         # next block's A address plus this, so a block change only restarts it.
         self.k_off = Signal(32, name="pf_k_off")
         self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
-        self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
+        # Its place: the other half's first row, then on (no half's row added per load).
+        self.res = Signal(sp_bits, name="pf_res")
         self.step = Signal(name="pf_step")  # a slice went out in this step
 
     def restart(self) -> list:
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
+        """The next block's first slice (``res`` is set where the other half is known)."""
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step)
         return [sig.eq(0) for sig in regs]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
@@ -291,6 +293,10 @@ class GemmLoop(wiring.Component):
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
+        # d_m is the bias rows' (C's when accumulating into C, else D's), and `bias_stride` their
+        # row stride (0 for a one-row bias, which stays on its row): chosen once, when the
+        # command comes, not multiplexed in every bias load.
+        bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
@@ -381,15 +387,14 @@ class GemmLoop(wiring.Component):
             return pack(dma_desc_layout(), **fields)
 
         n_acc = times(n0, acc_e, 32)
-        ldd = Mux(c.bias == 2, 0, c.ldd)  # D's row stride: a one-row bias stays on its row
         # A pair's first step loads A after its bias in its block's first N tile (or streaming);
         # a resident B's blocks are not prefetched.
         bias_then_a = (n0 == 0) | streaming
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
-                dram_stride=Mux(c.acc_c, c.ldc, ldd),
+                dram_addr=off["d_m"] + n_acc,
+                dram_stride=bias_stride,
                 rows=part_rows,
                 elems=nw,
                 local_addr=c_slot + row0,
@@ -424,7 +429,7 @@ class GemmLoop(wiring.Component):
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
                 elems=Mux(c.trans_a, _min(a_rows_all - a_chunk, cfg.dim), a_kslice),
-                local_addr=Mux(prefetching, layout.a_base + Mux(odd_block, 0, a_half) + pf.res, a_local) + a_chunk,
+                local_addr=Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk,
                 transpose=c.trans_a,
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
@@ -495,18 +500,27 @@ class GemmLoop(wiring.Component):
         # tiles at most): its EXECs and its STORE are followed by the next pair's.
         in_group = grp & ~last_n & (g_f != GROUP - 1)
 
-        # The second part's C (and D) rows start first_rows strides on: added while its first
-        # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied.
-        with m.If(tail_left != 0):
-            m.d.sync += [off["c_m"].eq(off["c_m"] + c.ldc), tail_left.eq(tail_left - 1)]
-            m.d.sync += off["d_m"].eq(off["d_m"] + ldd)
+        # The second part's C (and bias) rows start first_rows strides on: added while its first
+        # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied. That is
+        # never at a block change (only the last block is cut), so the two share the adders.
+        tail_step, block_step = tail_left != 0, Signal()
+        with m.If(tail_step):
+            m.d.sync += tail_left.eq(tail_left - 1)
+        with m.If(tail_step | block_step):
+            m.d.sync += [
+                off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
+                off["d_m"].eq(off["d_m"] + Mux(tail_step, bias_stride, steps["d_m"])),
+            ]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
-                    m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
+                    p = self.cmd.p
+                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
+                    m.d.sync += off["d_m"].eq(Mux(p.acc_c, p.c, p.d))
+                    m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
@@ -526,6 +540,7 @@ class GemmLoop(wiring.Component):
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
+                m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
@@ -591,15 +606,17 @@ class GemmLoop(wiring.Component):
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_left - mb), odd_block.eq(~odd_block)]
                         m.d.sync += off["b_n"].eq(c.b)
-                        m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
+                        m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
+                        m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
-                        m.d.sync += pf.restart()  # the block after next
+                        # The block after next, in the half the current block is leaving.
+                        m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.done)
                     with m.Else():
                         m.next = "IDLE"
-        self._strides(m, c, mul, mb, steps, strides_go, strides_ready)
+        self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready)
         m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
         m.d.comb += [
             load.payload.eq(
@@ -838,9 +855,9 @@ class GemmLoop(wiring.Component):
         rows3 = rows + (rows << 1)
         return rows3 <= cfg.acc_bank_rows if cfg.acc_banks > 1 else rows3 + (rows << 1) <= cfg.acc_rows
 
-    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, go, ready) -> None:
-        """The block strides (mb rows of A, C and D), only needed at the first block change and by
-        the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
+    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, bias_stride, go, ready) -> None:
+        """The block strides (mb rows of A, C and the bias), only needed at the first block change
+        and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
         in_e = self.cfg.in_bits // 8
         with m.FSM(name="strides"):
             with m.State("IDLE"), m.If(go):
@@ -849,10 +866,10 @@ class GemmLoop(wiring.Component):
                 m.next = "C"
             with m.State("C"), m.If(mul.done):
                 m.d.sync += steps["c_m"].eq(mul.product[:32])
-                m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldd), mul.b.eq(mb)]
+                m.d.comb += [mul.start.eq(1), mul.a.eq(bias_stride), mul.b.eq(mb)]
                 m.next = "D"
             with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(Mux(c.bias == 2, 0, mul.product[:32]))  # one row: stays
+                m.d.sync += steps["d_m"].eq(mul.product[:32])
                 with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
                     m.d.sync += ready.eq(1)
                     m.next = "IDLE"
