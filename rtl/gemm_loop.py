@@ -722,7 +722,7 @@ class GemmLoop(wiring.Component):
             # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
             # other CONV2Ds skip the product's cycles).
             with m.If(c.b_sp | (c.cin < R)):
-                multiply(c.cin, kernel_area(c.kh, c.kw))
+                multiply(kernel_area(c.kh, c.kw), c.cin)
                 m.next = "CONV_K"
         with m.State("CONV_K"), m.If(mul.done):
             m.d.sync += k_all.eq(mul.product)
@@ -745,7 +745,7 @@ class GemmLoop(wiring.Component):
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
             with m.If(c.conv & ~seg.packed):
-                multiply(slices, kernel_area(c.kh, c.kw))
+                multiply(kernel_area(c.kh, c.kw), slices)
                 m.next = "K_TILES_CONV"
             with m.Else():
                 m.d.sync += k_tiles.eq(slices)
@@ -845,15 +845,17 @@ class GemmLoop(wiring.Component):
         s = Mux(c.out == 0, narrow, full)
         q = Const(TAIL_EIGHTHS_MAX)
         for n in reversed(range(1, TAIL_EIGHTHS_MAX)):
-            q = Mux(times(s, 8 - n, 12) <= times(k_tiles, n, len(k_tiles) + 2), n, q)
+            # (8 - n) · s ≤ n · k_tiles exactly when k_tiles ≥ ⌈(8 - n) · s / n⌉, a constant per `out`.
+            least = Mux(c.out == 0, -(-(8 - n) * narrow // n), -(-(8 - n) * full // n))
+            q = Mux(k_tiles >= least, n, q)
         return Mux(k_tiles > s, q, 0)
 
     def _group_fits(self, rows: Value) -> Value:
         """The K-outer group's C slots for blocks of ``rows`` rows fit the accumulator: three blocks'
         rows in a bank (the usual slot and two of the group's), or five in the one bank."""
         cfg = self.cfg
-        rows3 = rows + (rows << 1)
-        return rows3 <= cfg.acc_bank_rows if cfg.acc_banks > 1 else rows3 + (rows << 1) <= cfg.acc_rows
+        # k · rows ≤ n exactly when rows ≤ ⌊n / k⌋: a comparison with a constant, no adder.
+        return rows <= (cfg.acc_bank_rows // 3 if cfg.acc_banks > 1 else cfg.acc_rows // 5)
 
     def _strides(self, m: Module, c, mul: Multiplier, mb, steps, bias_stride, go, ready) -> None:
         """The block strides (mb rows of A, C and the bias), only needed at the first block change
@@ -952,7 +954,8 @@ class GemmLoop(wiring.Component):
         S, R = cfg.sp_layout.slots, cfg.rows
         m.d.sync += b_slot.eq(Mux(b_slot == (S - 1) * R, 0, b_slot + R))
         with m.If(streaming):
-            m.d.sync += ring.eq(Mux(ring == times(mb, S - 1, self.sp_bits + 1), 0, ring + mb))
+            # The ring's last slot is the one S - 1 slots on: the next would be S slots on (a shift).
+            m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
         m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
 
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
