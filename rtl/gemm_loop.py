@@ -35,7 +35,7 @@ A bias (or C) load into a used C slot must not overtake the STORE that last used
 waits until at most one STORE is unfinished.
 """
 
-from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
+from amaranth.hdl import Array, Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -310,6 +310,10 @@ class GemmLoop(wiring.Component):
         )
 
         last_m = rows_left <= mb
+        # Rows from the next block on (while this one is not the last), and whether that is more
+        # than a block: two or more blocks follow.
+        rows_after = rows_left - mb
+        blocks_after_2 = rows_after > mb
         mb_rows = Mux(last_m, rows_left[:16], mb)
         cols_left = c.n - n0
         last_n = cols_left <= C
@@ -326,7 +330,7 @@ class GemmLoop(wiring.Component):
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
             (cols_left > 2 * C)
-            | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
+            | (~last_m & ((c.n > C) | blocks_after_2))
             | (last_m & splits & (cols_left > C))  # the next pair is the last, cut in two
         )
         has_bias = (c.bias != 0) | c.acc_c
@@ -361,7 +365,7 @@ class GemmLoop(wiring.Component):
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = _min(mb, rows_left - mb)
+        next_rows = Mux(blocks_after_2, mb, rows_after)
         pf_kslice = _min(c.k - pf.k0, R)
         pf_go = (
             prefetch
@@ -421,14 +425,17 @@ class GemmLoop(wiring.Component):
         a_chunk = Mux(prefetching, pf.chunk, chunk)
         a_rows_all = Mux(prefetching, next_rows, mb_rows)
         a_kslice = Mux(prefetching, pf_kslice, kslice)
-        last_a = ~c.trans_a | (a_chunk + cfg.dim >= a_rows_all)
+        # A transposed slice's rows still to load: the last block of them when at most `dim`.
+        a_left = a_rows_all - a_chunk
+        a_last_block = a_left <= cfg.dim
+        last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
                 dram_addr=off["a_m"] + Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
-                elems=Mux(c.trans_a, _min(a_rows_all - a_chunk, cfg.dim), a_kslice),
+                elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
                 local_addr=Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk,
                 transpose=c.trans_a,
             ),
@@ -604,7 +611,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
-                        m.d.sync += [n0.eq(0), rows_left.eq(rows_left - mb), odd_block.eq(~odd_block)]
+                        m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
                         m.d.sync += off["b_n"].eq(c.b)
                         m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
@@ -618,14 +625,17 @@ class GemmLoop(wiring.Component):
                         m.next = "IDLE"
         self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready)
         m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
+        # The load's source, encoded once: each bit of the descriptor is then one four-way
+        # multiplexer on two shared select bits, not a chain of the states' tests.
+        source = Signal(range(4))  # the A descriptor (the step's slice or the prefetch's), bias, weights, walker
+        with m.If(fsm.ongoing("BIAS")):
+            m.d.comb += source.eq(1)
+        with m.Elif(fsm.ongoing("LOAD_B")):
+            m.d.comb += source.eq(Mux(pf_go, 0, 2))
+        with m.Elif(c.conv):
+            m.d.comb += source.eq(3)
         m.d.comb += [
-            load.payload.eq(
-                Mux(
-                    fsm.ongoing("BIAS"),
-                    bias_load,
-                    Mux(fsm.ongoing("LOAD_B"), Mux(pf_go, a_load, b_load), Mux(c.conv, conv_a_load, a_load)),
-                )
-            ),
+            load.payload.eq(Array([a_load, bias_load, b_load, conv_a_load])[source]),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
@@ -761,7 +771,8 @@ class GemmLoop(wiring.Component):
             half = q >> 1
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
-            quarter = Mux(c.conv, (c.m + 7) >> 3, (c.m + 3) >> 2)
+            rounded = c.m + Mux(c.conv, 7, 3)  # (one adder for both divisions)
+            quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
             target = Mux(quarter > mb_min, quarter, mb_min)
             # A GEMM shorter than four least blocks stays one block where the K-outer group can
             # take it: the group hides that block's A loads, while a second block's A, prefetched
