@@ -35,7 +35,7 @@ A bias (or C) load into a used C slot must not overtake the STORE that last used
 waits until at most one STORE is unfinished.
 """
 
-from amaranth.hdl import Array, Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -287,7 +287,7 @@ class GemmLoop(wiring.Component):
         slot, used = Signal(), Signal(2)
         grp = Signal()  # the pair is one of the first block's K-outer group
         # The command's last pair runs in two parts (see `tail` below): the second is running, and
-        # rows of the second part's C (D) address still to add (one `ldc` / `ldd` per cycle).
+        # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
         second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(16)  # rows of a transposed A slice already loaded
@@ -298,6 +298,8 @@ class GemmLoop(wiring.Component):
         # command comes, not multiplexed in every bias load.
         bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
+        # The weight slot's first row (from the slots' base on, so no base is added per use), and
+        # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
@@ -331,13 +333,13 @@ class GemmLoop(wiring.Component):
         pairs_after_2 = (
             (cols_left > 2 * C)
             | (~last_m & ((c.n > C) | blocks_after_2))
-            | (last_m & splits & (cols_left > C))  # the next pair is the last, cut in two
+            | (last_m & splits & ~last_n)  # the next pair is the last, cut in two
         )
         has_bias = (c.bias != 0) | c.acc_c
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
-        b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], layout.b_base + b_slot)
+        b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], b_slot)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks. The
         # group's slots follow them in their banks (GROUP_SLOTS; in one bank, after both).
@@ -528,7 +530,8 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
                     m.d.sync += off["d_m"].eq(Mux(p.acc_c, p.c, p.d))
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
-                    m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
+                    m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
@@ -635,7 +638,7 @@ class GemmLoop(wiring.Component):
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
         m.d.comb += [
-            load.payload.eq(Array([a_load, bias_load, b_load, conv_a_load])[source]),
+            load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
@@ -769,28 +772,33 @@ class GemmLoop(wiring.Component):
             q = div.quotient
             whole = (c.m <= q) & (c.m <= c_slot_rows)
             half = q >> 1
+            fits_stream = c.m <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
-            rounded = c.m + Mux(c.conv, 7, 3)  # (one adder for both divisions)
+            rounded = c.m + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
             quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
-            target = Mux(quarter > mb_min, quarter, mb_min)
+            below_least = quarter < mb_min
+            target = Mux(below_least, mb_min, quarter)
             # A GEMM shorter than four least blocks stays one block where the K-outer group can
             # take it: the group hides that block's A loads, while a second block's A, prefetched
             # during the first, would make the first block wait on the bus (and B is loaded once
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
-            short = ~c.conv & whole & (quarter < mb_min) & self._group_fits(c.m)
+            short = ~c.conv & whole & below_least & self._group_fits(c.m)
             split = (c.m > target) & (half != 0) & ~short
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
-                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows))),
+                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), Mux(fits_stream, c.m, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
+            # Several blocks (the block is below M): a split, or M more than one block holds;
+            # known from the tests above, not from comparing the block just chosen with M.
+            several = split | (~whole & ((half != 0) | ~fits_stream))
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
-                multi.eq(block < c.m),
+                multi.eq(several),
                 plan.streaming.eq(streaming),
                 plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
@@ -963,7 +971,8 @@ class GemmLoop(wiring.Component):
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""
         cfg = self.cfg
         S, R = cfg.sp_layout.slots, cfg.rows
-        m.d.sync += b_slot.eq(Mux(b_slot == (S - 1) * R, 0, b_slot + R))
+        first = cfg.sp_layout.b_base
+        m.d.sync += b_slot.eq(Mux(b_slot == first + (S - 1) * R, first, b_slot + R))
         with m.If(streaming):
             # The ring's last slot is the one S - 1 slots on: the next would be S slots on (a shift).
             m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
