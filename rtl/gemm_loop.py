@@ -118,11 +118,13 @@ class _Prefetch:
         # next block's A address plus this, so a block change only restarts it.
         self.k_off = Signal(32, name="pf_k_off")
         self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
-        self.res = Signal(sp_bits, name="pf_res")  # its place within the other half
+        # Its place: the other half's first row, then on (no half's row added per load).
+        self.res = Signal(sp_bits, name="pf_res")
         self.step = Signal(name="pf_step")  # a slice went out in this step
 
     def restart(self) -> list:
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.res, self.step)
+        """The next block's first slice (``res`` is set where the other half is known)."""
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step)
         return [sig.eq(0) for sig in regs]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
@@ -285,13 +287,19 @@ class GemmLoop(wiring.Component):
         slot, used = Signal(), Signal(2)
         grp = Signal()  # the pair is one of the first block's K-outer group
         # The command's last pair runs in two parts (see `tail` below): the second is running, and
-        # rows of the second part's C (D) address still to add (one `ldc` / `ldd` per cycle).
+        # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
         second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
+        # d_m is the bias rows' (C's when accumulating into C, else D's), and `bias_stride` their
+        # row stride (0 for a one-row bias, which stays on its row): chosen once, when the
+        # command comes, not multiplexed in every bias load.
+        bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
+        # The weight slot's first row (from the slots' base on, so no base is added per use), and
+        # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
@@ -304,6 +312,10 @@ class GemmLoop(wiring.Component):
         )
 
         last_m = rows_left <= mb
+        # Rows from the next block on (while this one is not the last), and whether that is more
+        # than a block: two or more blocks follow.
+        rows_after = rows_left - mb
+        blocks_after_2 = rows_after > mb
         mb_rows = Mux(last_m, rows_left[:16], mb)
         cols_left = c.n - n0
         last_n = cols_left <= C
@@ -320,14 +332,14 @@ class GemmLoop(wiring.Component):
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
             (cols_left > 2 * C)
-            | (~last_m & ((c.n > C) | (rows_left > 2 * mb)))
-            | (last_m & splits & (cols_left > C))  # the next pair is the last, cut in two
+            | (~last_m & ((c.n > C) | blocks_after_2))
+            | (last_m & splits & ~last_n)  # the next pair is the last, cut in two
         )
         has_bias = (c.bias != 0) | c.acc_c
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
-        b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], layout.b_base + b_slot)
+        b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], b_slot)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks. The
         # group's slots follow them in their banks (GROUP_SLOTS; in one bank, after both).
@@ -355,7 +367,7 @@ class GemmLoop(wiring.Component):
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = _min(mb, rows_left - mb)
+        next_rows = Mux(blocks_after_2, mb, rows_after)
         pf_kslice = _min(c.k - pf.k0, R)
         pf_go = (
             prefetch
@@ -381,15 +393,14 @@ class GemmLoop(wiring.Component):
             return pack(dma_desc_layout(), **fields)
 
         n_acc = times(n0, acc_e, 32)
-        ldd = Mux(c.bias == 2, 0, c.ldd)  # D's row stride: a one-row bias stays on its row
         # A pair's first step loads A after its bias in its block's first N tile (or streaming);
         # a resident B's blocks are not prefetched.
         bias_then_a = (n0 == 0) | streaming
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=Mux(c.acc_c, off["c_m"], off["d_m"]) + n_acc,
-                dram_stride=Mux(c.acc_c, c.ldc, ldd),
+                dram_addr=off["d_m"] + n_acc,
+                dram_stride=bias_stride,
                 rows=part_rows,
                 elems=nw,
                 local_addr=c_slot + row0,
@@ -416,15 +427,18 @@ class GemmLoop(wiring.Component):
         a_chunk = Mux(prefetching, pf.chunk, chunk)
         a_rows_all = Mux(prefetching, next_rows, mb_rows)
         a_kslice = Mux(prefetching, pf_kslice, kslice)
-        last_a = ~c.trans_a | (a_chunk + cfg.dim >= a_rows_all)
+        # A transposed slice's rows still to load: the last block of them when at most `dim`.
+        a_left = a_rows_all - a_chunk
+        a_last_block = a_left <= cfg.dim
+        last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
                 dram_addr=off["a_m"] + Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32),
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
-                elems=Mux(c.trans_a, _min(a_rows_all - a_chunk, cfg.dim), a_kslice),
-                local_addr=Mux(prefetching, layout.a_base + Mux(odd_block, 0, a_half) + pf.res, a_local) + a_chunk,
+                elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
+                local_addr=Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk,
                 transpose=c.trans_a,
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
@@ -495,19 +509,29 @@ class GemmLoop(wiring.Component):
         # tiles at most): its EXECs and its STORE are followed by the next pair's.
         in_group = grp & ~last_n & (g_f != GROUP - 1)
 
-        # The second part's C (and D) rows start first_rows strides on: added while its first
-        # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied.
-        with m.If(tail_left != 0):
-            m.d.sync += [off["c_m"].eq(off["c_m"] + c.ldc), tail_left.eq(tail_left - 1)]
-            m.d.sync += off["d_m"].eq(off["d_m"] + ldd)
+        # The second part's C (and bias) rows start first_rows strides on: added while its first
+        # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied. That is
+        # never at a block change (only the last block is cut), so the two share the adders.
+        tail_step, block_step = tail_left != 0, Signal()
+        with m.If(tail_step):
+            m.d.sync += tail_left.eq(tail_left - 1)
+        with m.If(tail_step | block_step):
+            m.d.sync += [
+                off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
+                off["d_m"].eq(off["d_m"] + Mux(tail_step, bias_stride, steps["d_m"])),
+            ]
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
-                    m.d.sync += [off[n].eq(getattr(self.cmd.p, n[0])) for n in ("b_n", "a_m", "c_m", "d_m")]
-                    m.d.sync += [b_slot.eq(0), ring.eq(0), res.eq(0), prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    p = self.cmd.p
+                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
+                    m.d.sync += off["d_m"].eq(Mux(p.acc_c, p.c, p.d))
+                    m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
+                    m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
+                    m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
@@ -526,6 +550,7 @@ class GemmLoop(wiring.Component):
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
+                m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
@@ -589,26 +614,31 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, have)
                     with m.Elif(~last_m):
-                        m.d.sync += [n0.eq(0), rows_left.eq(rows_left - mb), odd_block.eq(~odd_block)]
+                        m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
                         m.d.sync += off["b_n"].eq(c.b)
-                        m.d.sync += [off[n].eq(off[n] + steps[n]) for n in ("a_m", "c_m", "d_m")]
+                        m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
+                        m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
-                        m.d.sync += pf.restart()  # the block after next
+                        # The block after next, in the half the current block is leaving.
+                        m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.done)
                     with m.Else():
                         m.next = "IDLE"
-        self._strides(m, c, mul, mb, steps, strides_go, strides_ready)
+        self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready)
         m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
+        # The load's source, encoded once: each bit of the descriptor is then one four-way
+        # multiplexer on two shared select bits, not a chain of the states' tests.
+        source = Signal(range(4))  # the A descriptor (the step's slice or the prefetch's), bias, weights, walker
+        with m.If(fsm.ongoing("BIAS")):
+            m.d.comb += source.eq(1)
+        with m.Elif(fsm.ongoing("LOAD_B")):
+            m.d.comb += source.eq(Mux(pf_go, 0, 2))
+        with m.Elif(c.conv):
+            m.d.comb += source.eq(3)
         m.d.comb += [
-            load.payload.eq(
-                Mux(
-                    fsm.ongoing("BIAS"),
-                    bias_load,
-                    Mux(fsm.ongoing("LOAD_B"), Mux(pf_go, a_load, b_load), Mux(c.conv, conv_a_load, a_load)),
-                )
-            ),
+            load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
@@ -705,7 +735,7 @@ class GemmLoop(wiring.Component):
             # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
             # other CONV2Ds skip the product's cycles).
             with m.If(c.b_sp | (c.cin < R)):
-                multiply(c.cin, kernel_area(c.kh, c.kw))
+                multiply(kernel_area(c.kh, c.kw), c.cin)
                 m.next = "CONV_K"
         with m.State("CONV_K"), m.If(mul.done):
             m.d.sync += k_all.eq(mul.product)
@@ -728,7 +758,7 @@ class GemmLoop(wiring.Component):
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
             with m.If(c.conv & ~seg.packed):
-                multiply(slices, kernel_area(c.kh, c.kw))
+                multiply(kernel_area(c.kh, c.kw), slices)
                 m.next = "K_TILES_CONV"
             with m.Else():
                 m.d.sync += k_tiles.eq(slices)
@@ -742,27 +772,33 @@ class GemmLoop(wiring.Component):
             q = div.quotient
             whole = (c.m <= q) & (c.m <= c_slot_rows)
             half = q >> 1
+            fits_stream = c.m <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
-            quarter = Mux(c.conv, (c.m + 7) >> 3, (c.m + 3) >> 2)
-            target = Mux(quarter > mb_min, quarter, mb_min)
+            rounded = c.m + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
+            quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
+            below_least = quarter < mb_min
+            target = Mux(below_least, mb_min, quarter)
             # A GEMM shorter than four least blocks stays one block where the K-outer group can
             # take it: the group hides that block's A loads, while a second block's A, prefetched
             # during the first, would make the first block wait on the bus (and B is loaded once
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
-            short = ~c.conv & whole & (quarter < mb_min) & self._group_fits(c.m)
+            short = ~c.conv & whole & below_least & self._group_fits(c.m)
             split = (c.m > target) & (half != 0) & ~short
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
-                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), _min(c.m, stream_rows))),
+                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), Mux(fits_stream, c.m, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
+            # Several blocks (the block is below M): a split, or M more than one block holds;
+            # known from the tests above, not from comparing the block just chosen with M.
+            several = split | (~whole & ((half != 0) | ~fits_stream))
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
-                multi.eq(block < c.m),
+                multi.eq(several),
                 plan.streaming.eq(streaming),
                 plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
@@ -828,19 +864,21 @@ class GemmLoop(wiring.Component):
         s = Mux(c.out == 0, narrow, full)
         q = Const(TAIL_EIGHTHS_MAX)
         for n in reversed(range(1, TAIL_EIGHTHS_MAX)):
-            q = Mux(times(s, 8 - n, 12) <= times(k_tiles, n, len(k_tiles) + 2), n, q)
+            # (8 - n) · s ≤ n · k_tiles exactly when k_tiles ≥ ⌈(8 - n) · s / n⌉, a constant per `out`.
+            least = Mux(c.out == 0, -(-(8 - n) * narrow // n), -(-(8 - n) * full // n))
+            q = Mux(k_tiles >= least, n, q)
         return Mux(k_tiles > s, q, 0)
 
     def _group_fits(self, rows: Value) -> Value:
         """The K-outer group's C slots for blocks of ``rows`` rows fit the accumulator: three blocks'
         rows in a bank (the usual slot and two of the group's), or five in the one bank."""
         cfg = self.cfg
-        rows3 = rows + (rows << 1)
-        return rows3 <= cfg.acc_bank_rows if cfg.acc_banks > 1 else rows3 + (rows << 1) <= cfg.acc_rows
+        # k · rows ≤ n exactly when rows ≤ ⌊n / k⌋: a comparison with a constant, no adder.
+        return rows <= (cfg.acc_bank_rows // 3 if cfg.acc_banks > 1 else cfg.acc_rows // 5)
 
-    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, go, ready) -> None:
-        """The block strides (mb rows of A, C and D), only needed at the first block change and by
-        the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
+    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, bias_stride, go, ready) -> None:
+        """The block strides (mb rows of A, C and the bias), only needed at the first block change
+        and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
         in_e = self.cfg.in_bits // 8
         with m.FSM(name="strides"):
             with m.State("IDLE"), m.If(go):
@@ -849,10 +887,10 @@ class GemmLoop(wiring.Component):
                 m.next = "C"
             with m.State("C"), m.If(mul.done):
                 m.d.sync += steps["c_m"].eq(mul.product[:32])
-                m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldd), mul.b.eq(mb)]
+                m.d.comb += [mul.start.eq(1), mul.a.eq(bias_stride), mul.b.eq(mb)]
                 m.next = "D"
             with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(Mux(c.bias == 2, 0, mul.product[:32]))  # one row: stays
+                m.d.sync += steps["d_m"].eq(mul.product[:32])
                 with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
                     m.d.sync += ready.eq(1)
                     m.next = "IDLE"
@@ -933,9 +971,11 @@ class GemmLoop(wiring.Component):
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""
         cfg = self.cfg
         S, R = cfg.sp_layout.slots, cfg.rows
-        m.d.sync += b_slot.eq(Mux(b_slot == (S - 1) * R, 0, b_slot + R))
+        first = cfg.sp_layout.b_base
+        m.d.sync += b_slot.eq(Mux(b_slot == first + (S - 1) * R, first, b_slot + R))
         with m.If(streaming):
-            m.d.sync += ring.eq(Mux(ring == times(mb, S - 1, self.sp_bits + 1), 0, ring + mb))
+            # The ring's last slot is the one S - 1 slots on: the next would be S slots on (a shift).
+            m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
         m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
 
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:

@@ -45,16 +45,18 @@ class Multiplier(wiring.Component):
         m = Module()
         wa, wb = self.a_width, self.b_width
         a = Signal(wa)
-        b = Signal(wb)
+        # The partial product above the multiplier's bits still to use: the adder is only as wide
+        # as a (plus its carry), and the multiplier needs no register of its own.
         acc = Signal(wa + wb)
         step = Signal(range(wb + 1))
         m.d.sync += self.done.eq(0)
         with m.If(self.start & ~self.busy):
-            m.d.sync += [a.eq(self.a), b.eq(self.b), acc.eq(0), step.eq(wb), self.busy.eq(1)]
+            m.d.sync += [a.eq(self.a), acc.eq(self.b), step.eq(wb), self.busy.eq(1)]
         with m.Elif(self.busy):
-            # Most significant multiplier bit first: acc = 2·acc + (bit ? a : 0).
-            doubled = Cat(Const(0, 1), acc[: wa + wb - 1])
-            m.d.sync += [acc.eq(doubled + Mux(b[wb - 1], a, 0)), b.eq(Cat(Const(0, 1), b[: wb - 1])), step.eq(step - 1)]
+            # Least significant multiplier bit first: the upper part gains a or not, then all of
+            # acc moves down a bit.
+            upper = acc[wb:] + Mux(acc[0], a, 0)
+            m.d.sync += [acc.eq(Cat(acc[1:wb], upper)), step.eq(step - 1)]
             with m.If(step == 1):
                 m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         m.d.comb += self.product.eq(acc)
