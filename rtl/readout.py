@@ -5,7 +5,9 @@ in docs/arithmetic.md, "Read-out"). The row pipeline has no backpressure: a row 
 leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
 
 1. register the row and its controls (the accumulator's memory and bank multiplexer feed it);
-2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats);
+2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats); a bf16
+   accumulator's product is also rounded to bf16 here, in the same unit (``Bf16ScaleMul``: the
+   same bits as the fp32 product's bf16 rounding in stage 3, with no fp32 value formed);
 3. ReLU and narrowing (saturation to int8 or rounding to bf16); for float accumulators the
    sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded value through the correctly
    rounded function unit (``rtl/vector/function_unit.py``) and give its bf16 result. The unit takes
@@ -19,7 +21,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import Fp32Mul, round_bf16
+from rtl.fp import Bf16ScaleMul, Fp32Mul, round_bf16
 from rtl.shared import add_shared
 from rtl.vector.function_unit import FunctionUnit
 
@@ -71,7 +73,8 @@ def _narrow_fp(m: Module, y, relu, fn, full, acc_bits: int, name: str) -> tuple[
     value = Signal(32, name=f"{name}_r")
     # A NaN from the multiplier is canonical (sign 0), so the sign bit alone picks −0 and negatives.
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
-    rounded = round_bf16(m, value, name)  # nearest even at bit 16, NaN canonical
+    # Nearest even at bit 16, NaN canonical; a bf16 accumulator's y is already rounded (stage 2).
+    rounded = value[16:] if acc_bits == 16 else round_bf16(m, value, name)
     unit = add_shared(m, f"{name}_fn", "pyard_readout_functions", lambda: FunctionUnit(ACT_FUNCTIONS))
     m.d.comb += [unit.x.eq(rounded), unit.fn.eq(fn)]
     narrowed = rounded if acc_bits == 16 else Mux(full, value, Cat(rounded, Const(0, 16)))
@@ -140,8 +143,11 @@ class Readout(wiring.Component):
         """Stage 2 of element ``k``: the shifted (int32) or scaled (fp) value, 32 bits."""
         if self.cfg.acc_dtype == "int32":
             return _round_shift(m, x.as_signed(), scale[:5], f"e{k}")
-        mul = Fp32Mul()
-        m.submodules[f"mul{k}"] = mul
-        x32 = Cat(Const(0, 16), x) if self.cfg.acc_bits == 16 else x
-        m.d.comb += [mul.a.eq(x32), mul.b.eq(scale)]
+        if self.cfg.acc_bits == 16:
+            # The fp32 product and its bf16 rounding in one unit (the same bits), in y's top half.
+            scaled = m.submodules[f"mul{k}"] = Bf16ScaleMul()
+            m.d.comb += [scaled.a.eq(x), scaled.b.eq(scale)]
+            return Cat(Const(0, 16), scaled.p)
+        mul = m.submodules[f"mul{k}"] = Fp32Mul()
+        m.d.comb += [mul.a.eq(x), mul.b.eq(scale)]
         return mul.p

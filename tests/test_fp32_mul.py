@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtl.fp import Fp32Mul
-from rtl.fp_model import F32_NAN, f32_bits_to_f64, fp32_mul, ftz32
+from rtl.fp import Bf16ScaleMul, Fp32Mul
+from rtl.fp_model import F32_NAN, f32_bits_to_f64, fp32_mul, ftz32, round_bf16
 from tb.comb_eval import evaluate
 
 # ±0, ±Inf, NaNs, subnormals, smallest/largest normal, 1 and neighbours, powers of two whose
@@ -102,3 +102,61 @@ def test_fp32_mul_model_error_bound() -> None:
     normal = (np.abs(exact) >= 2.0**-126) & (np.abs(exact) < 2.0**128)
     assert np.all(np.abs(got[normal] - exact[normal]) <= 2.0**-24 * np.abs(exact[normal]))
     assert np.all(got[np.abs(exact) >= 2.0**128] == np.copysign(np.inf, exact[np.abs(exact) >= 2.0**128]))
+
+
+# -- the read-out's fused bf16 scale: round_bf16(fp32_mul(a · 2^16, b)) -------------------------
+
+
+def check_bf16_scale(a, b) -> None:
+    a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
+    got = evaluate(Bf16ScaleMul(), {"a": a, "b": b}, ("p",))["p"]
+    want = round_bf16(fp32_mul((a << np.uint64(16)).astype(np.uint32), b.astype(np.uint32)))
+    np.testing.assert_array_equal(got, want.astype(np.uint64))
+
+
+def test_bf16_scale_mul_all_edge_pairs() -> None:
+    bf16_edges = sorted({v >> 16 for v in F32_EDGES})
+    a, b = zip(*itertools.product(bf16_edges, F32_EDGES), strict=True)
+    check_bf16_scale(a, b)
+
+
+def double_rounding_cases(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Operands whose significand product puts the 16 bits bf16 drops at the patterns where the fp32
+    rounding matters to the bf16 one (all ones, all zeros, half-way, each ± 1), for every bf16
+    significand, both normalizations and every guard/sticky state; the exponents put a third of
+    the products at the underflow threshold and a third at the overflow one."""
+    pairs = []
+    for sig_a in range(128, 256):
+        for lo in (0x7FFF, 0xFFFF, 0x0000, 0x8000, 0x7FFE, 0xFFFE, 0x0001, 0x8001):
+            for top in (0, 1):
+                for hi in (int(rng.integers(128, 256)), 255, 254, 128):
+                    for low in (0xFF, 0x80, 0x7F, 0x40, 0x00, 0xC0):
+                        target = (hi << 24 | lo << 8 | low) if top else (hi << 23 | lo << 7 | low >> 1)
+                        for sig_b in (target // sig_a - 1, target // sig_a, target // sig_a + 1):
+                            p = sig_a * sig_b
+                            got_lo = (p >> 8 if p >> 31 else p >> 7) & 0xFFFF
+                            if 1 << 23 <= sig_b < 1 << 24 and got_lo == lo:
+                                pairs.append((sig_a, sig_b))
+    sig = np.array(pairs, dtype=np.int64)
+    n = len(sig)
+    ea = rng.integers(1, 255, n)
+    at = rng.random(n)
+    eb = np.where(at < 1 / 3, 127 - ea, np.where(at < 2 / 3, 127 + 254 - ea, rng.integers(1, 255, n)))
+    eb = np.clip(eb + rng.integers(-2, 3, n), 1, 254)
+    signs = rng.integers(0, 4, n)
+    a = (signs & 1) << 15 | ea << 7 | (sig[:, 0] & 0x7F)
+    b = (signs >> 1) << 31 | eb << 23 | (sig[:, 1] & 0x7FFFFF)
+    return a.astype(np.uint64), b.astype(np.uint64)
+
+
+def test_bf16_scale_mul_double_rounding_cases() -> None:
+    a, b = double_rounding_cases(np.random.default_rng(13))
+    assert len(a) > 10_000
+    check_bf16_scale(a, b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0xFFFF), f32_bits), min_size=64, max_size=64))
+def test_bf16_scale_mul_matches_model(pairs) -> None:
+    a, b = zip(*pairs, strict=True)
+    check_bf16_scale(a, b)
