@@ -301,9 +301,10 @@ class Decoder(wiring.Component):
         memories they use and inside them, and no destination overlapping a source except in place."""
         cfg = self.cfg
         v = self._vec_fields
+        if not cfg.vector:
+            return [(vec, "BAD_FIELD")]  # without the engine no operation is defined
         ops = (FLOAT_OPS if cfg.dtype == "bf16" else INT_OPS) | ({VecOp.UPDATE} if cfg.update_lanes else set())
-        # Without the engine no operation is defined.
-        undefined = ~Cat(v.op == code for code in ops).any() if cfg.vector else Const(1)
+        undefined = ~Cat(v.op == code for code in ops).any()
         shift_bad = (v.shift != 0) if cfg.dtype == "bf16" else Const(0)
         # UPDATE works on four tensors of the scratchpad, whole rows: no other flag.
         flags = Cat(v.a_acc, v.b_acc, v.d_acc, v.b_one, v.d_one, v.accumulate, v.reduce, v.reduce_max)
