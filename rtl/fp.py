@@ -50,6 +50,21 @@ def _product_operands(m: Module, a, b, mant_bits: int):
     return (ea, fa), (eb, fb), special
 
 
+def _product_result(m: Module, out: Signal, special: dict, inf: Value, zero: Value, value: Value) -> None:
+    """A product's result by the range rules: the canonical NaN, else ±Inf (an infinite operand or
+    ``inf``, an overflow), else ±0 (a zero operand or ``zero``, an underflow), else ``value``."""
+    mant = len(out) - 9
+    sign = special["sign"]
+    with m.If(special["nan"]):
+        m.d.comb += out.eq(Cat(Const(0, mant - 1), Const(1, 1), Const(EXP_MAX, 8), Const(0, 1)))
+    with m.Elif(special["inf"] | inf):
+        m.d.comb += out.eq(Cat(Const(0, mant), Const(EXP_MAX, 8), sign))
+    with m.Elif(special["zero"] | zero):
+        m.d.comb += out.eq(Cat(Const(0, mant + 8), sign))
+    with m.Else():
+        m.d.comb += out.eq(value)
+
+
 # Fraction bits of a bf16 × bf16 product that can be non-zero (Bf16Mul): its significand is the
 # 16-bit product of two 8-bit ones.
 PRODUCT_FRAC_BITS = 15
@@ -66,7 +81,7 @@ class Bf16Mul(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 7)
-        sign, nan, inf, zero = special["sign"], special["nan"], special["inf"], special["zero"]
+        sign = special["sign"]
 
         prod = Signal(16)
         exp = Signal(signed(11))  # the exponent before normalization, formed beside the multiply
@@ -82,14 +97,7 @@ class Bf16Mul(wiring.Component):
         carry = prod[15]
         over = Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX)
         under = Mux(carry, exp <= -1, exp <= 0)
-        with m.If(nan):
-            m.d.comb += self.p.eq(0x7FC00000)
-        with m.Elif(inf | over):
-            m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
-        with m.Elif(zero | under):
-            m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
-        with m.Else():
-            m.d.comb += self.p.eq(Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
+        _product_result(m, self.p, special, over, under, Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
         return m
 
 
@@ -344,7 +352,7 @@ class Fp32Mul(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 23)
-        sign, nan = special["sign"], special["nan"]
+        sign = special["sign"]
 
         prod = Signal(48)
         if self.bf16_a:
@@ -364,14 +372,7 @@ class Fp32Mul(wiring.Component):
             # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
             exp.eq(ea + eb - BIAS + prod[47] + rounded[24]),
         ]
-        with m.If(nan):
-            m.d.comb += self.p.eq(0x7FC00000)
-        with m.Elif(special["inf"] | (exp >= EXP_MAX)):
-            m.d.comb += self.p.eq(Cat(Const(0, 23), Const(EXP_MAX, 8), sign))
-        with m.Elif(special["zero"] | (exp <= 0)):
-            m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
-        with m.Else():
-            m.d.comb += self.p.eq(Cat(rounded[:23], exp[:8], sign))
+        _product_result(m, self.p, special, exp >= EXP_MAX, exp <= 0, Cat(rounded[:23], exp[:8], sign))
         return m
 
 
@@ -423,12 +424,5 @@ class Bf16ScaleMul(wiring.Component):
             # of lo, the bf16 rounding sees zeros).
             rounded.eq(Cat(Mux(over, 0, hi[:7]), exp32[:8], sign) + ((carry & ~over) | up16)),
         ]
-        with m.If(special["nan"]):
-            m.d.comb += self.p.eq(0x7FC0)
-        with m.Elif(special["inf"] | (exp32 >= EXP_MAX)):
-            m.d.comb += self.p.eq(Cat(Const(0, 7), Const(EXP_MAX, 8), sign))
-        with m.Elif(special["zero"] | (exp32 <= 0)):
-            m.d.comb += self.p.eq(Cat(Const(0, 15), sign))
-        with m.Else():
-            m.d.comb += self.p.eq(rounded)
+        _product_result(m, self.p, special, exp32 >= EXP_MAX, exp32 <= 0, rounded)
         return m
