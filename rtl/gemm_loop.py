@@ -339,6 +339,9 @@ class GemmLoop(wiring.Component):
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
+        # The loads' DRAM address: one adder for the bias, weight and A descriptors, its operands
+        # picked by the load's source (below).
+        load_addr = Signal(32)
         b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], b_slot)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks. The
@@ -399,7 +402,7 @@ class GemmLoop(wiring.Component):
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=off["d_m"] + n_acc,
+                dram_addr=load_addr,  # off["d_m"] + n_acc
                 dram_stride=bias_stride,
                 rows=part_rows,
                 elems=nw,
@@ -410,7 +413,7 @@ class GemmLoop(wiring.Component):
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=off["b_n"] + off["b_k"],
+                dram_addr=load_addr,  # off["b_n"] + off["b_k"]
                 dram_stride=c.ldb,
                 rows=Mux(c.trans_b, nw, kslice),
                 elems=Mux(c.trans_b, kslice, nw),
@@ -429,12 +432,14 @@ class GemmLoop(wiring.Component):
         a_kslice = Mux(prefetching, pf_kslice, kslice)
         # A transposed slice's rows still to load: the last block of them when at most `dim`.
         a_left = a_rows_all - a_chunk
+        # The A slice's address from the block's: the next block's (the prefetch) or this one's.
+        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32)
         a_last_block = a_left <= cfg.dim
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=off["a_m"] + Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32),
+                dram_addr=load_addr,  # off["a_m"] + a_in_block
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
                 elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
@@ -637,6 +642,10 @@ class GemmLoop(wiring.Component):
             m.d.comb += source.eq(Mux(pf_go, 0, 2))
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
+        m.d.comb += load_addr.eq(
+            Mux(source[1], off["b_n"], Mux(source[0], off["d_m"], off["a_m"]))
+            + Mux(source[1], off["b_k"], Mux(source[0], n_acc, a_in_block))
+        )
         m.d.comb += [
             load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
             ex.payload.eq(exec_op),
