@@ -157,6 +157,7 @@ class _Plan:
         self.prefetch = Signal(name="prefetch")  # GEMM: the next block's A is loaded during the current block
         # The first block's first GROUP N tiles run K-outer, in C slots of their own.
         self.grouped = Signal(name="grouped")
+        self.multi = Signal(name="multi")  # M is more than one block
         self.n_tiles = Signal(16, name="n_tiles")
         self.steps = {n: Signal(32, name=f"{n}_step") for n in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
         # Rows of the A region this command may use: all of it, or those below a resident B.
@@ -311,7 +312,9 @@ class GemmLoop(wiring.Component):
             Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
         )
 
-        last_m = rows_left <= mb
+        # The last block (rows_left <= mb): a register set with rows_left, from the tests that
+        # already exist for it (several blocks; two or more blocks after this one), not a compare.
+        last_m = Signal()
         # Rows from the next block on (while this one is not the last), and whether that is more
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
@@ -555,6 +558,7 @@ class GemmLoop(wiring.Component):
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
+                m.d.sync += last_m.eq(~plan.multi)
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -620,6 +624,7 @@ class GemmLoop(wiring.Component):
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
+                        m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
                         m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
@@ -715,7 +720,7 @@ class GemmLoop(wiring.Component):
         # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
         # can run) and the last block's STORE (after every EXEC) are short.
         mb_min = block_min_rows(cfg)
-        multi = Signal()
+        multi = plan.multi
         k_all = Signal(24)  # CONV2D's whole K, kh · kw · C_in (GemmCmd's k holds only a packed one)
 
         def multiply(a, b) -> None:
