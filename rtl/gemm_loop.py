@@ -294,9 +294,11 @@ class GemmLoop(wiring.Component):
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
-        # d_m is the bias rows' (C's when accumulating into C, else D's), and `bias_stride` their
-        # row stride (0 for a one-row bias, which stays on its row): chosen once, when the
-        # command comes, not multiplexed in every bias load.
+        # d_m is D's rows, and `bias_stride` the bias rows' stride (C's `ldc` when accumulating into
+        # C, else D's; 0 for a one-row bias, which stays on its row): chosen once, when the command
+        # comes, not multiplexed in every bias load. Accumulating into C, the bias rows are C's,
+        # whose address c_m steps exactly as d_m would (by ldc, and mb · ldc): the bias load reads
+        # c_m then, picked with the load's other sources, so d_m needs no choice of its own.
         bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
@@ -405,7 +407,7 @@ class GemmLoop(wiring.Component):
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=load_addr,  # off["d_m"] + n_acc
+                dram_addr=load_addr,  # off["d_m"] (off["c_m"] accumulating into C) + n_acc
                 dram_stride=bias_stride,
                 rows=part_rows,
                 elems=nw,
@@ -536,7 +538,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     p = self.cmd.p
                     m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
-                    m.d.sync += off["d_m"].eq(Mux(p.acc_c, p.c, p.d))
+                    m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
                     m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
@@ -647,8 +649,11 @@ class GemmLoop(wiring.Component):
             m.d.comb += source.eq(Mux(pf_go, 0, 2))
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
+        # The block's address: A's, D's, B's, or C's for a bias read from C (the walker's place,
+        # where no sum is read), on two select bits.
+        block_sel = Cat(source[0], source[1] | (source[0] & c.acc_c))
         m.d.comb += load_addr.eq(
-            Mux(source[1], off["b_n"], Mux(source[0], off["d_m"], off["a_m"]))
+            Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
             + Mux(source[1], off["b_k"], Mux(source[0], n_acc, a_in_block))
         )
         m.d.comb += [
