@@ -804,7 +804,10 @@ class GemmLoop(wiring.Component):
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
             short = ~c.conv & whole & below_least & self._group_fits(c.m)
-            split = (c.m > target) & (half != 0) & ~short
+            # M above the target is M above the least block: a target above that is a quarter
+            # (an eighth) of M, rounded up, below any M of two or more rows.
+            assert mb_min >= 1
+            split = (c.m > mb_min) & (half != 0) & ~short
             block = Mux(
                 split,
                 _min(_min(target, half), c_slot_rows),
