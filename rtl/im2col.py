@@ -245,9 +245,19 @@ class Im2col(wiring.Component):
         # constant through a walk), so the kernel row and the bounds' carry chains do not run on
         # through the piece's end into cur's enables (the 4x4-int8 tile's longest ECP5 path).
         below, row_inside = Signal(18, name="below"), Signal(name="row_inside")
+        # The next input row is a sum picked where it is known (the walk's start: block.oh_s + ky;
+        # the next output row: below + s; the next image: 0 + ky), so one adder and one pair of
+        # bounds' comparisons serve all three.
+        track, track_base, track_step = Signal(), Signal(18), Signal(8)
+        track_row_value = track_base + track_step
+        with m.If(track):
+            m.d.sync += [
+                below.eq(track_row_value),
+                row_inside.eq((track_row_value >= s.pad) & (track_row_value - s.pad < s.h)),
+            ]
 
-        def track_row(value) -> list:
-            return [below.eq(value), row_inside.eq((value >= s.pad) & (value - s.pad < s.h))]
+        def track_row(base, step) -> list:
+            return [track.eq(1), track_base.eq(base), track_step.eq(step)]
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
@@ -300,7 +310,7 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.sync += track_row(block.oh_s + self.ky)
+            m.d.comb += track_row(block.oh_s, self.ky)
             m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
@@ -320,10 +330,10 @@ class Im2col(wiring.Component):
                 m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.sync += track_row(self.ky)
+                    m.d.comb += track_row(0, self.ky)
                 with m.Else():
                     m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
-                    m.d.sync += track_row(below + s.stride)
+                    m.d.comb += track_row(below, s.stride)
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
