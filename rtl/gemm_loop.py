@@ -46,7 +46,7 @@ from rtl.dma import DmaKind, element_bytes
 from rtl.exec_unit import exec_op_layout
 from rtl.gemm_loop_model import block_min_rows
 from rtl.im2col import KERNEL_MAX, Im2col, times_small
-from rtl.multiplier import Multiplier, times
+from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
 __all__ = ["GemmLoop", "pack"]
@@ -267,8 +267,20 @@ class GemmLoop(wiring.Component):
         layout = cfg.sp_layout
         S = layout.slots
         m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
-        m.submodules.mul = mul = Multiplier(32, 16)
-        im2col = Im2col(cfg)
+        # One multiplier for the loop and its im2col walker: the walker multiplies during its setup
+        # (which the loop's CONV2D setup waits for) and after a block change (which waits for the
+        # loop's block strides); the loop's own products are its setup's and those strides.
+        m.submodules.mul = mul_unit = Multiplier(32, 16)
+        mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
+        im2col = Im2col(cfg, shared_multiplier=True)
+        m.d.comb += [
+            mul_unit.start.eq(mul.start | im2col.mul_start),
+            mul_unit.a.eq(mul.a | im2col.mul_a),
+            mul_unit.b.eq(mul.b | im2col.mul_b),
+            im2col.mul_busy.eq(mul_unit.busy),
+            im2col.mul_done.eq(mul_unit.done),
+            im2col.mul_product.eq(mul_unit.product),
+        ]
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -686,7 +698,7 @@ class GemmLoop(wiring.Component):
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
         return top
 
-    def _loop_working(self, fsm, c, fronts, queues, mul: Multiplier, div: Divider) -> Value:
+    def _loop_working(self, fsm, c, fronts, queues, mul: MultiplierPort, div: Divider) -> Value:
         """High in the cycles the loop's next state may differ from its state (with the caller's
         own steps): outside the WAITING_STATES, when an operation is taken by or from a queue, on
         an input event, and while the multiplier or the divider works (their ``done`` pulses are
@@ -704,7 +716,7 @@ class GemmLoop(wiring.Component):
         c,
         im2col: Im2col,
         div: Divider,
-        mul: Multiplier,
+        mul: MultiplierPort,
         plan: _Plan,
         strides_go,
         seg: _Segments,
@@ -898,7 +910,7 @@ class GemmLoop(wiring.Component):
         # k · rows ≤ n exactly when rows ≤ ⌊n / k⌋: a comparison with a constant, no adder.
         return rows <= (cfg.acc_bank_rows // 3 if cfg.acc_banks > 1 else cfg.acc_rows // 5)
 
-    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, bias_stride, go, ready) -> None:
+    def _strides(self, m: Module, c, mul: MultiplierPort, mb, steps, bias_stride, go, ready) -> None:
         """The block strides (mb rows of A, C and the bias), only needed at the first block change
         and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
         in_e = self.cfg.in_bits // 8

@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.divider import Divider
-from rtl.multiplier import Multiplier, times
+from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, dma_desc_layout
 
 __all__ = ["KERNEL_MAX", "ConvShape", "Im2col"]
@@ -84,12 +84,28 @@ class Im2col(wiring.Component):
     scratchpad rows from ``local``, columns from ``col``), flagging the walk's ``first`` and ``last``
     piece and when the current one is done with (``step``). A slice at ``col`` > 0 lands beside one
     at column 0 that zero-filled its rows, so its padding pieces are skipped, not loaded. ``next_block``
-    moves the block start past the block just walked; ``setup`` also resets it to pixel 0."""
+    moves the block start past the block just walked; ``setup`` also resets it to pixel 0.
 
-    def __init__(self, cfg: AccelConfig) -> None:
-        self.cfg = cfg
+    With ``shared_multiplier`` the walker has no multiplier of its own: it asks for products on its
+    ``mul_*`` ports, from a multiplier its owner shares with units that multiply only while the
+    walker does not (the GEMM loop's setup, which waits for ``ready``, and its block strides, which
+    a block change waits for). It asks only while it sets up and after a ``next_block``."""
+
+    def __init__(self, cfg: AccelConfig, *, shared_multiplier: bool = False) -> None:
+        self.cfg, self.shared_multiplier = cfg, shared_multiplier
+        ports = {}
+        if shared_multiplier:
+            ports = {
+                "mul_start": Out(1),
+                "mul_a": Out(32),
+                "mul_b": Out(16),
+                "mul_busy": In(1),
+                "mul_done": In(1),
+                "mul_product": In(48),
+            }
         super().__init__(
-            {
+            ports
+            | {
                 "shape": In(ConvShape),
                 "setup": In(1),
                 "ready": Out(1),
@@ -116,7 +132,10 @@ class Im2col(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mul = mul = Multiplier(32, 16)
+        if self.shared_multiplier:
+            mul = MultiplierPort(self.mul_start, self.mul_a, self.mul_b, self.mul_busy, self.mul_done, self.mul_product)
+        else:
+            m.submodules.mul = mul = Multiplier(32, 16)
         lo = _Table(m, "lo", 16)  # first output column inside
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
@@ -225,7 +244,10 @@ class Im2col(wiring.Component):
                 start = (s.a - prod["pad_off"])[:32]
                 m.d.sync += [running.eq(0), block.eq(0), block.row.eq(start)]
                 m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
-        with m.If(~running & ~dividing & mul.done):  # (gap's product comes during the divisions)
+        # The block start's column offset, asked for at `next_block` (which clears xs_ready): not
+        # during the setup (gap's product comes during the divisions), nor a shared multiplier's
+        # other users' products (they come while xs_ready is set, or before the setup).
+        with m.If(~xs_ready & ~running & ~dividing & mul.done):
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
