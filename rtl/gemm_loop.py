@@ -41,11 +41,11 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.clock_gate import gate_domain, settled_activity
 from rtl.config import AccelConfig
-from rtl.divider import Divider
+from rtl.divider import Divider, DividerPort
 from rtl.dma import DmaKind, element_bytes
 from rtl.exec_unit import exec_op_layout
 from rtl.gemm_loop_model import block_min_rows
-from rtl.im2col import KERNEL_MAX, Im2col, times_small
+from rtl.im2col import DIVIDER_WIDTH, KERNEL_MAX, Im2col, times_small
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
@@ -266,13 +266,20 @@ class GemmLoop(wiring.Component):
         narrow_e = element_bytes(cfg, DmaKind.ACC_MEM, out=0)
         layout = cfg.sp_layout
         S = layout.slots
-        m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
-        # One multiplier for the loop and its im2col walker: the walker multiplies during its setup
-        # (which the loop's CONV2D setup waits for) and after a block change (which waits for the
-        # loop's block strides); the loop's own products are its setup's and those strides.
+        # One multiplier and one divider for the loop and its im2col walker: the walker uses them
+        # during its setup (which the loop's CONV2D setup waits for) and multiplies after a block
+        # change (which waits for the loop's block strides); the loop's own products and quotients
+        # are its setup's and those strides. Each user's requests are zero while it does not ask.
+        # The narrower user's divisions take the cycles its own divider would (`short`).
+        div_width = max(17, k_tiles_max(cfg).bit_length())
+        m.submodules.div = div_unit = Divider(
+            max(div_width, DIVIDER_WIDTH),
+            short_width=min(div_width, DIVIDER_WIDTH) if div_width != DIVIDER_WIDTH else None,
+        )
+        div = DividerPort.requests_of(div_unit, div_width, "loop_div")
         m.submodules.mul = mul_unit = Multiplier(32, 16)
         mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
-        im2col = Im2col(cfg, shared_multiplier=True)
+        im2col = Im2col(cfg, shared=True)
         m.d.comb += [
             mul_unit.start.eq(mul.start | im2col.mul_start),
             mul_unit.a.eq(mul.a | im2col.mul_a),
@@ -280,7 +287,15 @@ class GemmLoop(wiring.Component):
             im2col.mul_busy.eq(mul_unit.busy),
             im2col.mul_done.eq(mul_unit.done),
             im2col.mul_product.eq(mul_unit.product),
+            div_unit.start.eq(div.start | im2col.div_start),
+            div_unit.numerator.eq(div.numerator | im2col.div_numerator),
+            div_unit.denominator.eq(div.denominator | im2col.div_denominator),
+            im2col.div_busy.eq(div_unit.busy),
+            im2col.div_done.eq(div_unit.done),
+            im2col.div_quotient.eq(div_unit.quotient),
         ]
+        if div_unit.short_width is not None:
+            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else div.start)
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -698,7 +713,7 @@ class GemmLoop(wiring.Component):
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
         return top
 
-    def _loop_working(self, fsm, c, fronts, queues, mul: MultiplierPort, div: Divider) -> Value:
+    def _loop_working(self, fsm, c, fronts, queues, mul: MultiplierPort, div: DividerPort) -> Value:
         """High in the cycles the loop's next state may differ from its state (with the caller's
         own steps): outside the WAITING_STATES, when an operation is taken by or from a queue, on
         an input event, and while the multiplier or the divider works (their ``done`` pulses are
@@ -715,7 +730,7 @@ class GemmLoop(wiring.Component):
         m: Module,
         c,
         im2col: Im2col,
-        div: Divider,
+        div: DividerPort,
         mul: MultiplierPort,
         plan: _Plan,
         strides_go,

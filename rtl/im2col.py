@@ -29,13 +29,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.divider import Divider
+from rtl.divider import Divider, DividerPort
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, dma_desc_layout
 
-__all__ = ["KERNEL_MAX", "ConvShape", "Im2col"]
+__all__ = ["DIVIDER_WIDTH", "KERNEL_MAX", "ConvShape", "Im2col"]
 
 KERNEL_MAX = 7
+# The walker's divisions' width: its numerators (see `Im2col._limits`) are 18-bit.
+DIVIDER_WIDTH = 18
 
 # The convolution's geometry, as the CONV2D command gives it (docs/isa.md).
 ConvShape = data.StructLayout(
@@ -86,15 +88,16 @@ class Im2col(wiring.Component):
     at column 0 that zero-filled its rows, so its padding pieces are skipped, not loaded. ``next_block``
     moves the block start past the block just walked; ``setup`` also resets it to pixel 0.
 
-    With ``shared_multiplier`` the walker has no multiplier of its own: it asks for products on its
-    ``mul_*`` ports, from a multiplier its owner shares with units that multiply only while the
-    walker does not (the GEMM loop's setup, which waits for ``ready``, and its block strides, which
-    a block change waits for). It asks only while it sets up and after a ``next_block``."""
+    With ``shared`` the walker has no multiplier and divider of its own: it asks for products and
+    quotients on its ``mul_*`` and ``div_*`` ports, from a multiplier and a divider its owner shares
+    with units that use them only while the walker does not (the GEMM loop's setup, which waits for
+    ``ready``, and its block strides, which a block change waits for). The walker asks only while
+    it sets up (both) and after a ``next_block`` (a product)."""
 
-    def __init__(self, cfg: AccelConfig, *, shared_multiplier: bool = False) -> None:
-        self.cfg, self.shared_multiplier = cfg, shared_multiplier
+    def __init__(self, cfg: AccelConfig, *, shared: bool = False) -> None:
+        self.cfg, self.shared = cfg, shared
         ports = {}
-        if shared_multiplier:
+        if shared:
             ports = {
                 "mul_start": Out(1),
                 "mul_a": Out(32),
@@ -102,6 +105,12 @@ class Im2col(wiring.Component):
                 "mul_busy": In(1),
                 "mul_done": In(1),
                 "mul_product": In(48),
+                "div_start": Out(1),
+                "div_numerator": Out(DIVIDER_WIDTH),
+                "div_denominator": Out(DIVIDER_WIDTH),
+                "div_busy": In(1),
+                "div_done": In(1),
+                "div_quotient": In(DIVIDER_WIDTH),
             }
         super().__init__(
             ports
@@ -132,10 +141,20 @@ class Im2col(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        if self.shared_multiplier:
+        if self.shared:
             mul = MultiplierPort(self.mul_start, self.mul_a, self.mul_b, self.mul_busy, self.mul_done, self.mul_product)
+            div = DividerPort(
+                DIVIDER_WIDTH,
+                self.div_start,
+                self.div_numerator,
+                self.div_denominator,
+                self.div_busy,
+                self.div_done,
+                self.div_quotient,
+            )
         else:
             m.submodules.mul = mul = Multiplier(32, 16)
+            m.submodules.div = div = Divider(DIVIDER_WIDTH)
         lo = _Table(m, "lo", 16)  # first output column inside
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
@@ -149,16 +168,15 @@ class Im2col(wiring.Component):
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(18))  # H − (OH − 1)·s
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
-        self._limits(m, mul, lo, hi, gap, dividing, multiplying)
+        self._limits(m, mul, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, mul, lo, hi, gap, running, then) -> None:
+    def _limits(self, m: Module, mul, div, lo, hi, gap, running, then) -> None:
         """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
         ``then`` rises when they are known. Meanwhile the idle multiplier gives ``gap``."""
         s = self.shape
-        m.submodules.div = div = Divider(18)
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
         k = (step - 2)[1:4]
         # The numerators, as one sum A + P − C − D on a single adder (−C − 1 is ~C, so D rides as
@@ -170,16 +188,18 @@ class Im2col(wiring.Component):
         clipped = at_lo & (s.pad <= k)  # lo's (pad − kw)⁺ is 0
         a = Mux(step == 0, s.h, Mux(at_lo, s.stride, s.w))
         p = Mux(size, s.pad << 1, Mux(clipped, 0, s.pad))
-        c = Signal(18)
+        c = Signal(DIVIDER_WIDTH)
         m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
-        numerator = (a + p + ~c + size)[:18]
-        unreachable = numerator[17]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
+        numerator = (a + p + ~c + size)[:DIVIDER_WIDTH]
+        unreachable = numerator[-1]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
         end = 2 + 2 * s.kw
-        m.d.comb += [
-            div.numerator.eq(numerator),
-            div.denominator.eq(s.stride),
-            div.start.eq(running & ~div.busy & ~div.done),
-        ]
+        # The operands only while dividing: a shared divider's users' requests are ORed.
+        with m.If(running):
+            m.d.comb += [
+                div.numerator.eq(numerator),
+                div.denominator.eq(s.stride),
+                div.start.eq(~div.busy & ~div.done),
+            ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
         with m.If(running & div.done):
