@@ -835,10 +835,15 @@ class GemmLoop(wiring.Component):
             # (an eighth) of M, rounded up, below any M of two or more rows.
             assert mb_min >= 1
             split = (c.m > mb_min) & (half != 0) & ~short
+            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
+            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
+            # (above them, a test for zero).
+            half_slot = _min(half, c_slot_rows)[: c_slot_rows.bit_length()]
+            target_fits = (target[len(half_slot) :] == 0) & (target[: len(half_slot)] <= half_slot)
             block = Mux(
                 split,
-                _min(_min(target, half), c_slot_rows),
-                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), Mux(fits_stream, c.m, stream_rows))),
+                Mux(target_fits, target, half_slot),
+                Mux(whole, c.m, Mux(half != 0, half_slot, Mux(fits_stream, c.m, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
             # Several blocks (the block is below M): a split, or M more than one block holds;
