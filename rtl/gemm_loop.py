@@ -758,31 +758,43 @@ class GemmLoop(wiring.Component):
         def multiply(a, b) -> None:
             m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
 
+        def operands(a, b) -> None:
+            """A setup state's operands, whether or not it starts a product in this cycle: the
+            walker never multiplies in these states, so they need not be zero while not asked for
+            (the shared multiplier's requests are ORed), and each state's are one term."""
+            m.d.comb += [mul.a.eq(a), mul.b.eq(b)]
+
         def divide(numerator, denominator) -> None:
             m.d.comb += [div.start.eq(1), div.numerator.eq(numerator), div.denominator.eq(denominator)]
 
         with m.State("CONV_SIZE"), m.If(im2col.ready):
             multiply(c.batch, im2col.oh)  # M = batch · OH · OW output pixels
             m.next = "CONV_PIXELS"
-        with m.State("CONV_PIXELS"), m.If(mul.done):
-            multiply(mul.product[:32], im2col.ow)
-            m.next = "CONV_M"
-        with m.State("CONV_M"), m.If(mul.done):
-            m.d.sync += c.m.eq(mul.product[:32])
+        with m.State("CONV_PIXELS"):
+            operands(mul.product[:32], im2col.ow)
+            with m.If(mul.done):
+                m.d.comb += mul.start.eq(1)
+                m.next = "CONV_M"
+        with m.State("CONV_M"):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
-            multiply(Mux(c.b_sp, 1, c.ldb), c.cin)
-            m.next = "CONV_POS"
-            with m.If(mul.product[32:] != 0):
-                m.d.comb += self.too_large.eq(1)
-                m.next = "IDLE"
-        with m.State("CONV_POS"), m.If(mul.done):
-            m.d.sync += steps["pos"].eq(mul.product[:32])
-            m.next = "K_TILES"
-            # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
-            # other CONV2Ds skip the product's cycles).
-            with m.If(c.b_sp | (c.cin < R)):
-                multiply(kernel_area(c.kh, c.kw), c.cin)
-                m.next = "CONV_K"
+            operands(Mux(c.b_sp, 1, c.ldb), c.cin)
+            with m.If(mul.done):
+                m.d.sync += c.m.eq(mul.product[:32])
+                m.d.comb += mul.start.eq(1)
+                m.next = "CONV_POS"
+                with m.If(mul.product[32:] != 0):
+                    m.d.comb += self.too_large.eq(1)
+                    m.next = "IDLE"
+        with m.State("CONV_POS"):
+            operands(kernel_area(c.kh, c.kw), c.cin)
+            with m.If(mul.done):
+                m.d.sync += steps["pos"].eq(mul.product[:32])
+                m.next = "K_TILES"
+                # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check
+                # (the other CONV2Ds skip the product's cycles).
+                with m.If(c.b_sp | (c.cin < R)):
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "CONV_K"
         with m.State("CONV_K"), m.If(mul.done):
             m.d.sync += k_all.eq(mul.product)
             with m.If(c.cin < R):  # packed: K sliced as a GEMM's
@@ -803,8 +815,9 @@ class GemmLoop(wiring.Component):
             m.d.sync += slices.eq(div.quotient)
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
+            operands(kernel_area(c.kh, c.kw), slices)
             with m.If(c.conv & ~seg.packed):
-                multiply(kernel_area(c.kh, c.kw), slices)
+                m.d.comb += mul.start.eq(1)
                 m.next = "K_TILES_CONV"
             with m.Else():
                 m.d.sync += k_tiles.eq(slices)
@@ -883,20 +896,23 @@ class GemmLoop(wiring.Component):
             m.d.sync += n_tiles.eq(div.quotient)
             after_n_tiles()
         with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
-            multiply(c.ldb, n_tiles - 1)
+            operands(c.ldb, n_tiles - 1)
+            m.d.comb += mul.start.eq(1)
             m.next = "B_CHECK"
-        with m.State("B_CHECK"), m.If(mul.done):
-            # Its rows lie in the A region, with at least one A row per weight slot below them
-            # (the least A region a loop command runs with, as SpLayout guarantees without B).
-            top = c.b + mul.product + Mux(c.conv, k_all, c.k)
-            fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-            m.next = "STRIDES"
-            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
-                multiply(k_tiles, mb)
-                m.next = "B_HALF"
-            with m.If(~fits):
-                m.d.comb += self.sp_range.eq(1)
-                m.next = "IDLE"
+        with m.State("B_CHECK"):
+            operands(k_tiles, mb)
+            with m.If(mul.done):
+                # Its rows lie in the A region, with at least one A row per weight slot below them
+                # (the least A region a loop command runs with, as SpLayout guarantees without B).
+                top = c.b + mul.product + Mux(c.conv, k_all, c.k)
+                fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
+                m.next = "STRIDES"
+                with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "B_HALF"
+                with m.If(~fits):
+                    m.d.comb += self.sp_range.eq(1)
+                    m.next = "IDLE"
         with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
             m.d.sync += a_half.eq(mul.product)
             m.next = "STRIDES"
@@ -939,18 +955,24 @@ class GemmLoop(wiring.Component):
                 m.d.sync += [ready.eq(0), steps["a_m"].eq(times(mb, in_e, 32))]
                 m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldc), mul.b.eq(mb)]
                 m.next = "C"
-            with m.State("C"), m.If(mul.done):
-                m.d.sync += steps["c_m"].eq(mul.product[:32])
-                m.d.comb += [mul.start.eq(1), mul.a.eq(bias_stride), mul.b.eq(mb)]
-                m.next = "D"
-            with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(mul.product[:32])
-                with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
-                    m.d.sync += ready.eq(1)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.comb += [mul.start.eq(1), mul.a.eq(c.lda), mul.b.eq(mb)]
-                    m.next = "A"
+            # Their operands are set for the whole state, whether or not it starts a product: the
+            # walker never multiplies then (a block change waits for the strides).
+            with m.State("C"):
+                m.d.comb += [mul.a.eq(bias_stride), mul.b.eq(mb)]
+                with m.If(mul.done):
+                    m.d.sync += steps["c_m"].eq(mul.product[:32])
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "D"
+            with m.State("D"):
+                m.d.comb += [mul.a.eq(c.lda), mul.b.eq(mb)]
+                with m.If(mul.done):
+                    m.d.sync += steps["d_m"].eq(mul.product[:32])
+                    with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
+                        m.d.sync += ready.eq(1)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.comb += mul.start.eq(1)
+                        m.next = "A"
             with m.State("A"), m.If(mul.done):
                 m.d.sync += [steps["a_m"].eq(mul.product[:32]), ready.eq(1)]
                 m.next = "IDLE"
