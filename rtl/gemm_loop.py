@@ -41,12 +41,12 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.clock_gate import gate_domain, settled_activity
 from rtl.config import AccelConfig
-from rtl.divider import Divider
+from rtl.divider import Divider, DividerPort
 from rtl.dma import DmaKind, element_bytes
 from rtl.exec_unit import exec_op_layout
 from rtl.gemm_loop_model import block_min_rows
-from rtl.im2col import KERNEL_MAX, Im2col, times_small
-from rtl.multiplier import Multiplier, times
+from rtl.im2col import DIVIDER_WIDTH, KERNEL_MAX, Im2col, times_small
+from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
 __all__ = ["GemmLoop", "pack"]
@@ -157,6 +157,7 @@ class _Plan:
         self.prefetch = Signal(name="prefetch")  # GEMM: the next block's A is loaded during the current block
         # The first block's first GROUP N tiles run K-outer, in C slots of their own.
         self.grouped = Signal(name="grouped")
+        self.multi = Signal(name="multi")  # M is more than one block
         self.n_tiles = Signal(16, name="n_tiles")
         self.steps = {n: Signal(32, name=f"{n}_step") for n in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
         # Rows of the A region this command may use: all of it, or those below a resident B.
@@ -265,9 +266,36 @@ class GemmLoop(wiring.Component):
         narrow_e = element_bytes(cfg, DmaKind.ACC_MEM, out=0)
         layout = cfg.sp_layout
         S = layout.slots
-        m.submodules.div = div = Divider(max(17, k_tiles_max(cfg).bit_length()))
-        m.submodules.mul = mul = Multiplier(32, 16)
-        im2col = Im2col(cfg)
+        # One multiplier and one divider for the loop and its im2col walker: the walker uses them
+        # during its setup (which the loop's CONV2D setup waits for) and multiplies after a block
+        # change (which waits for the loop's block strides); the loop's own products and quotients
+        # are its setup's and those strides. Each user's requests are zero while it does not ask.
+        # The narrower user's divisions take the cycles its own divider would (`short`).
+        div_width = max(17, k_tiles_max(cfg).bit_length())
+        m.submodules.div = div_unit = Divider(
+            max(div_width, DIVIDER_WIDTH),
+            short_width=min(div_width, DIVIDER_WIDTH) if div_width != DIVIDER_WIDTH else None,
+        )
+        div = DividerPort.requests_of(div_unit, div_width, "loop_div")
+        m.submodules.mul = mul_unit = Multiplier(32, 16)
+        mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
+        im2col = Im2col(cfg, shared=True)
+        m.d.comb += [
+            mul_unit.start.eq(mul.start | im2col.mul_start),
+            mul_unit.a.eq(mul.a | im2col.mul_a),
+            mul_unit.b.eq(mul.b | im2col.mul_b),
+            im2col.mul_busy.eq(mul_unit.busy),
+            im2col.mul_done.eq(mul_unit.done),
+            im2col.mul_product.eq(mul_unit.product),
+            div_unit.start.eq(div.start | im2col.div_start),
+            div_unit.numerator.eq(div.numerator | im2col.div_numerator),
+            div_unit.denominator.eq(div.denominator | im2col.div_denominator),
+            im2col.div_busy.eq(div_unit.busy),
+            im2col.div_done.eq(div_unit.done),
+            im2col.div_quotient.eq(div_unit.quotient),
+        ]
+        if div_unit.short_width is not None:
+            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else div.start)
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -293,9 +321,11 @@ class GemmLoop(wiring.Component):
         chunk = Signal(16)  # rows of a transposed A slice already loaded
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
-        # d_m is the bias rows' (C's when accumulating into C, else D's), and `bias_stride` their
-        # row stride (0 for a one-row bias, which stays on its row): chosen once, when the
-        # command comes, not multiplexed in every bias load.
+        # d_m is D's rows, and `bias_stride` the bias rows' stride (C's `ldc` when accumulating into
+        # C, else D's; 0 for a one-row bias, which stays on its row): chosen once, when the command
+        # comes, not multiplexed in every bias load. Accumulating into C, the bias rows are C's,
+        # whose address c_m steps exactly as d_m would (by ldc, and mb · ldc): the bias load reads
+        # c_m then, picked with the load's other sources, so d_m needs no choice of its own.
         bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
@@ -311,7 +341,9 @@ class GemmLoop(wiring.Component):
             Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
         )
 
-        last_m = rows_left <= mb
+        # The last block (rows_left <= mb): a register set with rows_left, from the tests that
+        # already exist for it (several blocks; two or more blocks after this one), not a compare.
+        last_m = Signal()
         # Rows from the next block on (while this one is not the last), and whether that is more
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
@@ -339,6 +371,9 @@ class GemmLoop(wiring.Component):
         a_off = Mux(streaming, ring, res)
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
+        # The loads' DRAM address: one adder for the bias, weight and A descriptors, its operands
+        # picked by the load's source (below).
+        load_addr = Signal(32)
         b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], b_slot)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks. The
@@ -399,7 +434,7 @@ class GemmLoop(wiring.Component):
         bias_load = op(
             desc(
                 kind=KIND["mem_to_acc"],
-                dram_addr=off["d_m"] + n_acc,
+                dram_addr=load_addr,  # off["d_m"] (off["c_m"] accumulating into C) + n_acc
                 dram_stride=bias_stride,
                 rows=part_rows,
                 elems=nw,
@@ -410,7 +445,7 @@ class GemmLoop(wiring.Component):
         b_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=off["b_n"] + off["b_k"],
+                dram_addr=load_addr,  # off["b_n"] + off["b_k"]
                 dram_stride=c.ldb,
                 rows=Mux(c.trans_b, nw, kslice),
                 elems=Mux(c.trans_b, kslice, nw),
@@ -429,12 +464,14 @@ class GemmLoop(wiring.Component):
         a_kslice = Mux(prefetching, pf_kslice, kslice)
         # A transposed slice's rows still to load: the last block of them when at most `dim`.
         a_left = a_rows_all - a_chunk
+        # The A slice's address from the block's: the next block's (the prefetch) or this one's.
+        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32)
         a_last_block = a_left <= cfg.dim
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
-                dram_addr=off["a_m"] + Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32),
+                dram_addr=load_addr,  # off["a_m"] + a_in_block
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
                 elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
@@ -528,7 +565,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     p = self.cmd.p
                     m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
-                    m.d.sync += off["d_m"].eq(Mux(p.acc_c, p.c, p.d))
+                    m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
                     m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
@@ -550,6 +587,7 @@ class GemmLoop(wiring.Component):
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
+                m.d.sync += last_m.eq(~plan.multi)
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -615,6 +653,7 @@ class GemmLoop(wiring.Component):
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
+                        m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
                         m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
@@ -637,6 +676,13 @@ class GemmLoop(wiring.Component):
             m.d.comb += source.eq(Mux(pf_go, 0, 2))
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
+        # The block's address: A's, D's, B's, or C's for a bias read from C (the walker's place,
+        # where no sum is read), on two select bits.
+        block_sel = Cat(source[0], source[1] | (source[0] & c.acc_c))
+        m.d.comb += load_addr.eq(
+            Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
+            + Mux(source[1], off["b_k"], Mux(source[0], n_acc, a_in_block))
+        )
         m.d.comb += [
             load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
             ex.payload.eq(exec_op),
@@ -667,7 +713,7 @@ class GemmLoop(wiring.Component):
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
         return top
 
-    def _loop_working(self, fsm, c, fronts, queues, mul: Multiplier, div: Divider) -> Value:
+    def _loop_working(self, fsm, c, fronts, queues, mul: MultiplierPort, div: DividerPort) -> Value:
         """High in the cycles the loop's next state may differ from its state (with the caller's
         own steps): outside the WAITING_STATES, when an operation is taken by or from a queue, on
         an input event, and while the multiplier or the divider works (their ``done`` pulses are
@@ -684,8 +730,8 @@ class GemmLoop(wiring.Component):
         m: Module,
         c,
         im2col: Im2col,
-        div: Divider,
-        mul: Multiplier,
+        div: DividerPort,
+        mul: MultiplierPort,
         plan: _Plan,
         strides_go,
         seg: _Segments,
@@ -706,11 +752,17 @@ class GemmLoop(wiring.Component):
         # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
         # can run) and the last block's STORE (after every EXEC) are short.
         mb_min = block_min_rows(cfg)
-        multi = Signal()
+        multi = plan.multi
         k_all = Signal(24)  # CONV2D's whole K, kh · kw · C_in (GemmCmd's k holds only a packed one)
 
         def multiply(a, b) -> None:
             m.d.comb += [mul.start.eq(1), mul.a.eq(a), mul.b.eq(b)]
+
+        def operands(a, b) -> None:
+            """A setup state's operands, whether or not it starts a product in this cycle: the
+            walker never multiplies in these states, so they need not be zero while not asked for
+            (the shared multiplier's requests are ORed), and each state's are one term."""
+            m.d.comb += [mul.a.eq(a), mul.b.eq(b)]
 
         def divide(numerator, denominator) -> None:
             m.d.comb += [div.start.eq(1), div.numerator.eq(numerator), div.denominator.eq(denominator)]
@@ -718,25 +770,31 @@ class GemmLoop(wiring.Component):
         with m.State("CONV_SIZE"), m.If(im2col.ready):
             multiply(c.batch, im2col.oh)  # M = batch · OH · OW output pixels
             m.next = "CONV_PIXELS"
-        with m.State("CONV_PIXELS"), m.If(mul.done):
-            multiply(mul.product[:32], im2col.ow)
-            m.next = "CONV_M"
-        with m.State("CONV_M"), m.If(mul.done):
-            m.d.sync += c.m.eq(mul.product[:32])
+        with m.State("CONV_PIXELS"):
+            operands(mul.product[:32], im2col.ow)
+            with m.If(mul.done):
+                m.d.comb += mul.start.eq(1)
+                m.next = "CONV_M"
+        with m.State("CONV_M"):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
-            multiply(Mux(c.b_sp, 1, c.ldb), c.cin)
-            m.next = "CONV_POS"
-            with m.If(mul.product[32:] != 0):
-                m.d.comb += self.too_large.eq(1)
-                m.next = "IDLE"
-        with m.State("CONV_POS"), m.If(mul.done):
-            m.d.sync += steps["pos"].eq(mul.product[:32])
-            m.next = "K_TILES"
-            # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check (the
-            # other CONV2Ds skip the product's cycles).
-            with m.If(c.b_sp | (c.cin < R)):
-                multiply(kernel_area(c.kh, c.kw), c.cin)
-                m.next = "CONV_K"
+            operands(Mux(c.b_sp, 1, c.ldb), c.cin)
+            with m.If(mul.done):
+                m.d.sync += c.m.eq(mul.product[:32])
+                m.d.comb += mul.start.eq(1)
+                m.next = "CONV_POS"
+                with m.If(mul.product[32:] != 0):
+                    m.d.comb += self.too_large.eq(1)
+                    m.next = "IDLE"
+        with m.State("CONV_POS"):
+            operands(kernel_area(c.kh, c.kw), c.cin)
+            with m.If(mul.done):
+                m.d.sync += steps["pos"].eq(mul.product[:32])
+                m.next = "K_TILES"
+                # The whole K = kh · kw · C_in, where it is read: a packed K, a resident B's check
+                # (the other CONV2Ds skip the product's cycles).
+                with m.If(c.b_sp | (c.cin < R)):
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "CONV_K"
         with m.State("CONV_K"), m.If(mul.done):
             m.d.sync += k_all.eq(mul.product)
             with m.If(c.cin < R):  # packed: K sliced as a GEMM's
@@ -757,8 +815,9 @@ class GemmLoop(wiring.Component):
             m.d.sync += slices.eq(div.quotient)
             m.next = "K_TILES_MUL"
         with m.State("K_TILES_MUL"):
+            operands(kernel_area(c.kh, c.kw), slices)
             with m.If(c.conv & ~seg.packed):
-                multiply(kernel_area(c.kh, c.kw), slices)
+                m.d.comb += mul.start.eq(1)
                 m.next = "K_TILES_CONV"
             with m.Else():
                 m.d.sync += k_tiles.eq(slices)
@@ -785,11 +844,19 @@ class GemmLoop(wiring.Component):
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
             short = ~c.conv & whole & below_least & self._group_fits(c.m)
-            split = (c.m > target) & (half != 0) & ~short
+            # M above the target is M above the least block: a target above that is a quarter
+            # (an eighth) of M, rounded up, below any M of two or more rows.
+            assert mb_min >= 1
+            split = (c.m > mb_min) & (half != 0) & ~short
+            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
+            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
+            # (above them, a test for zero).
+            half_slot = _min(half, c_slot_rows)[: c_slot_rows.bit_length()]
+            target_fits = (target[len(half_slot) :] == 0) & (target[: len(half_slot)] <= half_slot)
             block = Mux(
                 split,
-                _min(_min(target, half), c_slot_rows),
-                Mux(whole, c.m, Mux(half != 0, _min(half, c_slot_rows), Mux(fits_stream, c.m, stream_rows))),
+                Mux(target_fits, target, half_slot),
+                Mux(whole, c.m, Mux(half != 0, half_slot, Mux(fits_stream, c.m, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
             # Several blocks (the block is below M): a split, or M more than one block holds;
@@ -829,20 +896,23 @@ class GemmLoop(wiring.Component):
             m.d.sync += n_tiles.eq(div.quotient)
             after_n_tiles()
         with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
-            multiply(c.ldb, n_tiles - 1)
+            operands(c.ldb, n_tiles - 1)
+            m.d.comb += mul.start.eq(1)
             m.next = "B_CHECK"
-        with m.State("B_CHECK"), m.If(mul.done):
-            # Its rows lie in the A region, with at least one A row per weight slot below them
-            # (the least A region a loop command runs with, as SpLayout guarantees without B).
-            top = c.b + mul.product + Mux(c.conv, k_all, c.k)
-            fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-            m.next = "STRIDES"
-            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
-                multiply(k_tiles, mb)
-                m.next = "B_HALF"
-            with m.If(~fits):
-                m.d.comb += self.sp_range.eq(1)
-                m.next = "IDLE"
+        with m.State("B_CHECK"):
+            operands(k_tiles, mb)
+            with m.If(mul.done):
+                # Its rows lie in the A region, with at least one A row per weight slot below them
+                # (the least A region a loop command runs with, as SpLayout guarantees without B).
+                top = c.b + mul.product + Mux(c.conv, k_all, c.k)
+                fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
+                m.next = "STRIDES"
+                with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "B_HALF"
+                with m.If(~fits):
+                    m.d.comb += self.sp_range.eq(1)
+                    m.next = "IDLE"
         with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
             m.d.sync += a_half.eq(mul.product)
             m.next = "STRIDES"
@@ -876,7 +946,7 @@ class GemmLoop(wiring.Component):
         # k · rows ≤ n exactly when rows ≤ ⌊n / k⌋: a comparison with a constant, no adder.
         return rows <= (cfg.acc_bank_rows // 3 if cfg.acc_banks > 1 else cfg.acc_rows // 5)
 
-    def _strides(self, m: Module, c, mul: Multiplier, mb, steps, bias_stride, go, ready) -> None:
+    def _strides(self, m: Module, c, mul: MultiplierPort, mb, steps, bias_stride, go, ready) -> None:
         """The block strides (mb rows of A, C and the bias), only needed at the first block change
         and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
         in_e = self.cfg.in_bits // 8
@@ -885,18 +955,24 @@ class GemmLoop(wiring.Component):
                 m.d.sync += [ready.eq(0), steps["a_m"].eq(times(mb, in_e, 32))]
                 m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldc), mul.b.eq(mb)]
                 m.next = "C"
-            with m.State("C"), m.If(mul.done):
-                m.d.sync += steps["c_m"].eq(mul.product[:32])
-                m.d.comb += [mul.start.eq(1), mul.a.eq(bias_stride), mul.b.eq(mb)]
-                m.next = "D"
-            with m.State("D"), m.If(mul.done):
-                m.d.sync += steps["d_m"].eq(mul.product[:32])
-                with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
-                    m.d.sync += ready.eq(1)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.comb += [mul.start.eq(1), mul.a.eq(c.lda), mul.b.eq(mb)]
-                    m.next = "A"
+            # Their operands are set for the whole state, whether or not it starts a product: the
+            # walker never multiplies then (a block change waits for the strides).
+            with m.State("C"):
+                m.d.comb += [mul.a.eq(bias_stride), mul.b.eq(mb)]
+                with m.If(mul.done):
+                    m.d.sync += steps["c_m"].eq(mul.product[:32])
+                    m.d.comb += mul.start.eq(1)
+                    m.next = "D"
+            with m.State("D"):
+                m.d.comb += [mul.a.eq(c.lda), mul.b.eq(mb)]
+                with m.If(mul.done):
+                    m.d.sync += steps["d_m"].eq(mul.product[:32])
+                    with m.If(c.trans_a):  # A^T: a block starts mb elements further along each row
+                        m.d.sync += ready.eq(1)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.comb += mul.start.eq(1)
+                        m.next = "A"
             with m.State("A"), m.If(mul.done):
                 m.d.sync += [steps["a_m"].eq(mul.product[:32]), ready.eq(1)]
                 m.next = "IDLE"

@@ -29,13 +29,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.divider import Divider
-from rtl.multiplier import Multiplier, times
+from rtl.divider import Divider, DividerPort
+from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, dma_desc_layout
 
-__all__ = ["KERNEL_MAX", "ConvShape", "Im2col"]
+__all__ = ["DIVIDER_WIDTH", "KERNEL_MAX", "ConvShape", "Im2col"]
 
 KERNEL_MAX = 7
+# The walker's divisions' width: its numerators (see `Im2col._limits`) are 18-bit.
+DIVIDER_WIDTH = 18
 
 # The convolution's geometry, as the CONV2D command gives it (docs/isa.md).
 ConvShape = data.StructLayout(
@@ -84,12 +86,35 @@ class Im2col(wiring.Component):
     scratchpad rows from ``local``, columns from ``col``), flagging the walk's ``first`` and ``last``
     piece and when the current one is done with (``step``). A slice at ``col`` > 0 lands beside one
     at column 0 that zero-filled its rows, so its padding pieces are skipped, not loaded. ``next_block``
-    moves the block start past the block just walked; ``setup`` also resets it to pixel 0."""
+    moves the block start past the block just walked; ``setup`` also resets it to pixel 0.
 
-    def __init__(self, cfg: AccelConfig) -> None:
-        self.cfg = cfg
+    With ``shared`` the walker has no multiplier and divider of its own: it asks for products and
+    quotients on its ``mul_*`` and ``div_*`` ports, from a multiplier and a divider its owner shares
+    with units that use them only while the walker does not (the GEMM loop's setup, which waits for
+    ``ready``, and its block strides, which a block change waits for). The walker asks only while
+    it sets up (both) and after a ``next_block`` (a product)."""
+
+    def __init__(self, cfg: AccelConfig, *, shared: bool = False) -> None:
+        self.cfg, self.shared = cfg, shared
+        ports = {}
+        if shared:
+            ports = {
+                "mul_start": Out(1),
+                "mul_a": Out(32),
+                "mul_b": Out(16),
+                "mul_busy": In(1),
+                "mul_done": In(1),
+                "mul_product": In(48),
+                "div_start": Out(1),
+                "div_numerator": Out(DIVIDER_WIDTH),
+                "div_denominator": Out(DIVIDER_WIDTH),
+                "div_busy": In(1),
+                "div_done": In(1),
+                "div_quotient": In(DIVIDER_WIDTH),
+            }
         super().__init__(
-            {
+            ports
+            | {
                 "shape": In(ConvShape),
                 "setup": In(1),
                 "ready": Out(1),
@@ -116,7 +141,20 @@ class Im2col(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mul = mul = Multiplier(32, 16)
+        if self.shared:
+            mul = MultiplierPort(self.mul_start, self.mul_a, self.mul_b, self.mul_busy, self.mul_done, self.mul_product)
+            div = DividerPort(
+                DIVIDER_WIDTH,
+                self.div_start,
+                self.div_numerator,
+                self.div_denominator,
+                self.div_busy,
+                self.div_done,
+                self.div_quotient,
+            )
+        else:
+            m.submodules.mul = mul = Multiplier(32, 16)
+            m.submodules.div = div = Divider(DIVIDER_WIDTH)
         lo = _Table(m, "lo", 16)  # first output column inside
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
@@ -130,16 +168,15 @@ class Im2col(wiring.Component):
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(18))  # H − (OH − 1)·s
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
-        self._limits(m, mul, lo, hi, gap, dividing, multiplying)
+        self._limits(m, mul, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, mul, lo, hi, gap, running, then) -> None:
+    def _limits(self, m: Module, mul, div, lo, hi, gap, running, then) -> None:
         """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
         ``then`` rises when they are known. Meanwhile the idle multiplier gives ``gap``."""
         s = self.shape
-        m.submodules.div = div = Divider(18)
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
         k = (step - 2)[1:4]
         # The numerators, as one sum A + P − C − D on a single adder (−C − 1 is ~C, so D rides as
@@ -151,16 +188,18 @@ class Im2col(wiring.Component):
         clipped = at_lo & (s.pad <= k)  # lo's (pad − kw)⁺ is 0
         a = Mux(step == 0, s.h, Mux(at_lo, s.stride, s.w))
         p = Mux(size, s.pad << 1, Mux(clipped, 0, s.pad))
-        c = Signal(18)
+        c = Signal(DIVIDER_WIDTH)
         m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
-        numerator = (a + p + ~c + size)[:18]
-        unreachable = numerator[17]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
+        numerator = (a + p + ~c + size)[:DIVIDER_WIDTH]
+        unreachable = numerator[-1]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
         end = 2 + 2 * s.kw
-        m.d.comb += [
-            div.numerator.eq(numerator),
-            div.denominator.eq(s.stride),
-            div.start.eq(running & ~div.busy & ~div.done),
-        ]
+        # The operands only while dividing: a shared divider's users' requests are ORed.
+        with m.If(running):
+            m.d.comb += [
+                div.numerator.eq(numerator),
+                div.denominator.eq(s.stride),
+                div.start.eq(~div.busy & ~div.done),
+            ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
         with m.If(running & div.done):
@@ -225,7 +264,10 @@ class Im2col(wiring.Component):
                 start = (s.a - prod["pad_off"])[:32]
                 m.d.sync += [running.eq(0), block.eq(0), block.row.eq(start)]
                 m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
-        with m.If(~running & ~dividing & mul.done):  # (gap's product comes during the divisions)
+        # The block start's column offset, asked for at `next_block` (which clears xs_ready): not
+        # during the setup (gap's product comes during the divisions), nor a shared multiplier's
+        # other users' products (they come while xs_ready is set, or before the setup).
+        with m.If(~xs_ready & ~running & ~dividing & mul.done):
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
@@ -245,9 +287,19 @@ class Im2col(wiring.Component):
         # constant through a walk), so the kernel row and the bounds' carry chains do not run on
         # through the piece's end into cur's enables (the 4x4-int8 tile's longest ECP5 path).
         below, row_inside = Signal(18, name="below"), Signal(name="row_inside")
+        # The next input row is a sum picked where it is known (the walk's start: block.oh_s + ky;
+        # the next output row: below + s; the next image: 0 + ky), so one adder and one pair of
+        # bounds' comparisons serve all three.
+        track, track_base, track_step = Signal(), Signal(18), Signal(8)
+        track_row_value = track_base + track_step
+        with m.If(track):
+            m.d.sync += [
+                below.eq(track_row_value),
+                row_inside.eq((track_row_value >= s.pad) & (track_row_value - s.pad < s.h)),
+            ]
 
-        def track_row(value) -> list:
-            return [below.eq(value), row_inside.eq((value >= s.pad) & (value - s.pad < s.h))]
+        def track_row(base, step) -> list:
+            return [track.eq(1), track_base.eq(base), track_step.eq(step)]
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
@@ -300,7 +352,7 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.sync += track_row(block.oh_s + self.ky)
+            m.d.comb += track_row(block.oh_s, self.ky)
             m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
@@ -320,10 +372,10 @@ class Im2col(wiring.Component):
                 m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.sync += track_row(self.ky)
+                    m.d.comb += track_row(0, self.ky)
                 with m.Else():
                     m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
-                    m.d.sync += track_row(below + s.stride)
+                    m.d.comb += track_row(below, s.stride)
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]

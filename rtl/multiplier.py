@@ -10,7 +10,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Multiplier", "times"]
+__all__ = ["Multiplier", "MultiplierPort", "times"]
 
 
 def times(value: Value, k: int, width: int) -> Value:
@@ -61,3 +61,25 @@ class Multiplier(wiring.Component):
                 m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         m.d.comb += self.product.eq(acc)
         return m
+
+
+class MultiplierPort:
+    """One user's side of a :class:`Multiplier` shared by units that never multiply at once: its
+    requests (``start``, ``a``, ``b``: zero while it does not ask, so the owner ORs its users'
+    requests into the multiplier's inputs) and the multiplier's outputs, as a Multiplier has them."""
+
+    def __init__(self, start: Value, a: Value, b: Value, busy: Value, done: Value, product: Value) -> None:
+        self.start, self.a, self.b = start, a, b
+        self.busy, self.done, self.product = busy, done, product
+
+    @classmethod
+    def requests_of(cls, mul: Multiplier, name: str) -> "MultiplierPort":
+        """A new user of ``mul``: request signals of its own, ``mul``'s outputs."""
+        return cls(
+            Signal(name=f"{name}_start"),
+            Signal(mul.a_width, name=f"{name}_a"),
+            Signal(mul.b_width, name=f"{name}_b"),
+            mul.busy,
+            mul.done,
+            mul.product,
+        )
