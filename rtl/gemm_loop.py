@@ -280,20 +280,15 @@ class GemmLoop(wiring.Component):
         m.submodules.mul = mul_unit = Multiplier(32, 16)
         mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
         im2col = Im2col(cfg, shared=True)
-        m.d.comb += [
-            mul_unit.start.eq(mul.start | im2col.mul_start),
-            mul_unit.a.eq(mul.a | im2col.mul_a),
-            mul_unit.b.eq(mul.b | im2col.mul_b),
-            im2col.mul_busy.eq(mul_unit.busy),
-            im2col.mul_done.eq(mul_unit.done),
-            im2col.mul_product.eq(mul_unit.product),
-            div_unit.start.eq(div.start | im2col.div_start),
-            div_unit.numerator.eq(div.numerator | im2col.div_numerator),
-            div_unit.denominator.eq(div.denominator | im2col.div_denominator),
-            im2col.div_busy.eq(div_unit.busy),
-            im2col.div_done.eq(div_unit.done),
-            im2col.div_quotient.eq(div_unit.quotient),
-        ]
+        for unit, loop_port, prefix, requests, results in (
+            (mul_unit, mul, "mul", ("start", "a", "b"), ("busy", "done", "product")),
+            (div_unit, div, "div", ("start", "numerator", "denominator"), ("busy", "done", "quotient")),
+        ):
+            for name in requests:  # the two users' requests ORed (each zero while it does not ask)
+                request = getattr(loop_port, name) | getattr(im2col, f"{prefix}_{name}")
+                m.d.comb += getattr(unit, name).eq(request)
+            for name in results:
+                m.d.comb += getattr(im2col, f"{prefix}_{name}").eq(getattr(unit, name))
         if div_unit.short_width is not None:
             m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else div.start)
 
