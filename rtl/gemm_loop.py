@@ -891,8 +891,7 @@ class GemmLoop(wiring.Component):
             m.d.sync += n_tiles.eq(div.quotient)
             after_n_tiles()
         with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
-            operands(c.ldb, n_tiles - 1)
-            m.d.comb += mul.start.eq(1)
+            multiply(c.ldb, n_tiles - 1)
             m.next = "B_CHECK"
         with m.State("B_CHECK"):
             operands(k_tiles, mb)
@@ -1045,7 +1044,9 @@ class GemmLoop(wiring.Component):
         first = cfg.sp_layout.b_base
         m.d.sync += b_slot.eq(Mux(b_slot == first + (S - 1) * R, first, b_slot + R))
         with m.If(streaming):
-            # The ring's last slot is the one S - 1 slots on: the next would be S slots on (a shift).
+            # The ring's last slot is the one S - 1 slots on: the next would be S slots on (a shift,
+            # S being a power of two, as SpLayout makes it).
+            assert S & (S - 1) == 0
             m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
         m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
 
