@@ -16,7 +16,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mac import adder_registers, make_adder, make_multiplier
+from rtl.mac import adder_registers, make_adder, make_multiplier, product_flagged
 
 __all__ = ["PE", "tag_bits", "weight_layout"]
 
@@ -74,7 +74,10 @@ class PE(wiring.Component):
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
         domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
-        domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+        if product_flagged(cfg):  # fields and flags: the adder decodes no IEEE special values of it
+            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p_bits), add.x_flags.eq(mul.p_flags)]
+        else:
+            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
         m.d.sync += self.ps_out.eq(add.o)
         w = self.w_in
         for k in range(cfg.pe_stages):
