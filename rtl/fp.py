@@ -88,23 +88,22 @@ class Bf16Mul(wiring.Component):
     """bf16 × bf16 → fp32. The 8 × 8-bit significand product is exact in fp32, so nothing is rounded:
     the unit only normalizes, overflows to ±Inf and flushes results below 2^-126 to ±0.
 
-    ``p`` is the product as an IEEE value. ``p_bits`` and ``p_flags`` are the same product for an
-    adder in the same cycle (the bf16 PE's at ``pe_stages`` 1, ``rtl/mac.py``): the sign, exponent
-    and fraction as if the product were normal and in range (they are, unless a flag is set; a
-    zero's exponent field is 0), and its special case as flags. An adder that decodes the flags
-    instead of ``p``'s fields leaves out what ``p`` packs only to unpack again: the special cases'
-    multiplexers here and the field compares there (377 → 350 LUT a bf16 PE, xc7)."""
+    ``p`` is the product as an IEEE value. With ``flagged``, ``p_bits`` and ``p_flags`` are the same
+    product for an adder in the same cycle (the bf16 PE's at ``pe_stages`` 1, ``rtl/mac.py``): the
+    sign, exponent and fraction as if the product were normal and in range (they are, unless a flag
+    is set; a zero's exponent field is 0), and its special case as flags. An adder that decodes
+    the flags instead of ``p``'s fields leaves out what ``p`` packs only to unpack again: the
+    special cases' multiplexers here and the field compares there (377 → 350 LUT a bf16 PE, xc7)."""
 
-    a: In(16)
-    b: In(16)
-    p: Out(32)
-    p_bits: Out(32)
-    p_flags: Out(PRODUCT_FLAGS)
+    def __init__(self, flagged: bool = False) -> None:
+        self.flagged = flagged
+        flags = {"p_bits": Out(32), "p_flags": Out(PRODUCT_FLAGS)} if flagged else {}
+        super().__init__({"a": In(16), "b": In(16), "p": Out(32), **flags})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         (ea, fa), (eb, fb), special = _product_operands(m, self.a, self.b, 7)
-        sign, nan, inf, zero = (_wire(m, special[k], f"p_{k}") for k in ("sign", "nan", "inf", "zero"))
+        sign = special["sign"]
 
         prod = Signal(16)
         exp = Signal(signed(11))  # the exponent before normalization, formed beside the multiply
@@ -118,19 +117,25 @@ class Bf16Mul(wiring.Component):
         # Normalizing adds prod[15] to the exponent: both outcomes are checked against the range
         # while the multiplier works, and the product's top bit only picks one.
         carry = prod[15]
-        over = _wire(m, Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX), "p_over")
-        under = _wire(m, Mux(carry, exp <= -1, exp <= 0), "p_under")
+        over = Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX)
+        under = Mux(carry, exp <= -1, exp <= 0)
+        _product_result(m, self.p, special, over, under, Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
+        if self.flagged:
+            self._flags(m, special, frac, Mux(carry, exp + 1, exp)[:8], over, under)
+        return m
+
+    def _flags(self, m: Module, special: dict, frac, exp, over, under) -> None:
+        nan, inf, zero = (_wire(m, special[k], f"p_{k}") for k in ("nan", "inf", "zero"))
+        over, under = _wire(m, over, "p_over"), _wire(m, under, "p_under")
         # A zero product's exponent field is 0 (its fraction bits mean nothing), so it orders below
         # every normal value in the adder's magnitude compare, as an IEEE zero does, and the adder
         # needs no test of the flag there.
         m.d.comb += [
-            self.p_bits.eq(Cat(frac, Mux(zero | under, 0, Mux(carry, exp + 1, exp)[:8]), sign)),
+            self.p_bits.eq(Cat(frac, Mux(zero | under, 0, exp), special["sign"])),
             self.p_flags.nan.eq(nan),
             self.p_flags.inf.eq(~nan & (inf | over)),
             self.p_flags.zero.eq(~nan & ~inf & ~over & (zero | under)),
         ]
-        _product_result(m, self.p, special, over, under, self.p_bits)
-        return m
 
 
 def round_bf16(m: Module, value, name: str) -> Value:

@@ -53,7 +53,7 @@ def product_bits(cfg: AccelConfig) -> int:
 
 
 def make_multiplier(cfg: AccelConfig) -> wiring.Component:
-    return IntMul() if cfg.dtype == "int8" else Bf16Mul()
+    return IntMul() if cfg.dtype == "int8" else Bf16Mul(flagged=product_flagged(cfg))
 
 
 def adder_registers(cfg: AccelConfig) -> int:

@@ -159,7 +159,7 @@ class _ProductAdder(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.mul = mul = Bf16Mul()
+        m.submodules.mul = mul = Bf16Mul(flagged=True)
         m.submodules.add = add = FpAdd(self.mant, self.registers, PRODUCT_FRAC_BITS, flagged_x=True)
         m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), add.acc.eq(self.acc), add.x.eq(mul.p_bits)]
         m.d.comb += [add.x_flags.eq(mul.p_flags), self.o.eq(add.o), self.flags.eq(mul.p_flags.as_value())]
@@ -184,7 +184,7 @@ def test_bf16_mul_flags_and_fields_are_its_product() -> None:
     sign = rng.integers(0, 2, (2, 4000)) << 15
     a = np.concatenate([a, sign[0] | ea << 7 | rng.integers(0, 128, 4000)]).astype(np.uint64)
     b = np.concatenate([b, sign[1] | eb << 7 | rng.integers(0, 128, 4000)]).astype(np.uint64)
-    out = evaluate(Bf16Mul(), {"a": a, "b": b}, ("p", "p_bits", "p_flags"))
+    out = evaluate(Bf16Mul(flagged=True), {"a": a, "b": b}, ("p", "p_bits", "p_flags"))
     zero, inf, nan = ((out["p_flags"] >> np.uint64(k)) & np.uint64(1) for k in range(3))
     assert (zero + inf + nan <= 1).all()
     assert zero.any() and inf.any() and nan.any()  # the samples reach every case
