@@ -65,9 +65,14 @@ class PE(wiring.Component):
             m.d.sync += w_next.eq(self.w_in.value)
         # flip_in runs one cycle ahead of a_in: the weight switches as the flipping row arrives,
         # from a register, with no multiplexer in front of the multiplier. w_next as it will be
-        # then includes a weight landing in this very cycle.
+        # then includes a weight landing in this very cycle. Only the bottom row's can: the mesh
+        # takes a flipping row once the whole tile has entered, its rows in order, so a weight
+        # reaches its PE in the flip's cycle only when it is the tile's last row and the flip
+        # followed it at once (rtl/mesh.py). The row is a constant the mesh ties off, so flat
+        # synthesis keeps this multiplexer in the bottom row alone (16 LUT a bf16 PE, xc7).
+        bypass = mine & (self.row == cfg.rows - 1)
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(Mux(mine, self.w_in.value, w_next))
+            m.d.sync += w_act.eq(Mux(bypass, self.w_in.value, w_next))
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
         m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
