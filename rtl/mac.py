@@ -53,7 +53,7 @@ def product_bits(cfg: AccelConfig) -> int:
 
 
 def make_multiplier(cfg: AccelConfig) -> wiring.Component:
-    return IntMul() if cfg.dtype == "int8" else Bf16Mul()
+    return IntMul() if cfg.dtype == "int8" else Bf16Mul(flagged=product_flagged(cfg))
 
 
 def adder_registers(cfg: AccelConfig) -> int:
@@ -70,4 +70,14 @@ def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
     """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
         return IntAdd(registers)
-    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS)
+    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS, flagged_x=product_flagged(cfg))
+
+
+def product_flagged(cfg: AccelConfig) -> bool:
+    """Whether a bf16 PE's product goes to its adder as fields and flags (``Bf16Mul.p_bits`` and
+    ``p_flags``) rather than as an IEEE value the adder unpacks again: where the two are in one
+    cycle (``pe_stages`` 1), which saves the packing's multiplexers and the field compares (about
+    30 LUT a PE, xc7). Behind a product register the IEEE value is what crosses it: with the flags
+    there, the BF16 mesh at ``pe_stages`` 5 placed below 60 MHz on ECP5 on one seed of two in every
+    form tried (docs/tile.md), and the register is 3 bits narrower."""
+    return cfg.dtype == "bf16" and cfg.pe_stages == 1

@@ -16,7 +16,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mac import adder_registers, make_adder, make_multiplier
+from rtl.mac import adder_registers, make_adder, make_multiplier, product_flagged
 
 __all__ = ["PE", "tag_bits", "weight_layout"]
 
@@ -65,16 +65,24 @@ class PE(wiring.Component):
             m.d.sync += w_next.eq(self.w_in.value)
         # flip_in runs one cycle ahead of a_in: the weight switches as the flipping row arrives,
         # from a register, with no multiplexer in front of the multiplier. w_next as it will be
-        # then includes a weight landing in this very cycle.
+        # then includes a weight landing in this very cycle. Only the bottom row's can: the mesh
+        # takes a flipping row once the whole tile has entered, its rows in order, so a weight
+        # reaches its PE in the flip's cycle only when it is the tile's last row and the flip
+        # followed it at once (rtl/mesh.py). The row is a constant the mesh ties off, so flat
+        # synthesis keeps this multiplexer in the bottom row alone (16 LUT a bf16 PE, xc7).
+        bypass = mine & (self.row == cfg.rows - 1)
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(Mux(mine, self.w_in.value, w_next))
+            m.d.sync += w_act.eq(Mux(bypass, self.w_in.value, w_next))
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
         m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
         domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
-        domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+        if product_flagged(cfg):  # fields and flags: the adder decodes no IEEE special values of it
+            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p_bits), add.x_flags.eq(mul.p_flags)]
+        else:
+            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
         m.d.sync += self.ps_out.eq(add.o)
         w = self.w_in
         for k in range(cfg.pe_stages):

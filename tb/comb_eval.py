@@ -30,7 +30,8 @@ def evaluate(
                 ctx.set(port, columns[name][min(i, count - 1)])
             if i >= latency:
                 for name, port in out_ports.items():
-                    results[name][i - latency] = ctx.get(port)
+                    value = ctx.get(port)  # a struct port reads as a data.Const: its bits
+                    results[name][i - latency] = value.as_value().value if hasattr(value, "as_value") else value
             if latency:
                 await ctx.tick()
 

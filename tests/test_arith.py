@@ -8,6 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,6 +149,84 @@ def test_pe_adder_on_every_product_of_edge_values() -> None:
     check_add(acc, x, 7, 0, PRODUCT_FRAC_BITS)
 
 
+class _ProductAdder(wiring.Component):
+    """A bf16 PE's multiply-add as the PE wires it: ``Bf16Mul``'s fields and flags into
+    ``FpAdd(flagged_x=True)``, with ``registers`` in the adder. ``flags`` shows the product's."""
+
+    def __init__(self, mant: int, registers: int) -> None:
+        self.mant, self.registers = mant, registers
+        super().__init__({"a": In(16), "b": In(16), "acc": In(mant + 9), "o": Out(mant + 9), "flags": Out(3)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.mul = mul = Bf16Mul(flagged=True)
+        m.submodules.add = add = FpAdd(self.mant, self.registers, PRODUCT_FRAC_BITS, flagged_x=True)
+        m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), add.acc.eq(self.acc), add.x.eq(mul.p_bits)]
+        m.d.comb += [add.x_flags.eq(mul.p_flags), self.o.eq(add.o), self.flags.eq(mul.p_flags.as_value())]
+        return m
+
+
+def check_product_add(a, b, acc, mant: int, registers: int = 0) -> None:
+    a, b, acc = (np.asarray(v, np.uint64) for v in (a, b, acc))
+    got = evaluate(_ProductAdder(mant, registers), {"a": a, "b": b, "acc": acc}, ("o",), latency=registers)["o"]
+    want = fp_add(np.asarray(acc, np.uint32), bf16_mul(a, b), mant)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bf16_mul_flags_and_fields_are_its_product() -> None:
+    """``p_flags`` holds at most one special case, and ``p`` is that case's IEEE value, or
+    ``p_bits`` where none is set: over every pair of edge values and products near both ends of
+    the range (flushed and overflowing ones among them)."""
+    a, b = _pairs(BF16_EDGES)
+    rng = np.random.default_rng(3)
+    ea = rng.integers(1, 255, 4000)
+    eb = np.clip(np.where(rng.random(4000) < 0.5, 127, 381) - ea + rng.integers(-3, 4, 4000), 1, 254)
+    sign = rng.integers(0, 2, (2, 4000)) << 15
+    a = np.concatenate([a, sign[0] | ea << 7 | rng.integers(0, 128, 4000)]).astype(np.uint64)
+    b = np.concatenate([b, sign[1] | eb << 7 | rng.integers(0, 128, 4000)]).astype(np.uint64)
+    out = evaluate(Bf16Mul(flagged=True), {"a": a, "b": b}, ("p", "p_bits", "p_flags"))
+    zero, inf, nan = ((out["p_flags"] >> np.uint64(k)) & np.uint64(1) for k in range(3))
+    assert (zero + inf + nan <= 1).all()
+    assert zero.any() and inf.any() and nan.any()  # the samples reach every case
+    sign32 = out["p_bits"] & np.uint64(0x80000000)
+    special = np.where(nan == 1, 0x7FC00000, np.where(inf == 1, sign32 | np.uint64(0x7F800000), sign32))
+    np.testing.assert_array_equal(out["p"], np.where(zero + inf + nan == 1, special, out["p_bits"]))
+    np.testing.assert_array_equal(out["p"], bf16_mul(a, b).astype(np.uint64))
+
+
+@pytest.mark.parametrize("registers", [0, max(ADD_CUTS)])
+@pytest.mark.parametrize("mant", [7, 23])
+def test_flagged_adder_on_every_product_of_edge_values(mant: int, registers: int) -> None:
+    """The PE's adder, taking the product as fields and flags, against the model's add of the
+    product's IEEE value: every pair of edge values, added to every edge accumulator value and to
+    each product's negation ± 1 ulp (exact cancellations, whose sign rules read x's sign)."""
+    a, b = _pairs(BF16_EDGES)
+    products = bf16_mul(a, b).astype(np.uint64)
+    edges = np.array(BF16_EDGES if mant == 7 else F32_EDGES, dtype=np.uint64)
+    ia, ie = (col.ravel() for col in np.meshgrid(np.arange(a.size), np.arange(edges.size)))
+    near = products ^ np.uint64(0x80000000)
+    if mant == 7:
+        near >>= np.uint64(16)
+    mask = np.uint64((1 << (mant + 9)) - 1)
+    acc = np.concatenate([edges[ie], near, (near + np.uint64(1)) & mask, (near - np.uint64(1)) & mask])
+    pick = np.concatenate([ia, *[np.arange(a.size)] * 3])
+    check_product_add(a[pick], b[pick], acc, mant, registers)
+
+
+@pytest.mark.parametrize("mant", [7, 23])
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(bf16_bits, bf16_bits, f32_bits, st.integers(-30, 30)), min_size=BATCH, max_size=BATCH))
+def test_flagged_adder_matches_model(mant: int, cases) -> None:
+    """Random operands, the accumulator's exponent within a few dozen of the product's (so the
+    two overlap and cancel), and products that flush or overflow."""
+    a, b, acc, gap = (np.array(col, dtype=np.int64) for col in zip(*cases, strict=True))
+    e_p = ((a >> 7) & 0xFF) + ((b >> 7) & 0xFF) - 127
+    acc = (acc & ~(0xFF << 23)) | (np.clip(e_p + gap, 0, 255) << 23)
+    if mant == 7:
+        acc >>= 16
+    check_product_add(a, b, acc.astype(np.uint64), mant)
+
+
 def test_int8_mul_exhaustive() -> None:
     a, b = (g.ravel().astype(np.uint64) for g in np.meshgrid(np.arange(256), np.arange(256)))
     got = evaluate(IntMul(), {"a": a, "b": b}, ("p",))["p"]
@@ -238,6 +319,8 @@ def test_mesh_model_dot_product_bound(acc_dtype: str) -> None:
 FP_UNITS = {
     **{f"add-{name}-r{registers}": (FpAdd, (mant, registers, x_frac)) for name, (mant, x_frac) in ADDERS.items()
        for registers in ADD_CUTS},
+    **{f"add-flagged-{mant}": (lambda mant: FpAdd(mant, 0, PRODUCT_FRAC_BITS, flagged_x=True), (mant,))
+       for mant in (7, 23)},
     "bf16-mul": (Bf16Mul, ()),
     "fp32-mul": (Fp32Mul, ()),
     "fp32-mul-bf16-a": (Fp32Mul, (True,)),
