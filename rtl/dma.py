@@ -98,13 +98,17 @@ def _log2(n: int) -> int:
 
 
 class Gearbox(wiring.Component):
-    """Byte realignment between two chunked streams of at most ``nbytes`` bytes per transfer.
+    """Realignment between two chunked streams of at most ``nbytes`` bytes per transfer, in lanes of
+    ``unit`` bytes (``lane``, ``count`` and ``level`` count lanes, not bytes).
 
-    ``inp`` delivers ``count`` bytes taken from byte lane ``lane`` of ``data``. A ``req`` asks for
-    ``count`` bytes placed at lane ``lane`` of ``out``; ``out`` is valid once that many bytes are
+    ``inp`` delivers ``count`` lanes taken from lane ``lane`` of ``data``. A ``req`` asks for
+    ``count`` lanes placed at lane ``lane`` of ``out``; ``out`` is valid once that many lanes are
     buffered and ``req`` is accepted together with ``out``. Lanes of ``out`` outside the request hold
     garbage. One input and one output chunk per cycle; an input waits while the buffer could not
     take a whole beat after this cycle's output.
+
+    The DMA's transfers are element-aligned, so its lanes are its smallest element: with 16-bit
+    elements every rotation below picks among half as many positions as with byte lanes.
 
     The bytes are held in a ring of ``2 · nbytes`` byte registers, so nothing held ever moves: an
     input chunk is rotated once to its place and written under byte enables, and an output is
@@ -113,22 +117,23 @@ class Gearbox(wiring.Component):
     four wide shifters, 941 LUTs of xc7 at 8 bytes against 462 for the ring (the unit alone).
     """
 
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
-        lane, count = range(nbytes), range(nbytes + 1)
+    def __init__(self, nbytes: int, unit: int = 1) -> None:
+        self.nbytes, self.unit = nbytes, unit
+        self.lanes = nbytes // unit
+        lane, count = range(self.lanes), range(self.lanes + 1)
         super().__init__(
             {
                 "inp": In(stream.Signature(data.StructLayout({"data": 8 * nbytes, "lane": lane, "count": count}))),
                 "req": In(stream.Signature(data.StructLayout({"lane": lane, "count": count}))),
                 "out": Out(stream.Signature(8 * nbytes)),
-                "level": Out(range(2 * nbytes + 1)),
+                "level": Out(range(2 * self.lanes + 1)),
             }
         )
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        nb, lg = self.nbytes, _log2(self.nbytes)
-        ring = [Signal(8, name=f"ring{i}") for i in range(2 * nb)]
+        nb, lg, w = self.lanes, _log2(self.lanes), 8 * self.unit
+        ring = [Signal(w, name=f"ring{i}") for i in range(2 * nb)]
         head = Signal(lg + 1)  # the ring position of the first byte held
         # The first free position, head + level modulo the ring, kept in a register of its own so
         # that placing an input needs no addition before its rotation.
@@ -150,16 +155,16 @@ class Gearbox(wiring.Component):
         # window[c] is that one, the held byte at offset (c - head) mod nb. Rotating the window
         # by head - lane puts offset 0 at the request's lane.
         window = [Mux((C(c, lg + 1) - head)[lg], ring[c + nb], ring[c]) for c in range(nb)]
-        m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg]))
+        m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg], w))
 
         # Input: the chunk's byte at lane + o goes to position tail + o, for o below count; ring
         # positions i and i + nb take the same byte of the chunk rotated by tail - lane. The only
         # held bytes it may overwrite are those this cycle's output takes (the level after both
         # is at most 2 · nb).
-        placed = _rotate_right(inp.data, (inp.lane - tail)[:lg])
+        placed = _rotate_right(inp.data, (inp.lane - tail)[:lg], w)
         for i, byte in enumerate(ring):
             with m.If(in_fire & ((C(i, lg + 1) - tail)[: lg + 1] < inp.count)):
-                m.d.sync += byte.eq(placed.word_select(i % nb, 8))
+                m.d.sync += byte.eq(placed.word_select(i % nb, w))
         taken = Mux(out_fire, req.count, 0)
         with m.If(in_fire):
             m.d.sync += tail.eq(tail + inp.count)
@@ -167,9 +172,9 @@ class Gearbox(wiring.Component):
         return m
 
 
-def _rotate_right(value: Value, nbytes_by) -> Value:
-    """``value`` (whole bytes) rotated right by ``nbytes_by`` bytes."""
-    return (Cat(value, value) >> Cat(C(0, 3), nbytes_by))[: len(value)]
+def _rotate_right(value: Value, lanes_by, lane_bits: int) -> Value:
+    """``value`` (whole lanes of ``lane_bits``) rotated right by ``lanes_by`` lanes."""
+    return (Cat(value, value) >> Cat(C(0, _log2(lane_bits)), lanes_by))[: len(value)]
 
 
 class _Engine(wiring.Component):
@@ -179,11 +184,17 @@ class _Engine(wiring.Component):
         self.cfg = cfg
         self.max_reads = max_reads
         self.beat_bytes = cfg.dma_bits // 8
+        # Addresses, strides and row lengths are whole elements (checked, MISALIGNED), so the data
+        # path and the planner count lanes of the smallest element instead of bytes.
+        self.unit = min(element_bytes(cfg, DmaKind.ACC_MEM, out) for out in (0, 1))
+        self.unit = min(self.unit, element_bytes(cfg, DmaKind.MEM_SP))
+        self.lanes = self.beat_bytes // self.unit
         self.dim = cfg.dim
         self.sp_bits = self.dim * cfg.in_bits
         self.acc_bits_row = cfg.cols * cfg.acc_bits
         self.row_bits = max(self.sp_bits, self.acc_bits_row)
         self.row_bytes_max = self.row_bits // 8
+        self.row_units_max = self.row_bytes_max // self.unit
         super().__init__(
             {
                 "cmd": In(stream.Signature(DESCRIPTOR)),
@@ -195,8 +206,8 @@ class _Engine(wiring.Component):
         )
 
     def _burst_info(self, tagged: bool) -> data.StructLayout:
-        nb = self.beat_bytes
-        fields = {"len": 8, "lane": range(nb), "end": range(nb + 1)}
+        nu = self.lanes
+        fields = {"len": 8, "lane": range(nu), "end": range(nu + 1)}
         return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS} if tagged else fields)
 
     def _elem_log2(self, d):
@@ -206,8 +217,13 @@ class _Engine(wiring.Component):
         narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0))
         return Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
-    def _row_bytes(self, d):
-        return d.elems << self._elem_log2(d)
+    def _row_units(self, d):
+        """The row's length in lanes of ``unit`` bytes."""
+        cfg, ul = self.cfg, _log2(self.unit)
+        in_l = _log2(cfg.in_bits // 8) - ul
+        acc_l = _log2(cfg.acc_bits // 8) - ul
+        narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0)) - ul
+        return d.elems << Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
     def _check(self, m: Module, d):
         """The error code of a descriptor (0 if it may run); zero, size, alignment, range, in that order.
@@ -234,36 +250,41 @@ class _Engine(wiring.Component):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
         remain to be issued, and whether the last one is issued this cycle."""
-        nb, lb = self.beat_bytes, _log2(self.beat_bytes)
+        # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
+        # is refused, and a zero-fill load issues no burst).
+        nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
+        lb = _log2(self.beat_bytes)
         axi = self.m_axi
-        seg_bits = 16 + (self.row_bytes_max).bit_length()
-        addr = Signal(32)  # next byte to transfer
-        base = Signal(32)  # start of the current segment
-        left = Signal(seg_bits)  # bytes left in the current segment
-        seg_len = Signal(seg_bits)
-        segs = Signal(17)  # segments not yet finished
+        seg_bits = 16 + (self.row_units_max).bit_length()
+        addr = Signal(32 - ul)  # next lane to transfer
+        base = Signal(32 - ul)  # start of the current segment
+        left = Signal(seg_bits)  # lanes left in the current segment
+        # The length of the next segment: only ever reloaded when there are several segments, and
+        # then each is one row.
+        seg_len = Signal(range(self.row_units_max + 1))
+        segs = Signal(16)  # segments not yet finished
 
-        stride = Signal(32)
+        stride = Signal(32 - ul)
         latched = {name: Signal(len(Value.cast(value)), name=f"burst_{name}") for name, value in info_fields.items()}
 
-        lane = addr[:lb]
-        to_page = Signal(range(PAGE_BYTES + 1))
-        to_max = Signal(range(BURST_MAX_BEATS * nb + 1))
-        m.d.comb += [to_page.eq(PAGE_BYTES - addr[:12]), to_max.eq(BURST_MAX_BEATS * nb - lane)]
-        # Bytes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats.
+        lane = addr[:lu]
+        to_page = Signal(range(PAGE_BYTES // self.unit + 1))
+        to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
+        m.d.comb += [to_page.eq(PAGE_BYTES // self.unit - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
+        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats.
         limit = Mux(to_max < to_page, to_max, to_page)
         take = Signal(seg_bits)
         m.d.comb += take.eq(Mux(left > limit, limit, left))
-        last_byte = Signal(range(BURST_MAX_BEATS * nb))  # offset of the burst's last byte from its first beat
-        m.d.comb += last_byte.eq(lane + take - 1)
+        last_unit = Signal(range(BURST_MAX_BEATS * nu))  # offset of the burst's last lane from its first beat
+        m.d.comb += last_unit.eq(lane + take - 1)
 
         layout = self._burst_info("tag" in info_fields)
         info = Signal(layout.size)
-        fields = {"len": last_byte >> lb, "lane": lane, "end": last_byte[:lb] + 1, **latched}
+        fields = {"len": last_unit >> lu, "lane": lane, "end": last_unit[:lu] + 1, **latched}
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
         valid = issuing & more & bursts.w_rdy
-        word = Cat(C(0, lb), addr[lb:])
+        word = Cat(C(0, lb), addr[lu:])
         m.d.comb += [
             getattr(axi, f"{channel}valid").eq(valid),
             getattr(axi, f"{channel}addr").eq(word),
@@ -282,32 +303,32 @@ class _Engine(wiring.Component):
                 m.d.sync += [addr.eq(addr + take), left.eq(left - take)]
         # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
         with m.If(setup):
-            contiguous = (d.rows == 1) | (d.dram_stride == self._row_bytes(d))
-            length = Mux(contiguous, d.rows * self._row_bytes(d), self._row_bytes(d))
+            row = self._row_units(d)
+            contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
             m.d.sync += [
-                addr.eq(d.dram_addr),
-                base.eq(d.dram_addr),
-                stride.eq(d.dram_stride),
-                left.eq(length),
-                seg_len.eq(length),
+                addr.eq(d.dram_addr[ul:]),
+                base.eq(d.dram_addr[ul:]),
+                stride.eq(d.dram_stride[ul:]),
+                left.eq(Mux(contiguous, d.rows * row, row)),
+                seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
         return more, fire & (segs == 1) & (take == left)
 
     def _beat_lanes(self, m: Module, info, beat):
-        """First lane and byte count of beat ``beat`` of a burst, and whether it is the last."""
+        """First lane and end lane of beat ``beat`` of a burst, and whether it is the last."""
         first = beat == 0
         last = beat == info.len
-        lane = Signal(range(self.beat_bytes), name="beat_lane")
-        end = Signal(range(self.beat_bytes + 1), name="beat_end")
-        m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.beat_bytes))]
+        lane = Signal(range(self.lanes), name="beat_lane")
+        end = Signal(range(self.lanes + 1), name="beat_end")
+        m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
         return lane, end, last
 
     def _chunk_count(self, remaining):
-        """Bytes in the next chunk of a row with ``remaining`` bytes left, and whether it is the last."""
-        last = remaining <= self.beat_bytes
-        return Mux(last, remaining, self.beat_bytes), last
+        """Lanes in the next chunk of a row with ``remaining`` lanes left, and whether it is the last."""
+        last = remaining <= self.lanes
+        return Mux(last, remaining, self.lanes), last
 
 
 class DmaRead(_Engine):
@@ -342,11 +363,11 @@ class DmaRead(_Engine):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.rgear = rgear = Gearbox(self.beat_bytes)
+        m.submodules.rgear = rgear = Gearbox(self.beat_bytes, self.unit)
         info_layout = self._burst_info(tagged=True)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
         entry = data.StructLayout(
-            {"desc": DESCRIPTOR, "code": 4, "row_bytes": range(self.row_bytes_max + 1), "tag": self.TAG_BITS}
+            {"desc": DESCRIPTOR, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
         errors = _AxiErrors(m, self.TAG_BITS)
@@ -363,7 +384,7 @@ class DmaRead(_Engine):
         advance = held & pending.w_rdy & ((code != 0) | planner_free)
         queue_entry = Signal(entry)
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
-        m.d.comb += queue_entry.row_bytes.eq(self._row_bytes(d))
+        m.d.comb += queue_entry.row_units.eq(self._row_units(d))
         m.d.comb += [
             cmd.ready.eq(~held | advance),
             pending.w_en.eq(advance),
@@ -396,7 +417,7 @@ class DmaRead(_Engine):
         nxt = data.View(entry, pending.r_data)
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
-        self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, rows)
+        self._assemble_rows(m, cur, have, nxt.row_units, rgear, pending.r_en, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
         quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
@@ -436,7 +457,8 @@ class DmaRead(_Engine):
         fire = rgear.inp.valid & rgear.inp.ready
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + end - lane)]
+            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + moved)]
         bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
@@ -445,7 +467,7 @@ class DmaRead(_Engine):
         return data.StructLayout(
             {
                 "data": self.row_bits,
-                "row_bytes": range(self.row_bytes_max + 1),
+                "row_units": range(self.row_units_max + 1),  # the row's length in lanes of `unit` bytes
                 "kind": 2,
                 "local": 16,  # the row's local address (transposed: the block's first row)
                 "row": 16,  # the row's index within its descriptor
@@ -460,15 +482,15 @@ class DmaRead(_Engine):
             }
         )
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished, rows) -> None:
+    def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
-        nb = self.beat_bytes
-        d, row_bytes = cur.desc, cur.row_bytes
+        nb, nu = self.beat_bytes, self.lanes
+        d, row_units = cur.desc, cur.row_units
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
         chunk = Signal(range(max(chunks, 2)))
-        remaining = Signal(range(self.row_bytes_max + 1))
+        remaining = Signal(range(self.row_units_max + 1))
         rows_in = Signal(16)
         out = data.View(self._held_layout(), rows.w_data)
         room = rows.w_rdy
@@ -489,16 +511,16 @@ class DmaRead(_Engine):
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
             with m.If(last):
-                m.d.sync += [chunk.eq(0), remaining.eq(row_bytes)]
+                m.d.sync += [chunk.eq(0), remaining.eq(row_units)]
             with m.Else():
-                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nb)]
+                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nu)]
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
-            # `row_bytes` anyway, so the row needs no multiplexer of its own.
+            # `row_units` anyway, so the row needs no multiplexer of its own.
             out.data.eq(merged),
-            out.row_bytes.eq(Mux(from_gearbox, row_bytes, 0)),
+            out.row_units.eq(Mux(from_gearbox, row_units, 0)),
             out.kind.eq(d.kind),
             out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
             out.row.eq(rows_in),
@@ -514,7 +536,7 @@ class DmaRead(_Engine):
         with m.If(complete):
             m.d.sync += rows_in.eq(rows_in + 1)
         with m.If(setup):
-            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
+            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_units)]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
@@ -530,7 +552,8 @@ class DmaRead(_Engine):
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
         errors.retire(m, release & out.last & failed)
         # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
-        filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
+        w = 8 * self.unit
+        filled = Cat(Mux(i < out.row_units, out.data.word_select(i, w), 0) for i in range(self.row_units_max))
         sp = self.sp_write
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
@@ -696,13 +719,13 @@ class DmaWrite(_Engine):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.wgear = wgear = Gearbox(self.beat_bytes)
+        m.submodules.wgear = wgear = Gearbox(self.beat_bytes, self.unit)
         info_layout = self._burst_info(tagged=False)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
 
         d = Signal(DESCRIPTOR)
         code = Signal(4)
-        row_bytes = Signal(range(self.row_bytes_max + 1))
+        row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
         axi_error = Signal(4)  # code of an AXI error response seen this cycle, else 0
         check = self._check(m, d)
@@ -721,7 +744,7 @@ class DmaWrite(_Engine):
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [d.eq(self.cmd.payload), state.eq(checking)]
         with m.If(setup):
-            m.d.sync += [code.eq(check), row_bytes.eq(self._row_bytes(d))]
+            m.d.sync += [code.eq(check), row_units.eq(self._row_units(d))]
             m.d.sync += state.eq(Mux(check != 0, report, write))
         with m.If(writing & write_done):
             m.d.sync += state.eq(report)
@@ -731,11 +754,11 @@ class DmaWrite(_Engine):
             m.d.sync += code.eq(axi_error)
 
         more, _ = self._planner(m, d, setup & (check == 0), writing, "aw", bursts, {})
-        self._read_local(m, d, wgear, row_bytes, setup, writing)
+        self._read_local(m, d, wgear, row_units, setup, writing)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
 
-    def _read_local(self, m: Module, d, wgear, row_bytes, setup, writing) -> None:
+    def _read_local(self, m: Module, d, wgear, row_units, setup, writing) -> None:
         """Local rows (under credits) into a FIFO, then as chunks into the write gearbox."""
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
@@ -767,7 +790,7 @@ class DmaWrite(_Engine):
         m.d.comb += packed.eq(Mux((d.kind == DmaKind.ACC_MEM) & (d.out == 0), narrow, rows.r_data))
         chunks = math.ceil(self.row_bytes_max / nb)
         chunk = Signal(range(max(chunks, 2)))
-        remaining = Signal(range(self.row_bytes_max + 1))
+        remaining = Signal(range(self.row_units_max + 1))
         count, last = self._chunk_count(remaining)
         padded = Cat(packed, C(0, chunks * 8 * nb - self.row_bits))
         m.d.comb += [
@@ -778,25 +801,26 @@ class DmaWrite(_Engine):
         consumed = wgear.inp.valid & wgear.inp.ready & last
         m.d.comb += rows.r_en.eq(consumed)
         with m.If(wgear.inp.valid & wgear.inp.ready):
-            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_bytes, remaining - nb))]
+            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_units, remaining - self.lanes))]
         m.d.sync += [issued.eq(issued + issue), credits.eq(credits + issue - consumed)]
         with m.If(setup):
-            m.d.sync += [issued.eq(0), credits.eq(0), chunk.eq(0), remaining.eq(self._row_bytes(d))]
+            m.d.sync += [issued.eq(0), credits.eq(0), chunk.eq(0), remaining.eq(self._row_units(d))]
 
     def _write_beats(self, m: Module, wgear, bursts, burst_info, setup, writing, issue_more, write_done, axi_error):
         """W beats from the write gearbox at their lanes, with strobes; B responses counted."""
-        axi, nb = self.m_axi, self.beat_bytes
+        axi, nu = self.m_axi, self.lanes
         info = data.View(burst_info, bursts.r_data)
         beat = Signal(8)
         lane, end, last = self._beat_lanes(m, info, beat)
-        ones = (1 << nb) - 1
+        ones = (1 << nu) - 1
+        used = (C(ones, nu) << lane)[:nu] & ~(C(ones, nu) << end)[:nu]  # the beat's lanes
         m.d.comb += [
             wgear.req.valid.eq(writing & bursts.r_rdy),
             wgear.req.payload.lane.eq(lane),
             wgear.req.payload.count.eq(end - lane),
             axi.wvalid.eq(wgear.out.valid),
             axi.wdata.eq(wgear.out.payload),
-            axi.wstrb.eq((C(ones, nb) << lane)[:nb] & ~(C(ones, nb) << end)[:nb]),
+            axi.wstrb.eq(Cat(used[k].replicate(self.unit) for k in range(nu))),
             axi.wlast.eq(last),
             wgear.out.ready.eq(axi.wready),
         ]
@@ -804,7 +828,8 @@ class DmaWrite(_Engine):
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
         with m.If(writing & fire):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + end - lane)]
+            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + moved)]
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
         aw_fire = axi.awvalid & axi.awready
