@@ -268,13 +268,19 @@ class _Engine(wiring.Component):
         latched = {name: Signal(len(Value.cast(value)), name=f"burst_{name}") for name, value in info_fields.items()}
 
         lane = addr[:lu]
-        to_page = Signal(range(PAGE_BYTES // self.unit + 1))
+        page_units, page_beats = PAGE_BYTES // self.unit, PAGE_BYTES // self.beat_bytes
+        to_page = Signal(range(page_units + 1))
         to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
-        m.d.comb += [to_page.eq(PAGE_BYTES // self.unit - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
-        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats.
-        limit = Mux(to_max < to_page, to_max, to_page)
+        m.d.comb += [to_page.eq(page_units - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
+        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats. The
+        # 256 beats end first exactly when the burst starts more than 256 beats before the page end
+        # (never on a bus of 16 bytes or more): one compare of the beat's place in its page.
+        limit = Signal(range(max(page_units, BURST_MAX_BEATS * nu) + 1))
+        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
+        m.d.comb += limit.eq(Mux(addr[lu : 12 - ul] < before_last, to_max, to_page) if before_last > 0 else to_page)
+        fits = left <= limit  # the segment ends with this burst
         take = Signal(seg_bits)
-        m.d.comb += take.eq(Mux(left > limit, limit, left))
+        m.d.comb += take.eq(Mux(fits, left, limit))
         last_unit = Signal(range(BURST_MAX_BEATS * nu))  # offset of the burst's last lane from its first beat
         m.d.comb += last_unit.eq(lane + take - 1)
 
@@ -295,26 +301,31 @@ class _Engine(wiring.Component):
         ]
         fire = valid & getattr(axi, f"{channel}ready")
         m.d.comb += [bursts.w_en.eq(fire), bursts.w_data.eq(info)]
+        # One adder steps the address: to the next segment (base + stride) after its last burst,
+        # else past this burst (addr + take); the next segment's start is also its base.
+        # A transfer's setup loads its first address through the same adder (plus zero).
+        step = Mux(setup, d.dram_addr[ul:], Mux(fits, base, addr)) + Mux(setup, 0, Mux(fits, stride, take))
+        with m.If(fire | setup):
+            m.d.sync += addr.eq(step)
+        with m.If((fire & fits) | setup):
+            m.d.sync += base.eq(step)
         with m.If(fire):
-            with m.If(take == left):
-                m.d.sync += [segs.eq(segs - 1), base.eq(base + stride), left.eq(seg_len)]
-                m.d.sync += addr.eq(base + stride)
+            with m.If(fits):
+                m.d.sync += [segs.eq(segs - 1), left.eq(seg_len)]
             with m.Else():
-                m.d.sync += [addr.eq(addr + take), left.eq(left - take)]
+                m.d.sync += left.eq(left - take)
         # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
         with m.If(setup):
             row = self._row_units(d)
             contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
             m.d.sync += [
-                addr.eq(d.dram_addr[ul:]),
-                base.eq(d.dram_addr[ul:]),
                 stride.eq(d.dram_stride[ul:]),
                 left.eq(Mux(contiguous, d.rows * row, row)),
                 seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
-        return more, fire & (segs == 1) & (take == left)
+        return more, fire & (segs == 1) & fits
 
     def _beat_lanes(self, m: Module, info, beat):
         """First lane and end lane of beat ``beat`` of a burst, and whether it is the last."""
@@ -325,8 +336,12 @@ class _Engine(wiring.Component):
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
         return lane, end, last
 
-    def _chunk_count(self, remaining):
-        """Lanes in the next chunk of a row with ``remaining`` lanes left, and whether it is the last."""
+    def _chunk_count(self, remaining, row_units):
+        """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
+        whether it is the last. When every row fits a beat, the only chunk is the whole row: the
+        chunk index is then constant and its multiplexers and the chunk registers vanish."""
+        if self.row_units_max <= self.lanes:
+            return row_units, C(1, 1)
         last = remaining <= self.lanes
         return Mux(last, remaining, self.lanes), last
 
@@ -463,16 +478,20 @@ class DmaRead(_Engine):
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
     def _held_layout(self) -> data.StructLayout:
-        """A row between assembler and writer, with everything needed to write it and report."""
+        """A row between assembler and writer, with everything needed to write it and report.
+        The fields a written row uses are only as wide as an accepted descriptor needs (elems +
+        col <= dim, a local address below the capacity, a transposed block at most dim rows); a
+        refused descriptor's row writes nothing."""
+        cfg = self.cfg
         return data.StructLayout(
             {
                 "data": self.row_bits,
                 "row_units": range(self.row_units_max + 1),  # the row's length in lanes of `unit` bytes
                 "kind": 2,
-                "local": 16,  # the row's local address (transposed: the block's first row)
-                "row": 16,  # the row's index within its descriptor
-                "elems": 16,
-                "col": 8,
+                "local": range(max(cfg.sp_rows, cfg.acc_rows)),  # the row's address (transposed: the block's first)
+                "row": range(self.dim),  # the row's index within a transposed block
+                "elems": range(self.dim + 1),
+                "col": range(self.dim),
                 "transpose": 1,
                 "accumulate": 1,
                 "last": 1,  # the descriptor's last row: `done` follows its write
@@ -495,7 +514,7 @@ class DmaRead(_Engine):
         out = data.View(self._held_layout(), rows.w_data)
         room = rows.w_rdy
 
-        count, last = self._chunk_count(remaining)
+        count, last = self._chunk_count(remaining, row_units)
         wanted = have & (cur.code == 0) & (rows_in != d.rows)
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
@@ -791,7 +810,7 @@ class DmaWrite(_Engine):
         chunks = math.ceil(self.row_bytes_max / nb)
         chunk = Signal(range(max(chunks, 2)))
         remaining = Signal(range(self.row_units_max + 1))
-        count, last = self._chunk_count(remaining)
+        count, last = self._chunk_count(remaining, row_units)
         padded = Cat(packed, C(0, chunks * 8 * nb - self.row_bits))
         m.d.comb += [
             wgear.inp.valid.eq(writing & rows.r_rdy),
