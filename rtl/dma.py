@@ -604,7 +604,8 @@ class DmaRead(_Engine):
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
         shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
-        placed = Cat((k >= out.col) & (k < out.col + out.elems) for k in range(n))
+        # (col < n: the last element is never left of it, and a compare saying so lints as constant.)
+        placed = Cat(((k >= out.col) if k < n - 1 else 1) & (k < out.col + out.elems) for k in range(n))
         with m.If(free):
             m.d.comb += [
                 sp.valid.eq(to_sp & ~out.transpose & may),
