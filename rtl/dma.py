@@ -501,6 +501,15 @@ class DmaRead(_Engine):
             }
         )
 
+    def _place(self, d) -> Value:
+        """The lane a row of ``d`` starts at in its held row: a mem→sp row that fits a beat (not
+        transposed) is placed at its column by the read gearbox, so it needs no shifter of its own;
+        other rows start at lane 0."""
+        if self.row_units_max > self.lanes:
+            return C(0, 1)
+        col_lanes = d.col << (_log2(self.cfg.in_bits // 8) - _log2(self.unit))
+        return Mux((d.kind == DmaKind.MEM_SP) & ~d.transpose, col_lanes, 0)[: max(1, _log2(self.lanes))]
+
     def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
@@ -518,6 +527,7 @@ class DmaRead(_Engine):
         wanted = have & (cur.code == 0) & (rows_in != d.rows)
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
+            rgear.req.payload.lane.eq(self._place(d)),
             rgear.req.payload.count.eq(count),
             rgear.out.ready.eq(~last | room),
         ]
@@ -570,9 +580,13 @@ class DmaRead(_Engine):
         keep = ~failed  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
         errors.retire(m, release & out.last & failed)
-        # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
-        w = 8 * self.unit
-        filled = Cat(Mux(i < out.row_units, out.data.word_select(i, w), 0) for i in range(self.row_units_max))
+        # Lanes outside the row are zero: the scratchpad row is zero-filled beyond `elems`.
+        w, place = 8 * self.unit, self._place(out)
+        ends = place + out.row_units
+        filled = Cat(
+            Mux(((i >= place) if i < self.lanes - 1 else 1) & (i < ends), out.data.word_select(i, w), 0)
+            for i in range(self.row_units_max)
+        )
         sp = self.sp_write
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
@@ -603,7 +617,10 @@ class DmaRead(_Engine):
         may = free & (~out.last | self.done.ready)  # the last write waits until `done` can be taken
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
-        shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
+        if self.row_units_max <= self.lanes:  # the gearbox placed the row at its column
+            shifted = filled[: self.sp_bits]
+        else:
+            shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
         # (col < n: the last element is never left of it, and a compare saying so lints as constant.)
         placed = Cat(((k >= out.col) if k < n - 1 else 1) & (k < out.col + out.elems) for k in range(n))
         with m.If(free):
