@@ -16,11 +16,13 @@ issues one burst per cycle on AR (or AW), as long as fewer than ``max_reads`` bu
 Addresses are issued aligned down to the bus width; the lanes a burst really uses (first lane of
 its first beat, end lane of its last) travel in a small FIFO next to the burst.
 
-Data path. Element alignment only needs byte lanes, so both directions go through a ``Gearbox``:
-a 2-beat byte buffer that takes chunks of up to one beat at any lane and gives chunks of up to one
-beat at any lane, one of each per cycle. Reads: R beats (useful lanes only) in, row chunks of the
-row's byte length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``). Writes: row chunks in, W beats at
-their lanes out, with byte strobes.
+Data path. Element alignment only needs lanes of the smallest element (addresses, strides and
+rows are whole elements, or the descriptor is refused), so both directions go through a
+``Gearbox`` of such lanes: a 2-beat buffer that takes chunks of up to one beat at any lane and
+gives chunks of up to one beat at any lane, one of each per cycle. Reads: R beats (useful lanes
+only) in, row chunks of the row's length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``; a mem→sp
+row that fits a beat comes out at its column). Writes: row chunks in, W beats at their lanes out,
+with byte strobes.
 
 Local side (docs/tile.md): mem→sp and mem→acc write one assembled row per cycle; a transposed
 mem→sp load keeps its block's memory rows but the last as columns (a cycle each) and hands the
@@ -110,11 +112,12 @@ class Gearbox(wiring.Component):
     The DMA's transfers are element-aligned, so its lanes are its smallest element: with 16-bit
     elements every rotation below picks among half as many positions as with byte lanes.
 
-    The bytes are held in a ring of ``2 · nbytes`` byte registers, so nothing held ever moves: an
-    input chunk is rotated once to its place and written under byte enables, and an output is
-    picked from the ring by two small steps (below). A buffer kept aligned at byte 0 instead shifts
-    all it holds on every output and places each input by a shift as wide as the whole buffer:
-    four wide shifters, 941 LUTs of xc7 at 8 bytes against 462 for the ring (the unit alone).
+    The lanes are held in a ring of twice a beat's lanes, so nothing held ever moves: an input
+    chunk is rotated once to its place and written under lane enables, and an output is picked
+    from the ring by two small steps (below). A buffer kept aligned at lane 0 instead shifts all
+    it holds on every output and places each input by a shift as wide as the whole buffer: four
+    wide shifters, 941 LUTs of xc7 at 8 byte lanes against 462 for the ring (the unit alone; 298
+    with 16-bit lanes).
     """
 
     def __init__(self, nbytes: int, unit: int = 1) -> None:
@@ -134,7 +137,7 @@ class Gearbox(wiring.Component):
         m = Module()
         nb, lg, w = self.lanes, _log2(self.lanes), 8 * self.unit
         ring = [Signal(w, name=f"ring{i}") for i in range(2 * nb)]
-        head = Signal(lg + 1)  # the ring position of the first byte held
+        head = Signal(lg + 1)  # the ring position of the first lane held
         # The first free position, head + level modulo the ring, kept in a register of its own so
         # that placing an input needs no addition before its rotation.
         tail = Signal(lg + 1)
@@ -145,26 +148,26 @@ class Gearbox(wiring.Component):
         out_fire = self.out.valid & self.out.ready
         m.d.comb += self.req.ready.eq(out_fire)
         # Accepting only when at most one beat stays buffered keeps ready independent of the
-        # input's payload and can never deadlock: an output waits only while fewer than `nb` bytes
+        # input's payload and can never deadlock: an output waits only while fewer than `nb` lanes
         # are held. `level - taken <= nb`, both cases compared against the registered level side by
         # side, so the request's count does not pass two carry chains in series on its way to `ready`.
         m.d.comb += self.inp.ready.eq(Mux(out_fire, cnt <= nb + req.count, cnt <= nb))
         in_fire = self.inp.valid & self.inp.ready
 
         # Output. Of ring positions c and c + nb exactly one lies among the nb from head on:
-        # window[c] is that one, the held byte at offset (c - head) mod nb. Rotating the window
+        # window[c] is that one, the held lane at offset (c - head) mod nb. Rotating the window
         # by head - lane puts offset 0 at the request's lane.
         window = [Mux((C(c, lg + 1) - head)[lg], ring[c + nb], ring[c]) for c in range(nb)]
         m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg], w))
 
-        # Input: the chunk's byte at lane + o goes to position tail + o, for o below count; ring
-        # positions i and i + nb take the same byte of the chunk rotated by tail - lane. The only
-        # held bytes it may overwrite are those this cycle's output takes (the level after both
+        # Input: the chunk's lane at lane + o goes to position tail + o, for o below count; ring
+        # positions i and i + nb take the same lane of the chunk rotated by tail - lane. The only
+        # held lanes it may overwrite are those this cycle's output takes (the level after both
         # is at most 2 · nb).
         placed = _rotate_right(inp.data, (inp.lane - tail)[:lg], w)
-        for i, byte in enumerate(ring):
+        for i, held in enumerate(ring):
             with m.If(in_fire & ((C(i, lg + 1) - tail)[: lg + 1] < inp.count)):
-                m.d.sync += byte.eq(placed.word_select(i % nb, w))
+                m.d.sync += held.eq(placed.word_select(i % nb, w))
         taken = Mux(out_fire, req.count, 0)
         with m.If(in_fire):
             m.d.sync += tail.eq(tail + inp.count)
