@@ -16,11 +16,13 @@ issues one burst per cycle on AR (or AW), as long as fewer than ``max_reads`` bu
 Addresses are issued aligned down to the bus width; the lanes a burst really uses (first lane of
 its first beat, end lane of its last) travel in a small FIFO next to the burst.
 
-Data path. Element alignment only needs byte lanes, so both directions go through a ``Gearbox``:
-a 2-beat byte buffer that takes chunks of up to one beat at any lane and gives chunks of up to one
-beat at any lane, one of each per cycle. Reads: R beats (useful lanes only) in, row chunks of the
-row's byte length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``). Writes: row chunks in, W beats at
-their lanes out, with byte strobes.
+Data path. Element alignment only needs lanes of the smallest element (addresses, strides and
+rows are whole elements, or the descriptor is refused), so both directions go through a
+``Gearbox`` of such lanes: a 2-beat buffer that takes chunks of up to one beat at any lane and
+gives chunks of up to one beat at any lane, one of each per cycle. Reads: R beats (useful lanes
+only) in, row chunks of the row's length out (chunk ``j`` = row bytes ``[j·B, j·B+B)``; a mem→sp
+row that fits a beat comes out at its column). Writes: row chunks in, W beats at their lanes out,
+with byte strobes.
 
 Local side (docs/tile.md): mem→sp and mem→acc write one assembled row per cycle; a transposed
 mem→sp load keeps its block's memory rows but the last as columns (a cycle each) and hands the
@@ -98,38 +100,44 @@ def _log2(n: int) -> int:
 
 
 class Gearbox(wiring.Component):
-    """Byte realignment between two chunked streams of at most ``nbytes`` bytes per transfer.
+    """Realignment between two chunked streams of at most ``nbytes`` bytes per transfer, in lanes of
+    ``unit`` bytes (``lane``, ``count`` and ``level`` count lanes, not bytes).
 
-    ``inp`` delivers ``count`` bytes taken from byte lane ``lane`` of ``data``. A ``req`` asks for
-    ``count`` bytes placed at lane ``lane`` of ``out``; ``out`` is valid once that many bytes are
+    ``inp`` delivers ``count`` lanes taken from lane ``lane`` of ``data``. A ``req`` asks for
+    ``count`` lanes placed at lane ``lane`` of ``out``; ``out`` is valid once that many lanes are
     buffered and ``req`` is accepted together with ``out``. Lanes of ``out`` outside the request hold
     garbage. One input and one output chunk per cycle; an input waits while the buffer could not
     take a whole beat after this cycle's output.
 
-    The bytes are held in a ring of ``2 · nbytes`` byte registers, so nothing held ever moves: an
-    input chunk is rotated once to its place and written under byte enables, and an output is
-    picked from the ring by two small steps (below). A buffer kept aligned at byte 0 instead shifts
-    all it holds on every output and places each input by a shift as wide as the whole buffer:
-    four wide shifters, 941 LUTs of xc7 at 8 bytes against 462 for the ring (the unit alone).
+    The DMA's transfers are element-aligned, so its lanes are its smallest element: with 16-bit
+    elements every rotation below picks among half as many positions as with byte lanes.
+
+    The lanes are held in a ring of twice a beat's lanes, so nothing held ever moves: an input
+    chunk is rotated once to its place and written under lane enables, and an output is picked
+    from the ring by two small steps (below). A buffer kept aligned at lane 0 instead shifts all
+    it holds on every output and places each input by a shift as wide as the whole buffer: four
+    wide shifters, 941 LUTs of xc7 at 8 byte lanes against 462 for the ring (the unit alone; 298
+    with 16-bit lanes).
     """
 
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
-        lane, count = range(nbytes), range(nbytes + 1)
+    def __init__(self, nbytes: int, unit: int = 1) -> None:
+        self.nbytes, self.unit = nbytes, unit
+        self.lanes = nbytes // unit
+        lane, count = range(self.lanes), range(self.lanes + 1)
         super().__init__(
             {
                 "inp": In(stream.Signature(data.StructLayout({"data": 8 * nbytes, "lane": lane, "count": count}))),
                 "req": In(stream.Signature(data.StructLayout({"lane": lane, "count": count}))),
                 "out": Out(stream.Signature(8 * nbytes)),
-                "level": Out(range(2 * nbytes + 1)),
+                "level": Out(range(2 * self.lanes + 1)),
             }
         )
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        nb, lg = self.nbytes, _log2(self.nbytes)
-        ring = [Signal(8, name=f"ring{i}") for i in range(2 * nb)]
-        head = Signal(lg + 1)  # the ring position of the first byte held
+        nb, lg, w = self.lanes, _log2(self.lanes), 8 * self.unit
+        ring = [Signal(w, name=f"ring{i}") for i in range(2 * nb)]
+        head = Signal(lg + 1)  # the ring position of the first lane held
         # The first free position, head + level modulo the ring, kept in a register of its own so
         # that placing an input needs no addition before its rotation.
         tail = Signal(lg + 1)
@@ -140,26 +148,26 @@ class Gearbox(wiring.Component):
         out_fire = self.out.valid & self.out.ready
         m.d.comb += self.req.ready.eq(out_fire)
         # Accepting only when at most one beat stays buffered keeps ready independent of the
-        # input's payload and can never deadlock: an output waits only while fewer than `nb` bytes
+        # input's payload and can never deadlock: an output waits only while fewer than `nb` lanes
         # are held. `level - taken <= nb`, both cases compared against the registered level side by
         # side, so the request's count does not pass two carry chains in series on its way to `ready`.
         m.d.comb += self.inp.ready.eq(Mux(out_fire, cnt <= nb + req.count, cnt <= nb))
         in_fire = self.inp.valid & self.inp.ready
 
         # Output. Of ring positions c and c + nb exactly one lies among the nb from head on:
-        # window[c] is that one, the held byte at offset (c - head) mod nb. Rotating the window
+        # window[c] is that one, the held lane at offset (c - head) mod nb. Rotating the window
         # by head - lane puts offset 0 at the request's lane.
         window = [Mux((C(c, lg + 1) - head)[lg], ring[c + nb], ring[c]) for c in range(nb)]
-        m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg]))
+        m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg], w))
 
-        # Input: the chunk's byte at lane + o goes to position tail + o, for o below count; ring
-        # positions i and i + nb take the same byte of the chunk rotated by tail - lane. The only
-        # held bytes it may overwrite are those this cycle's output takes (the level after both
+        # Input: the chunk's lane at lane + o goes to position tail + o, for o below count; ring
+        # positions i and i + nb take the same lane of the chunk rotated by tail - lane. The only
+        # held lanes it may overwrite are those this cycle's output takes (the level after both
         # is at most 2 · nb).
-        placed = _rotate_right(inp.data, (inp.lane - tail)[:lg])
-        for i, byte in enumerate(ring):
+        placed = _rotate_right(inp.data, (inp.lane - tail)[:lg], w)
+        for i, held in enumerate(ring):
             with m.If(in_fire & ((C(i, lg + 1) - tail)[: lg + 1] < inp.count)):
-                m.d.sync += byte.eq(placed.word_select(i % nb, 8))
+                m.d.sync += held.eq(placed.word_select(i % nb, w))
         taken = Mux(out_fire, req.count, 0)
         with m.If(in_fire):
             m.d.sync += tail.eq(tail + inp.count)
@@ -167,9 +175,9 @@ class Gearbox(wiring.Component):
         return m
 
 
-def _rotate_right(value: Value, nbytes_by) -> Value:
-    """``value`` (whole bytes) rotated right by ``nbytes_by`` bytes."""
-    return (Cat(value, value) >> Cat(C(0, 3), nbytes_by))[: len(value)]
+def _rotate_right(value: Value, lanes_by, lane_bits: int) -> Value:
+    """``value`` (whole lanes of ``lane_bits``) rotated right by ``lanes_by`` lanes."""
+    return (Cat(value, value) >> Cat(C(0, _log2(lane_bits)), lanes_by))[: len(value)]
 
 
 class _Engine(wiring.Component):
@@ -179,11 +187,17 @@ class _Engine(wiring.Component):
         self.cfg = cfg
         self.max_reads = max_reads
         self.beat_bytes = cfg.dma_bits // 8
+        # Addresses, strides and row lengths are whole elements (checked, MISALIGNED), so the data
+        # path and the planner count lanes of the smallest element instead of bytes.
+        self.unit = min(element_bytes(cfg, DmaKind.ACC_MEM, out) for out in (0, 1))
+        self.unit = min(self.unit, element_bytes(cfg, DmaKind.MEM_SP))
+        self.lanes = self.beat_bytes // self.unit
         self.dim = cfg.dim
         self.sp_bits = self.dim * cfg.in_bits
         self.acc_bits_row = cfg.cols * cfg.acc_bits
         self.row_bits = max(self.sp_bits, self.acc_bits_row)
         self.row_bytes_max = self.row_bits // 8
+        self.row_units_max = self.row_bytes_max // self.unit
         super().__init__(
             {
                 "cmd": In(stream.Signature(DESCRIPTOR)),
@@ -195,8 +209,8 @@ class _Engine(wiring.Component):
         )
 
     def _burst_info(self, tagged: bool) -> data.StructLayout:
-        nb = self.beat_bytes
-        fields = {"len": 8, "lane": range(nb), "end": range(nb + 1)}
+        nu = self.lanes
+        fields = {"len": 8, "lane": range(nu), "end": range(nu + 1)}
         return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS} if tagged else fields)
 
     def _elem_log2(self, d):
@@ -206,8 +220,13 @@ class _Engine(wiring.Component):
         narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0))
         return Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
-    def _row_bytes(self, d):
-        return d.elems << self._elem_log2(d)
+    def _row_units(self, d):
+        """The row's length in lanes of ``unit`` bytes."""
+        cfg, ul = self.cfg, _log2(self.unit)
+        in_l = _log2(cfg.in_bits // 8) - ul
+        acc_l = _log2(cfg.acc_bits // 8) - ul
+        narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0)) - ul
+        return d.elems << Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
     def _check(self, m: Module, d):
         """The error code of a descriptor (0 if it may run); zero, size, alignment, range, in that order.
@@ -234,36 +253,47 @@ class _Engine(wiring.Component):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
         remain to be issued, and whether the last one is issued this cycle."""
-        nb, lb = self.beat_bytes, _log2(self.beat_bytes)
+        # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
+        # is refused, and a zero-fill load issues no burst).
+        nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
+        lb = _log2(self.beat_bytes)
         axi = self.m_axi
-        seg_bits = 16 + (self.row_bytes_max).bit_length()
-        addr = Signal(32)  # next byte to transfer
-        base = Signal(32)  # start of the current segment
-        left = Signal(seg_bits)  # bytes left in the current segment
-        seg_len = Signal(seg_bits)
-        segs = Signal(17)  # segments not yet finished
+        seg_bits = 16 + (self.row_units_max).bit_length()
+        addr = Signal(32 - ul)  # next lane to transfer
+        base = Signal(32 - ul)  # start of the current segment
+        left = Signal(seg_bits)  # lanes left in the current segment
+        # The length of the next segment: only ever reloaded when there are several segments, and
+        # then each is one row.
+        seg_len = Signal(range(self.row_units_max + 1))
+        segs = Signal(16)  # segments not yet finished
 
-        stride = Signal(32)
+        stride = Signal(32 - ul)
         latched = {name: Signal(len(Value.cast(value)), name=f"burst_{name}") for name, value in info_fields.items()}
 
-        lane = addr[:lb]
-        to_page = Signal(range(PAGE_BYTES + 1))
-        to_max = Signal(range(BURST_MAX_BEATS * nb + 1))
-        m.d.comb += [to_page.eq(PAGE_BYTES - addr[:12]), to_max.eq(BURST_MAX_BEATS * nb - lane)]
-        # Bytes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats.
-        limit = Mux(to_max < to_page, to_max, to_page)
+        lane = addr[:lu]
+        page_units, page_beats = PAGE_BYTES // self.unit, PAGE_BYTES // self.beat_bytes
+        to_page = Signal(range(page_units + 1))
+        to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
+        m.d.comb += [to_page.eq(page_units - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
+        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats. The
+        # 256 beats end first exactly when the burst starts more than 256 beats before the page end
+        # (never on a bus of 16 bytes or more): one compare of the beat's place in its page.
+        limit = Signal(range(max(page_units, BURST_MAX_BEATS * nu) + 1))
+        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
+        m.d.comb += limit.eq(Mux(addr[lu : 12 - ul] < before_last, to_max, to_page) if before_last > 0 else to_page)
+        fits = left <= limit  # the segment ends with this burst
         take = Signal(seg_bits)
-        m.d.comb += take.eq(Mux(left > limit, limit, left))
-        last_byte = Signal(range(BURST_MAX_BEATS * nb))  # offset of the burst's last byte from its first beat
-        m.d.comb += last_byte.eq(lane + take - 1)
+        m.d.comb += take.eq(Mux(fits, left, limit))
+        last_unit = Signal(range(BURST_MAX_BEATS * nu))  # offset of the burst's last lane from its first beat
+        m.d.comb += last_unit.eq(lane + take - 1)
 
         layout = self._burst_info("tag" in info_fields)
         info = Signal(layout.size)
-        fields = {"len": last_byte >> lb, "lane": lane, "end": last_byte[:lb] + 1, **latched}
+        fields = {"len": last_unit >> lu, "lane": lane, "end": last_unit[:lu] + 1, **latched}
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
         valid = issuing & more & bursts.w_rdy
-        word = Cat(C(0, lb), addr[lb:])
+        word = Cat(C(0, lb), addr[lu:])
         m.d.comb += [
             getattr(axi, f"{channel}valid").eq(valid),
             getattr(axi, f"{channel}addr").eq(word),
@@ -274,40 +304,49 @@ class _Engine(wiring.Component):
         ]
         fire = valid & getattr(axi, f"{channel}ready")
         m.d.comb += [bursts.w_en.eq(fire), bursts.w_data.eq(info)]
+        # One adder steps the address: to the next segment (base + stride) after its last burst,
+        # else past this burst (addr + take); the next segment's start is also its base.
+        # A transfer's setup loads its first address through the same adder (plus zero).
+        step = Mux(setup, d.dram_addr[ul:], Mux(fits, base, addr)) + Mux(setup, 0, Mux(fits, stride, take))
+        with m.If(fire | setup):
+            m.d.sync += addr.eq(step)
+        with m.If((fire & fits) | setup):
+            m.d.sync += base.eq(step)
         with m.If(fire):
-            with m.If(take == left):
-                m.d.sync += [segs.eq(segs - 1), base.eq(base + stride), left.eq(seg_len)]
-                m.d.sync += addr.eq(base + stride)
+            with m.If(fits):
+                m.d.sync += [segs.eq(segs - 1), left.eq(seg_len)]
             with m.Else():
-                m.d.sync += [addr.eq(addr + take), left.eq(left - take)]
+                m.d.sync += left.eq(left - take)
         # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
         with m.If(setup):
-            contiguous = (d.rows == 1) | (d.dram_stride == self._row_bytes(d))
-            length = Mux(contiguous, d.rows * self._row_bytes(d), self._row_bytes(d))
+            row = self._row_units(d)
+            contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
             m.d.sync += [
-                addr.eq(d.dram_addr),
-                base.eq(d.dram_addr),
-                stride.eq(d.dram_stride),
-                left.eq(length),
-                seg_len.eq(length),
+                stride.eq(d.dram_stride[ul:]),
+                left.eq(Mux(contiguous, d.rows * row, row)),
+                seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
-        return more, fire & (segs == 1) & (take == left)
+        return more, fire & (segs == 1) & fits
 
     def _beat_lanes(self, m: Module, info, beat):
-        """First lane and byte count of beat ``beat`` of a burst, and whether it is the last."""
+        """First lane and end lane of beat ``beat`` of a burst, and whether it is the last."""
         first = beat == 0
         last = beat == info.len
-        lane = Signal(range(self.beat_bytes), name="beat_lane")
-        end = Signal(range(self.beat_bytes + 1), name="beat_end")
-        m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.beat_bytes))]
+        lane = Signal(range(self.lanes), name="beat_lane")
+        end = Signal(range(self.lanes + 1), name="beat_end")
+        m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
         return lane, end, last
 
-    def _chunk_count(self, remaining):
-        """Bytes in the next chunk of a row with ``remaining`` bytes left, and whether it is the last."""
-        last = remaining <= self.beat_bytes
-        return Mux(last, remaining, self.beat_bytes), last
+    def _chunk_count(self, remaining, row_units):
+        """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
+        whether it is the last. When every row fits a beat, the only chunk is the whole row: the
+        chunk index is then constant and its multiplexers and the chunk registers vanish."""
+        if self.row_units_max <= self.lanes:
+            return row_units, C(1, 1)
+        last = remaining <= self.lanes
+        return Mux(last, remaining, self.lanes), last
 
 
 class DmaRead(_Engine):
@@ -342,11 +381,11 @@ class DmaRead(_Engine):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.rgear = rgear = Gearbox(self.beat_bytes)
+        m.submodules.rgear = rgear = Gearbox(self.beat_bytes, self.unit)
         info_layout = self._burst_info(tagged=True)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
         entry = data.StructLayout(
-            {"desc": DESCRIPTOR, "code": 4, "row_bytes": range(self.row_bytes_max + 1), "tag": self.TAG_BITS}
+            {"desc": DESCRIPTOR, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
         errors = _AxiErrors(m, self.TAG_BITS)
@@ -363,7 +402,7 @@ class DmaRead(_Engine):
         advance = held & pending.w_rdy & ((code != 0) | planner_free)
         queue_entry = Signal(entry)
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
-        m.d.comb += queue_entry.row_bytes.eq(self._row_bytes(d))
+        m.d.comb += queue_entry.row_units.eq(self._row_units(d))
         m.d.comb += [
             cmd.ready.eq(~held | advance),
             pending.w_en.eq(advance),
@@ -396,7 +435,7 @@ class DmaRead(_Engine):
         nxt = data.View(entry, pending.r_data)
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
-        self._assemble_rows(m, cur, have, nxt.row_bytes, rgear, pending.r_en, finished, rows)
+        self._assemble_rows(m, cur, have, nxt.row_units, rgear, pending.r_en, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
         quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
@@ -436,21 +475,26 @@ class DmaRead(_Engine):
         fire = rgear.inp.valid & rgear.inp.ready
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + end - lane)]
+            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + moved)]
         bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
     def _held_layout(self) -> data.StructLayout:
-        """A row between assembler and writer, with everything needed to write it and report."""
+        """A row between assembler and writer, with everything needed to write it and report.
+        The fields a written row uses are only as wide as an accepted descriptor needs (elems +
+        col <= dim, a local address below the capacity, a transposed block at most dim rows); a
+        refused descriptor's row writes nothing."""
+        cfg = self.cfg
         return data.StructLayout(
             {
                 "data": self.row_bits,
-                "row_bytes": range(self.row_bytes_max + 1),
+                "row_units": range(self.row_units_max + 1),  # the row's length in lanes of `unit` bytes
                 "kind": 2,
-                "local": 16,  # the row's local address (transposed: the block's first row)
-                "row": 16,  # the row's index within its descriptor
-                "elems": 16,
-                "col": 8,
+                "local": range(max(cfg.sp_rows, cfg.acc_rows)),  # the row's address (transposed: the block's first)
+                "row": range(self.dim),  # the row's index within a transposed block
+                "elems": range(self.dim + 1),
+                "col": range(self.dim),
                 "transpose": 1,
                 "accumulate": 1,
                 "last": 1,  # the descriptor's last row: `done` follows its write
@@ -460,23 +504,33 @@ class DmaRead(_Engine):
             }
         )
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_bytes, rgear, setup, finished, rows) -> None:
+    def _place(self, d) -> Value:
+        """The lane a row of ``d`` starts at in its held row: a mem→sp row that fits a beat (not
+        transposed) is placed at its column by the read gearbox, so it needs no shifter of its own;
+        other rows start at lane 0."""
+        if self.row_units_max > self.lanes:
+            return C(0, 1)
+        col_lanes = d.col << (_log2(self.cfg.in_bits // 8) - _log2(self.unit))
+        return Mux((d.kind == DmaKind.MEM_SP) & ~d.transpose, col_lanes, 0)[: max(1, _log2(self.lanes))]
+
+    def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
-        nb = self.beat_bytes
-        d, row_bytes = cur.desc, cur.row_bytes
+        nb, nu = self.beat_bytes, self.lanes
+        d, row_units = cur.desc, cur.row_units
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
         chunk = Signal(range(max(chunks, 2)))
-        remaining = Signal(range(self.row_bytes_max + 1))
+        remaining = Signal(range(self.row_units_max + 1))
         rows_in = Signal(16)
         out = data.View(self._held_layout(), rows.w_data)
         room = rows.w_rdy
 
-        count, last = self._chunk_count(remaining)
+        count, last = self._chunk_count(remaining, row_units)
         wanted = have & (cur.code == 0) & (rows_in != d.rows)
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
+            rgear.req.payload.lane.eq(self._place(d)),
             rgear.req.payload.count.eq(count),
             rgear.out.ready.eq(~last | room),
         ]
@@ -489,16 +543,16 @@ class DmaRead(_Engine):
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
             with m.If(last):
-                m.d.sync += [chunk.eq(0), remaining.eq(row_bytes)]
+                m.d.sync += [chunk.eq(0), remaining.eq(row_units)]
             with m.Else():
-                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nb)]
+                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nu)]
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
-            # `row_bytes` anyway, so the row needs no multiplexer of its own.
+            # `row_units` anyway, so the row needs no multiplexer of its own.
             out.data.eq(merged),
-            out.row_bytes.eq(Mux(from_gearbox, row_bytes, 0)),
+            out.row_units.eq(Mux(from_gearbox, row_units, 0)),
             out.kind.eq(d.kind),
             out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
             out.row.eq(rows_in),
@@ -514,7 +568,7 @@ class DmaRead(_Engine):
         with m.If(complete):
             m.d.sync += rows_in.eq(rows_in + 1)
         with m.If(setup):
-            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_bytes)]
+            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_units)]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
@@ -529,8 +583,13 @@ class DmaRead(_Engine):
         keep = ~failed  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
         errors.retire(m, release & out.last & failed)
-        # Bytes past the row's length are zero: the scratchpad row is zero-filled beyond `elems`.
-        filled = Cat(Mux(i < out.row_bytes, out.data.word_select(i, 8), 0) for i in range(self.row_bytes_max))
+        # Lanes outside the row are zero: the scratchpad row is zero-filled beyond `elems`.
+        w, place = 8 * self.unit, self._place(out)
+        ends = place + out.row_units
+        filled = Cat(
+            Mux(((i >= place) if i < self.lanes - 1 else 1) & (i < ends), out.data.word_select(i, w), 0)
+            for i in range(self.row_units_max)
+        )
         sp = self.sp_write
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
@@ -561,8 +620,12 @@ class DmaRead(_Engine):
         may = free & (~out.last | self.done.ready)  # the last write waits until `done` can be taken
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
-        shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
-        placed = Cat((k >= out.col) & (k < out.col + out.elems) for k in range(n))
+        if self.row_units_max <= self.lanes:  # the gearbox placed the row at its column
+            shifted = filled[: self.sp_bits]
+        else:
+            shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
+        # (col < n: the last element is never left of it, and a compare saying so lints as constant.)
+        placed = Cat(((k >= out.col) if k < n - 1 else 1) & (k < out.col + out.elems) for k in range(n))
         with m.If(free):
             m.d.comb += [
                 sp.valid.eq(to_sp & ~out.transpose & may),
@@ -696,13 +759,13 @@ class DmaWrite(_Engine):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.wgear = wgear = Gearbox(self.beat_bytes)
+        m.submodules.wgear = wgear = Gearbox(self.beat_bytes, self.unit)
         info_layout = self._burst_info(tagged=False)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
 
         d = Signal(DESCRIPTOR)
         code = Signal(4)
-        row_bytes = Signal(range(self.row_bytes_max + 1))
+        row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
         axi_error = Signal(4)  # code of an AXI error response seen this cycle, else 0
         check = self._check(m, d)
@@ -721,7 +784,7 @@ class DmaWrite(_Engine):
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [d.eq(self.cmd.payload), state.eq(checking)]
         with m.If(setup):
-            m.d.sync += [code.eq(check), row_bytes.eq(self._row_bytes(d))]
+            m.d.sync += [code.eq(check), row_units.eq(self._row_units(d))]
             m.d.sync += state.eq(Mux(check != 0, report, write))
         with m.If(writing & write_done):
             m.d.sync += state.eq(report)
@@ -731,11 +794,11 @@ class DmaWrite(_Engine):
             m.d.sync += code.eq(axi_error)
 
         more, _ = self._planner(m, d, setup & (check == 0), writing, "aw", bursts, {})
-        self._read_local(m, d, wgear, row_bytes, setup, writing)
+        self._read_local(m, d, wgear, row_units, setup, writing)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
 
-    def _read_local(self, m: Module, d, wgear, row_bytes, setup, writing) -> None:
+    def _read_local(self, m: Module, d, wgear, row_units, setup, writing) -> None:
         """Local rows (under credits) into a FIFO, then as chunks into the write gearbox."""
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
@@ -767,8 +830,8 @@ class DmaWrite(_Engine):
         m.d.comb += packed.eq(Mux((d.kind == DmaKind.ACC_MEM) & (d.out == 0), narrow, rows.r_data))
         chunks = math.ceil(self.row_bytes_max / nb)
         chunk = Signal(range(max(chunks, 2)))
-        remaining = Signal(range(self.row_bytes_max + 1))
-        count, last = self._chunk_count(remaining)
+        remaining = Signal(range(self.row_units_max + 1))
+        count, last = self._chunk_count(remaining, row_units)
         padded = Cat(packed, C(0, chunks * 8 * nb - self.row_bits))
         m.d.comb += [
             wgear.inp.valid.eq(writing & rows.r_rdy),
@@ -778,25 +841,26 @@ class DmaWrite(_Engine):
         consumed = wgear.inp.valid & wgear.inp.ready & last
         m.d.comb += rows.r_en.eq(consumed)
         with m.If(wgear.inp.valid & wgear.inp.ready):
-            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_bytes, remaining - nb))]
+            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_units, remaining - self.lanes))]
         m.d.sync += [issued.eq(issued + issue), credits.eq(credits + issue - consumed)]
         with m.If(setup):
-            m.d.sync += [issued.eq(0), credits.eq(0), chunk.eq(0), remaining.eq(self._row_bytes(d))]
+            m.d.sync += [issued.eq(0), credits.eq(0), chunk.eq(0), remaining.eq(self._row_units(d))]
 
     def _write_beats(self, m: Module, wgear, bursts, burst_info, setup, writing, issue_more, write_done, axi_error):
         """W beats from the write gearbox at their lanes, with strobes; B responses counted."""
-        axi, nb = self.m_axi, self.beat_bytes
+        axi, nu = self.m_axi, self.lanes
         info = data.View(burst_info, bursts.r_data)
         beat = Signal(8)
         lane, end, last = self._beat_lanes(m, info, beat)
-        ones = (1 << nb) - 1
+        ones = (1 << nu) - 1
+        used = (C(ones, nu) << lane)[:nu] & ~(C(ones, nu) << end)[:nu]  # the beat's lanes
         m.d.comb += [
             wgear.req.valid.eq(writing & bursts.r_rdy),
             wgear.req.payload.lane.eq(lane),
             wgear.req.payload.count.eq(end - lane),
             axi.wvalid.eq(wgear.out.valid),
             axi.wdata.eq(wgear.out.payload),
-            axi.wstrb.eq((C(ones, nb) << lane)[:nb] & ~(C(ones, nb) << end)[:nb]),
+            axi.wstrb.eq(Cat(used[k].replicate(self.unit) for k in range(nu))),
             axi.wlast.eq(last),
             wgear.out.ready.eq(axi.wready),
         ]
@@ -804,7 +868,8 @@ class DmaWrite(_Engine):
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
         with m.If(writing & fire):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + end - lane)]
+            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + moved)]
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
         aw_fire = axi.awvalid & axi.awready

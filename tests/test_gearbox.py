@@ -1,7 +1,7 @@
 """The DMA's byte gearbox (rtl/dma.py, ``Gearbox``) in the Amaranth simulator, against a byte queue:
 every output carries the next bytes of the input stream at the requested lanes, ``out.valid`` and
 ``inp.ready`` follow the documented rules exactly, and an unaligned stream of whole beats passes
-at one beat a cycle."""
+at one beat a cycle. With byte lanes and with the 2- and 4-byte lanes of wider elements."""
 
 import random
 
@@ -11,16 +11,16 @@ from amaranth.sim import Simulator
 from rtl.dma import Gearbox
 
 
-def _chunk(rng: random.Random, nb: int) -> tuple[int, int, bytes]:
-    lane = rng.randrange(nb)
-    count = rng.randint(1, nb - lane)
-    return lane, count, bytes(rng.randrange(256) for _ in range(count))
+def _chunk(rng: random.Random, nu: int, unit: int) -> tuple[int, int, bytes]:
+    lane = rng.randrange(nu)
+    count = rng.randint(1, nu - lane)
+    return lane, count, bytes(rng.randrange(256) for _ in range(count * unit))
 
 
-def _word(lane: int, payload: bytes, nb: int, rng: random.Random) -> int:
-    """A beat with ``payload`` at ``lane`` and noise in the other lanes."""
+def _word(lane: int, payload: bytes, nb: int, rng: random.Random, unit: int = 1) -> int:
+    """A beat with ``payload`` at lane ``lane`` (of ``unit`` bytes) and noise in the other bytes."""
     lanes = [rng.randrange(256) for _ in range(nb)]
-    lanes[lane : lane + len(payload)] = payload
+    lanes[lane * unit : lane * unit + len(payload)] = payload
     return int.from_bytes(bytes(lanes), "little")
 
 
@@ -31,16 +31,17 @@ def _run(dut: Gearbox, bench) -> None:
     sim.run()
 
 
-@pytest.mark.parametrize("nb", [8, 16])
-def test_gearbox_matches_byte_queue(nb: int) -> None:
-    rng = random.Random(nb)
-    dut = Gearbox(nb)
-    inputs = [_chunk(rng, nb) for _ in range(300)]
+@pytest.mark.parametrize(("nb", "unit"), [(8, 1), (16, 1), (8, 2), (16, 4), (4, 2)])
+def test_gearbox_matches_byte_queue(nb: int, unit: int) -> None:
+    rng = random.Random(nb * unit)
+    dut = Gearbox(nb, unit)
+    nu = nb // unit
+    inputs = [_chunk(rng, nu, unit) for _ in range(300)]
     total = sum(count for _, count, _ in inputs)
     requests = []
-    while sum(c for _, c in requests) < total - nb:
-        lane = rng.randrange(nb)
-        requests.append((lane, rng.randint(1, nb - lane)))
+    while sum(c for _, c in requests) < total - nu:
+        lane = rng.randrange(nu)
+        requests.append((lane, rng.randint(1, nu - lane)))
     checked = {"outputs": 0}
 
     async def bench(ctx) -> None:
@@ -52,7 +53,7 @@ def test_gearbox_matches_byte_queue(nb: int) -> None:
             in_valid = i < len(inputs) and rng.random() < 0.8
             if i < len(inputs):
                 lane, count, payload = inputs[i]
-                ctx.set(dut.inp.payload.data, _word(lane, payload, nb, rng))
+                ctx.set(dut.inp.payload.data, _word(lane, payload, nb, rng, unit))
                 ctx.set(dut.inp.payload.lane, lane)
                 ctx.set(dut.inp.payload.count, count)
             ctx.set(dut.inp.valid, in_valid)
@@ -63,16 +64,17 @@ def test_gearbox_matches_byte_queue(nb: int) -> None:
             ctx.set(dut.req.payload.count, req_count)
             ctx.set(dut.out.ready, rng.random() < 0.8)
 
-            assert ctx.get(dut.level) == len(queue) <= 2 * nb
+            held = len(queue) // unit  # lanes
+            assert ctx.get(dut.level) == held <= 2 * nu
             out_valid = ctx.get(dut.out.valid)
-            assert out_valid == (req_valid and len(queue) >= req_count)
+            assert out_valid == (req_valid and held >= req_count)
             out_fire = out_valid and ctx.get(dut.out.ready)
             taken = req_count if out_fire else 0
-            assert ctx.get(dut.inp.ready) == (len(queue) - taken <= nb)
+            assert ctx.get(dut.inp.ready) == (held - taken <= nu)
             if out_fire:
-                got = ctx.get(dut.out.payload).to_bytes(nb, "little")[req_lane : req_lane + req_count]
-                assert got == bytes(queue[:req_count]), f"request {r}"
-                del queue[:req_count]
+                got = ctx.get(dut.out.payload).to_bytes(nb, "little")[req_lane * unit : (req_lane + req_count) * unit]
+                assert got == bytes(queue[: req_count * unit]), f"request {r}"
+                del queue[: req_count * unit]
                 r += 1
                 checked["outputs"] += 1
             if in_valid and ctx.get(dut.inp.ready):
@@ -84,16 +86,17 @@ def test_gearbox_matches_byte_queue(nb: int) -> None:
     assert checked["outputs"] == len(requests)
 
 
-@pytest.mark.parametrize("nb", [8, 16])
+@pytest.mark.parametrize(("nb", "unit"), [(8, 1), (16, 1), (16, 2)])
 @pytest.mark.parametrize("offset", [0, 1, 5])
-def test_unaligned_beats_pass_one_a_cycle(nb: int, offset: int) -> None:
-    """A stream that starts ``offset`` bytes into a beat, then whole beats, read out as whole beats:
+def test_unaligned_beats_pass_one_a_cycle(nb: int, unit: int, offset: int) -> None:
+    """A stream that starts ``offset`` lanes into a beat, then whole beats, read out as whole beats:
     after the first, an input every cycle (the buffer never holds more than it must)."""
     rng = random.Random(offset)
-    dut = Gearbox(nb)
+    dut = Gearbox(nb, unit)
+    nu = nb // unit
     beats = 40
-    inputs = [(offset, nb - offset)] + [(0, nb)] * beats
-    data = [bytes(rng.randrange(256) for _ in range(count)) for _, count in inputs]
+    inputs = [(offset, nu - offset)] + [(0, nu)] * beats
+    data = [bytes(rng.randrange(256) for _ in range(count * unit)) for _, count in inputs]
     stream = b"".join(data)
     outputs = len(stream) // nb
     record = {"accepted_at": [], "out": bytearray()}
@@ -102,13 +105,13 @@ def test_unaligned_beats_pass_one_a_cycle(nb: int, offset: int) -> None:
         i, cycle = 0, 0
         ctx.set(dut.req.valid, 1)
         ctx.set(dut.req.payload.lane, 0)
-        ctx.set(dut.req.payload.count, nb)
+        ctx.set(dut.req.payload.count, nu)
         ctx.set(dut.out.ready, 1)
         while len(record["out"]) < outputs * nb and cycle < 4 * beats:
             ctx.set(dut.inp.valid, i < len(inputs))
             if i < len(inputs):
                 lane, count = inputs[i]
-                ctx.set(dut.inp.payload.data, _word(lane, data[i], nb, rng))
+                ctx.set(dut.inp.payload.data, _word(lane, data[i], nb, rng, unit))
                 ctx.set(dut.inp.payload.lane, lane)
                 ctx.set(dut.inp.payload.count, count)
             if ctx.get(dut.out.valid):
