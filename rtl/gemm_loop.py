@@ -96,6 +96,18 @@ def _min(a, b):
     return Mux(a < b, a, b)
 
 
+def _min_const(value: Value, bound: int) -> Value:
+    """min(value, bound) for a non-negative ``value``, only as wide as ``bound``: below it,
+    ``value`` fits those bits, so its upper bits need no multiplexer."""
+    return Mux(value < bound, value[: bound.bit_length()], bound)
+
+
+def _c_slot_rows(cfg: AccelConfig) -> int:
+    """Rows of a C slot: two slots, a bank each where there are two or more banks. An M block
+    has at most these rows."""
+    return min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+
+
 def kernel_area(kh: Value, kw: Value) -> Value:
     """``kh · kw`` for kernels of at most 7 × 7, with adders only."""
     return sum((Mux(kh[bit], kw << bit, 0) for bit in range(KERNEL_MAX.bit_length())), Const(0, 6))
@@ -109,7 +121,7 @@ def k_tiles_max(cfg: AccelConfig) -> int:
 class _Prefetch:
     """Registers of the stream that loads the next M block's A slices during the current block."""
 
-    def __init__(self, sp_bits: int) -> None:
+    def __init__(self, sp_bits: int, block_bits: int) -> None:
         self.done = Signal(16, name="pf_done")  # slices of the next block loaded
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
@@ -117,7 +129,8 @@ class _Prefetch:
         # Its offset from the next block's first (K rows of A, or rows of A^T): the address is the
         # next block's A address plus this, so a block change only restarts it.
         self.k_off = Signal(32, name="pf_k_off")
-        self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
+        # Transposed A: rows of the slice already loaded (fewer than the block's).
+        self.chunk = Signal(block_bits, name="pf_chunk")
         # Its place: the other half's first row, then on (no half's row added per load).
         self.res = Signal(sp_bits, name="pf_res")
         self.step = Signal(name="pf_step")  # a slice went out in this step
@@ -152,7 +165,7 @@ class _Plan:
     def __init__(self, cfg: AccelConfig, k_tiles_bits: int) -> None:
         a_rows = cfg.sp_layout.a_rows
         self.k_tiles = Signal(k_tiles_bits, name="k_tiles")
-        self.mb = Signal(16, name="mb")  # rows of a full M block
+        self.mb = Signal(range(_c_slot_rows(cfg) + 1), name="mb")  # rows of a full M block
         self.streaming = Signal(name="streaming")
         self.prefetch = Signal(name="prefetch")  # GEMM: the next block's A is loaded during the current block
         # The first block's first GROUP N tiles run K-outer, in C slots of their own.
@@ -190,7 +203,7 @@ class _Segments:
         are compared side by side, so no sum of the width is in the path to the loads (it was the
         tile's longest on ECP5)."""
         c_left, col_left = cin - self.c, kslice - self.col
-        self.width = _min(c_left, col_left)
+        self.width = _min(c_left, col_left)[: kslice.shape().width]  # at most kslice
         self.position_done = c_left <= col_left
         self.tile_done = col_left <= c_left
 
@@ -313,7 +326,7 @@ class GemmLoop(wiring.Component):
         # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
         second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
         g_f = Signal(range(GROUP))  # its place in the group
-        chunk = Signal(16)  # rows of a transposed A slice already loaded
+        chunk = Signal(len(mb))  # rows of a transposed A slice already loaded (fewer than mb)
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
         # d_m is D's rows, and `bias_stride` the bias rows' stride (C's `ldc` when accumulating into
@@ -329,7 +342,7 @@ class GemmLoop(wiring.Component):
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
-        pf = _Prefetch(self.sp_bits)
+        pf = _Prefetch(self.sp_bits, len(mb))
         strides_go, strides_ready = Signal(), Signal()
         # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
         ex_out, st_out, prev_steps, cur_steps = (
@@ -343,10 +356,10 @@ class GemmLoop(wiring.Component):
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
         blocks_after_2 = rows_after > mb
-        mb_rows = Mux(last_m, rows_left[:16], mb)
+        mb_rows = Mux(last_m, rows_left[: len(mb)], mb)  # rows_left fits mb's bits in the last block
         cols_left = c.n - n0
         last_n = cols_left <= C
-        nw = Mux(last_n, cols_left, C)
+        nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
@@ -397,8 +410,8 @@ class GemmLoop(wiring.Component):
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = Mux(blocks_after_2, mb, rows_after)
-        pf_kslice = _min(c.k - pf.k0, R)
+        next_rows = Mux(blocks_after_2, mb, rows_after[: len(mb)])  # (only read while not the last block)
+        pf_kslice = _min_const(c.k - pf.k0, R)
         pf_go = (
             prefetch
             & strides_ready  # the next block's address needs the block stride
@@ -469,8 +482,8 @@ class GemmLoop(wiring.Component):
                 dram_addr=load_addr,  # off["a_m"] + a_in_block
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
-                elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
-                local_addr=Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk,
+                elems=Mux(c.trans_a, Mux(a_last_block, a_left[: cfg.dim.bit_length()], cfg.dim), a_kslice),
+                local_addr=(Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk)[: self.sp_bits],
                 transpose=c.trans_a,
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
@@ -740,8 +753,7 @@ class GemmLoop(wiring.Component):
         R, C = cfg.rows, cfg.cols
         in_e = cfg.in_bits // 8
         layout = cfg.sp_layout
-        # C slots: two, a bank each where there are two or more banks.
-        c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+        c_slot_rows = _c_slot_rows(cfg)
         slots_log2 = layout.slots.bit_length() - 1
         stream_rows = _min(a_rows >> slots_log2, c_slot_rows)
         # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
