@@ -472,8 +472,11 @@ class GemmLoop(wiring.Component):
         a_kslice = Mux(prefetching, pf_kslice, kslice)
         # A transposed slice's rows still to load: the last block of them when at most `dim`.
         a_left = a_rows_all - a_chunk
-        # The A slice's address from the block's: the next block's (the prefetch) or this one's.
-        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32)
+        # The A slice's address from the block's: the next block's (the prefetch) or this one's; in
+        # a CONV2D (whose block address is zero) the walker's piece's, so it takes the same adder
+        # and needs no multiplexer of its own after it.
+        a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
+        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
         a_last_block = a_left <= cfg.dim
         last_a = ~c.trans_a | a_last_block
         a_load = op(
@@ -572,7 +575,9 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     p = self.cmd.p
-                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
+                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "c_m")]
+                    # A CONV2D's A addresses are the walker's own: its block address stays zero.
+                    m.d.sync += off["a_m"].eq(Mux(p.conv, 0, p.a))
                     m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
@@ -663,7 +668,8 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
                         m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
-                        m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
+                        with m.If(~c.conv):
+                            m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
@@ -684,15 +690,17 @@ class GemmLoop(wiring.Component):
             m.d.comb += source.eq(Mux(pf_go, 0, 2))
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
-        # The block's address: A's, D's, B's, or C's for a bias read from C (the walker's place,
-        # where no sum is read), on two select bits.
-        block_sel = Cat(source[0], source[1] | (source[0] & c.acc_c))
+        # The address's source: the walker's pieces take the A descriptor's (see `a_in_block`).
+        addr_src = Mux(source == 3, 0, source)
+        # The block's address: A's, D's, B's, or C's for a bias read from C, on two select bits.
+        block_sel = Cat(addr_src[0], addr_src[1] | (addr_src[0] & c.acc_c))
         m.d.comb += load_addr.eq(
             Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
-            + Mux(source[1], off["b_k"], Mux(source[0], n_acc, a_in_block))
+            + Mux(addr_src[1], off["b_k"], Mux(addr_src[0], n_acc, a_in_block))
         )
         m.d.comb += [
             load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
+            load.p.op.dram_addr.eq(load_addr),  # every source's
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
