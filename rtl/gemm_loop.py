@@ -172,6 +172,10 @@ class _Plan:
         self.grouped = Signal(name="grouped")
         self.multi = Signal(name="multi")  # M is more than one block
         self.n_tiles = Signal(16, name="n_tiles")
+        # M's rows from the current block on, counted down by the loop; M itself during the setup
+        # (the command's, or a CONV2D's output pixels once multiplied), so the command's field is
+        # not kept beside it.
+        self.rows_left = Signal(32, name="rows_left")
         self.steps = {n: Signal(32, name=f"{n}_step") for n in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
         # Rows of the A region this command may use: all of it, or those below a resident B.
         self.a_rows = Signal(range(a_rows + 1), name="a_rows")
@@ -312,7 +316,7 @@ class GemmLoop(wiring.Component):
         # Positions.
         # M's rows from the current block on: counted down, so no subtraction sits before the
         # block's size and the last-block test.
-        rows_left, n0 = Signal(32), Signal(16)
+        rows_left, n0 = plan.rows_left, Signal(16)
         ks = _KSlice(R)
         k0 = ks.k0
         kx, ky = Signal(3), Signal(3)
@@ -572,7 +576,7 @@ class GemmLoop(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
+                    m.d.sync += [c.eq(self.cmd.p), rows_left.eq(self.cmd.p.m), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     p = self.cmd.p
                     m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "c_m")]
@@ -599,7 +603,6 @@ class GemmLoop(wiring.Component):
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
-                m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
                 m.d.sync += last_m.eq(~plan.multi)
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
@@ -794,7 +797,7 @@ class GemmLoop(wiring.Component):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
             operands(Mux(c.b_sp, 1, c.ldb), c.cin)
             with m.If(mul.done):
-                m.d.sync += c.m.eq(mul.product[:32])
+                m.d.sync += plan.rows_left.eq(mul.product[:32])
                 m.d.comb += mul.start.eq(1)
                 m.next = "CONV_POS"
                 with m.If(mul.product[32:] != 0):
@@ -844,12 +847,13 @@ class GemmLoop(wiring.Component):
             m.next = "BLOCK"
         with m.State("BLOCK"), m.If(div.done):
             q = div.quotient
-            whole = (c.m <= q) & (c.m <= c_slot_rows)
+            m_rows = plan.rows_left  # M
+            whole = (m_rows <= q) & (m_rows <= c_slot_rows)
             half = q >> 1
-            fits_stream = c.m <= stream_rows
+            fits_stream = m_rows <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
-            rounded = c.m + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
+            rounded = m_rows + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
             quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
             below_least = quarter < mb_min
             target = Mux(below_least, mb_min, quarter)
@@ -858,11 +862,11 @@ class GemmLoop(wiring.Component):
             # during the first, would make the first block wait on the bus (and B is loaded once
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
-            short = ~c.conv & whole & below_least & self._group_fits(c.m)
+            short = ~c.conv & whole & below_least & self._group_fits(m_rows)
             # M above the target is M above the least block: a target above that is a quarter
             # (an eighth) of M, rounded up, below any M of two or more rows.
             assert mb_min >= 1
-            split = (c.m > mb_min) & (half != 0) & ~short
+            split = (m_rows > mb_min) & (half != 0) & ~short
             # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
             # the other case; that is at most c_slot_rows, so the target is compared on its bits only
             # (above them, a test for zero).
@@ -871,7 +875,7 @@ class GemmLoop(wiring.Component):
             block = Mux(
                 split,
                 Mux(target_fits, target, half_slot),
-                Mux(whole, c.m, Mux(half != 0, half_slot, Mux(fits_stream, c.m, stream_rows))),
+                Mux(whole, m_rows, Mux(half != 0, half_slot, Mux(fits_stream, m_rows, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
             # Several blocks (the block is below M): a split, or M more than one block holds;
