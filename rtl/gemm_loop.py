@@ -121,10 +121,10 @@ def k_tiles_max(cfg: AccelConfig) -> int:
 class _Prefetch:
     """Registers of the stream that loads the next M block's A slices during the current block."""
 
-    def __init__(self, sp_bits: int, block_bits: int) -> None:
+    def __init__(self, sp_bits: int, block_bits: int, n_tiles_bits: int) -> None:
         self.done = Signal(16, name="pf_done")  # slices of the next block loaded
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
-        self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
+        self.pc = Signal(n_tiles_bits, name="pf_pc")  # steps since the last slice came due (below N tiles)
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
         # Its offset from the next block's first (K rows of A, or rows of A^T): the address is the
         # next block's A address plus this, so a block change only restarts it.
@@ -171,7 +171,7 @@ class _Plan:
         # The first block's first GROUP N tiles run K-outer, in C slots of their own.
         self.grouped = Signal(name="grouped")
         self.multi = Signal(name="multi")  # M is more than one block
-        self.n_tiles = Signal(16, name="n_tiles")
+        self.n_tiles = Signal(range(-(-MAX_DIM // cfg.cols) + 1), name="n_tiles")
         # M's rows from the current block on, counted down by the loop; M itself during the setup
         # (the command's, or a CONV2D's output pixels once multiplied), so the command's field is
         # not kept beside it.
@@ -328,7 +328,7 @@ class GemmLoop(wiring.Component):
         grp = Signal()  # the pair is one of the first block's K-outer group
         # The command's last pair runs in two parts (see `tail` below): the second is running, and
         # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
-        second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
+        second, tail_left = Signal(name="tail_second"), Signal(len(mb), name="tail_left")  # (at most mb)
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(len(mb))  # rows of a transposed A slice already loaded (fewer than mb)
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
@@ -346,7 +346,7 @@ class GemmLoop(wiring.Component):
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
-        pf = _Prefetch(self.sp_bits, len(mb))
+        pf = _Prefetch(self.sp_bits, len(mb), len(n_tiles))
         strides_go, strides_ready = Signal(), Signal()
         # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
         ex_out, st_out, prev_steps, cur_steps = (
