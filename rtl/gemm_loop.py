@@ -339,7 +339,10 @@ class GemmLoop(wiring.Component):
         # whose address c_m steps exactly as d_m would (by ldc, and mb · ldc): the bias load reads
         # c_m then, picked with the load's other sources, so d_m needs no choice of its own.
         bias_stride = Signal(32)
-        off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
+        off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m")}
+        # The kernel position's B offset (CONV2D) and the A slice's (GEMM; a CONV2D's walker keeps
+        # its own) are never both used: one register, on one adder (`_next_k_tile`).
+        off["pos"] = off["a_k"]
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
         # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
@@ -552,7 +555,7 @@ class GemmLoop(wiring.Component):
         def restart_k() -> None:
             """The first K tile of a pair."""
             m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
-            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
+            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]  # (and "pos")
 
         def next_n_tile() -> list:
             return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
@@ -1077,16 +1080,18 @@ class GemmLoop(wiring.Component):
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
         m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
+        # off["pos"] is off["a_k"]: the next kernel position's (CONV2D), or the next A slice's
+        # (GEMM only: a CONV2D leaves it on its kernel position).
+        assert off["pos"] is off["a_k"]
+        k_sum = off["a_k"] + Mux(ks.last, steps["pos"], steps["a_k"])
+        with m.If(ks.last | ~c.conv):
+            m.d.sync += off["a_k"].eq(k_sum)
         with m.If(ks.last):  # only CONV2D gets here without being at its last K tile
             m.d.sync += ks.start(kdim)
-            m.d.sync += [off["pos"].eq(off["pos"] + steps["pos"]), off["b_k"].eq(off["pos"] + steps["pos"])]
+            m.d.sync += off["b_k"].eq(k_sum)
             with m.If(kx + 1 == c.kw):
                 m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
             with m.Else():
                 m.d.sync += kx.eq(kx + 1)
         with m.Else():
-            m.d.sync += [
-                *ks.next(),
-                off["a_k"].eq(off["a_k"] + steps["a_k"]),
-                off["b_k"].eq(off["b_k"] + steps["b_k"]),
-            ]
+            m.d.sync += [*ks.next(), off["b_k"].eq(off["b_k"] + steps["b_k"])]
