@@ -96,6 +96,18 @@ def _min(a, b):
     return Mux(a < b, a, b)
 
 
+def _min_const(value: Value, bound: int) -> Value:
+    """min(value, bound) for a non-negative ``value``, only as wide as ``bound``: below it,
+    ``value`` fits those bits, so its upper bits need no multiplexer."""
+    return Mux(value < bound, value[: bound.bit_length()], bound)
+
+
+def _c_slot_rows(cfg: AccelConfig) -> int:
+    """Rows of a C slot: two slots, a bank each where there are two or more banks. An M block
+    has at most these rows."""
+    return min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+
+
 def kernel_area(kh: Value, kw: Value) -> Value:
     """``kh · kw`` for kernels of at most 7 × 7, with adders only."""
     return sum((Mux(kh[bit], kw << bit, 0) for bit in range(KERNEL_MAX.bit_length())), Const(0, 6))
@@ -109,15 +121,16 @@ def k_tiles_max(cfg: AccelConfig) -> int:
 class _Prefetch:
     """Registers of the stream that loads the next M block's A slices during the current block."""
 
-    def __init__(self, sp_bits: int) -> None:
+    def __init__(self, sp_bits: int, block_bits: int, n_tiles_bits: int) -> None:
         self.done = Signal(16, name="pf_done")  # slices of the next block loaded
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
-        self.pc = Signal(16, name="pf_pc")  # steps since the last slice came due
+        self.pc = Signal(n_tiles_bits, name="pf_pc")  # steps since the last slice came due (below N tiles)
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
         # Its offset from the next block's first (K rows of A, or rows of A^T): the address is the
         # next block's A address plus this, so a block change only restarts it.
         self.k_off = Signal(32, name="pf_k_off")
-        self.chunk = Signal(16, name="pf_chunk")  # transposed A: rows of the slice already loaded
+        # Transposed A: rows of the slice already loaded (fewer than the block's).
+        self.chunk = Signal(block_bits, name="pf_chunk")
         # Its place: the other half's first row, then on (no half's row added per load).
         self.res = Signal(sp_bits, name="pf_res")
         self.step = Signal(name="pf_step")  # a slice went out in this step
@@ -152,13 +165,17 @@ class _Plan:
     def __init__(self, cfg: AccelConfig, k_tiles_bits: int) -> None:
         a_rows = cfg.sp_layout.a_rows
         self.k_tiles = Signal(k_tiles_bits, name="k_tiles")
-        self.mb = Signal(16, name="mb")  # rows of a full M block
+        self.mb = Signal(range(_c_slot_rows(cfg) + 1), name="mb")  # rows of a full M block
         self.streaming = Signal(name="streaming")
         self.prefetch = Signal(name="prefetch")  # GEMM: the next block's A is loaded during the current block
         # The first block's first GROUP N tiles run K-outer, in C slots of their own.
         self.grouped = Signal(name="grouped")
         self.multi = Signal(name="multi")  # M is more than one block
-        self.n_tiles = Signal(16, name="n_tiles")
+        self.n_tiles = Signal(range(-(-MAX_DIM // cfg.cols) + 1), name="n_tiles")
+        # M's rows from the current block on, counted down by the loop; M itself during the setup
+        # (the command's, or a CONV2D's output pixels once multiplied), so the command's field is
+        # not kept beside it.
+        self.rows_left = Signal(32, name="rows_left")
         self.steps = {n: Signal(32, name=f"{n}_step") for n in ("a_m", "c_m", "d_m", "a_k", "b_k", "b_n", "pos")}
         # Rows of the A region this command may use: all of it, or those below a resident B.
         self.a_rows = Signal(range(a_rows + 1), name="a_rows")
@@ -190,7 +207,7 @@ class _Segments:
         are compared side by side, so no sum of the width is in the path to the loads (it was the
         tile's longest on ECP5)."""
         c_left, col_left = cin - self.c, kslice - self.col
-        self.width = _min(c_left, col_left)
+        self.width = _min(c_left, col_left)[: kslice.shape().width]  # at most kslice
         self.position_done = c_left <= col_left
         self.tile_done = col_left <= c_left
 
@@ -299,7 +316,7 @@ class GemmLoop(wiring.Component):
         # Positions.
         # M's rows from the current block on: counted down, so no subtraction sits before the
         # block's size and the last-block test.
-        rows_left, n0 = Signal(32), Signal(16)
+        rows_left, n0 = plan.rows_left, Signal(16)
         ks = _KSlice(R)
         k0 = ks.k0
         kx, ky = Signal(3), Signal(3)
@@ -311,9 +328,9 @@ class GemmLoop(wiring.Component):
         grp = Signal()  # the pair is one of the first block's K-outer group
         # The command's last pair runs in two parts (see `tail` below): the second is running, and
         # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
-        second, tail_left = Signal(name="tail_second"), Signal(16, name="tail_left")
+        second, tail_left = Signal(name="tail_second"), Signal(len(mb), name="tail_left")  # (at most mb)
         g_f = Signal(range(GROUP))  # its place in the group
-        chunk = Signal(16)  # rows of a transposed A slice already loaded
+        chunk = Signal(len(mb))  # rows of a transposed A slice already loaded (fewer than mb)
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
         # block (N tile) start, the others offsets within it, so each load adds at most two terms.
         # d_m is D's rows, and `bias_stride` the bias rows' stride (C's `ldc` when accumulating into
@@ -322,14 +339,17 @@ class GemmLoop(wiring.Component):
         # whose address c_m steps exactly as d_m would (by ldc, and mb · ldc): the bias load reads
         # c_m then, picked with the load's other sources, so d_m needs no choice of its own.
         bias_stride = Signal(32)
-        off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m", "pos")}
+        off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m")}
+        # The kernel position's B offset (CONV2D) and the A slice's (GEMM; a CONV2D's walker keeps
+        # its own) are never both used: one register, on one adder (`_next_k_tile`).
+        off["pos"] = off["a_k"]
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
         # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
         kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
         have = Signal(16)  # K slices of the current block's A already in place (prefetched)
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
-        pf = _Prefetch(self.sp_bits)
+        pf = _Prefetch(self.sp_bits, len(mb), len(n_tiles))
         strides_go, strides_ready = Signal(), Signal()
         # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
         ex_out, st_out, prev_steps, cur_steps = (
@@ -343,10 +363,10 @@ class GemmLoop(wiring.Component):
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
         blocks_after_2 = rows_after > mb
-        mb_rows = Mux(last_m, rows_left[:16], mb)
+        mb_rows = Mux(last_m, rows_left[: len(mb)], mb)  # rows_left fits mb's bits in the last block
         cols_left = c.n - n0
         last_n = cols_left <= C
-        nw = Mux(last_n, cols_left, C)
+        nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
@@ -397,8 +417,8 @@ class GemmLoop(wiring.Component):
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = Mux(blocks_after_2, mb, rows_after)
-        pf_kslice = _min(c.k - pf.k0, R)
+        next_rows = Mux(blocks_after_2, mb, rows_after[: len(mb)])  # (only read while not the last block)
+        pf_kslice = _min_const(c.k - pf.k0, R)
         pf_go = (
             prefetch
             & strides_ready  # the next block's address needs the block stride
@@ -459,8 +479,11 @@ class GemmLoop(wiring.Component):
         a_kslice = Mux(prefetching, pf_kslice, kslice)
         # A transposed slice's rows still to load: the last block of them when at most `dim`.
         a_left = a_rows_all - a_chunk
-        # The A slice's address from the block's: the next block's (the prefetch) or this one's.
-        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, off["a_k"]) + times(a_chunk, in_e, 32)
+        # The A slice's address from the block's: the next block's (the prefetch) or this one's; in
+        # a CONV2D (whose block address is zero) the walker's piece's, so it takes the same adder
+        # and needs no multiplexer of its own after it.
+        a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
+        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
         a_last_block = a_left <= cfg.dim
         last_a = ~c.trans_a | a_last_block
         a_load = op(
@@ -469,8 +492,8 @@ class GemmLoop(wiring.Component):
                 dram_addr=load_addr,  # off["a_m"] + a_in_block
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
-                elems=Mux(c.trans_a, Mux(a_last_block, a_left, cfg.dim), a_kslice),
-                local_addr=Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk,
+                elems=Mux(c.trans_a, Mux(a_last_block, a_left[: cfg.dim.bit_length()], cfg.dim), a_kslice),
+                local_addr=(Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk)[: self.sp_bits],
                 transpose=c.trans_a,
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
@@ -532,7 +555,7 @@ class GemmLoop(wiring.Component):
         def restart_k() -> None:
             """The first K tile of a pair."""
             m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
-            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k", "pos")]
+            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]  # (and "pos")
 
         def next_n_tile() -> list:
             return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
@@ -556,10 +579,12 @@ class GemmLoop(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), n0.eq(0), odd_block.eq(0)]
+                    m.d.sync += [c.eq(self.cmd.p), rows_left.eq(self.cmd.p.m), n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
                     p = self.cmd.p
-                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "a_m", "c_m")]
+                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "c_m")]
+                    # A CONV2D's A addresses are the walker's own: its block address stays zero.
+                    m.d.sync += off["a_m"].eq(Mux(p.conv, 0, p.a))
                     m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
@@ -581,7 +606,6 @@ class GemmLoop(wiring.Component):
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
-                m.d.sync += rows_left.eq(c.m)  # a CONV2D's M is known from its setup on
                 m.d.sync += last_m.eq(~plan.multi)
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
@@ -650,7 +674,8 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
                         m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
-                        m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
+                        with m.If(~c.conv):
+                            m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
@@ -671,15 +696,17 @@ class GemmLoop(wiring.Component):
             m.d.comb += source.eq(Mux(pf_go, 0, 2))
         with m.Elif(c.conv):
             m.d.comb += source.eq(3)
-        # The block's address: A's, D's, B's, or C's for a bias read from C (the walker's place,
-        # where no sum is read), on two select bits.
-        block_sel = Cat(source[0], source[1] | (source[0] & c.acc_c))
+        # The address's source: the walker's pieces take the A descriptor's (see `a_in_block`).
+        addr_src = Mux(source == 3, 0, source)
+        # The block's address: A's, D's, B's, or C's for a bias read from C, on two select bits.
+        block_sel = Cat(addr_src[0], addr_src[1] | (addr_src[0] & c.acc_c))
         m.d.comb += load_addr.eq(
             Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
-            + Mux(source[1], off["b_k"], Mux(source[0], n_acc, a_in_block))
+            + Mux(addr_src[1], off["b_k"], Mux(addr_src[0], n_acc, a_in_block))
         )
         m.d.comb += [
             load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
+            load.p.op.dram_addr.eq(load_addr),  # every source's
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
@@ -740,8 +767,7 @@ class GemmLoop(wiring.Component):
         R, C = cfg.rows, cfg.cols
         in_e = cfg.in_bits // 8
         layout = cfg.sp_layout
-        # C slots: two, a bank each where there are two or more banks.
-        c_slot_rows = min(cfg.acc_bank_rows if cfg.acc_banks > 1 else cfg.acc_rows // 2, 0xFFFF)
+        c_slot_rows = _c_slot_rows(cfg)
         slots_log2 = layout.slots.bit_length() - 1
         stream_rows = _min(a_rows >> slots_log2, c_slot_rows)
         # Larger M is cut into about four blocks, so the first block's A (loaded before any prefetch
@@ -774,7 +800,7 @@ class GemmLoop(wiring.Component):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
             operands(Mux(c.b_sp, 1, c.ldb), c.cin)
             with m.If(mul.done):
-                m.d.sync += c.m.eq(mul.product[:32])
+                m.d.sync += plan.rows_left.eq(mul.product[:32])
                 m.d.comb += mul.start.eq(1)
                 m.next = "CONV_POS"
                 with m.If(mul.product[32:] != 0):
@@ -824,12 +850,13 @@ class GemmLoop(wiring.Component):
             m.next = "BLOCK"
         with m.State("BLOCK"), m.If(div.done):
             q = div.quotient
-            whole = (c.m <= q) & (c.m <= c_slot_rows)
+            m_rows = plan.rows_left  # M
+            whole = (m_rows <= q) & (m_rows <= c_slot_rows)
             half = q >> 1
-            fits_stream = c.m <= stream_rows
+            fits_stream = m_rows <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
-            rounded = c.m + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
+            rounded = m_rows + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
             quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
             below_least = quarter < mb_min
             target = Mux(below_least, mb_min, quarter)
@@ -838,11 +865,11 @@ class GemmLoop(wiring.Component):
             # during the first, would make the first block wait on the bus (and B is loaded once
             # per block). CONV2D is cut too: it has no prefetch, but the next block's first N tile
             # (its A walks) is issued while the current block's later N tiles still run.
-            short = ~c.conv & whole & below_least & self._group_fits(c.m)
+            short = ~c.conv & whole & below_least & self._group_fits(m_rows)
             # M above the target is M above the least block: a target above that is a quarter
             # (an eighth) of M, rounded up, below any M of two or more rows.
             assert mb_min >= 1
-            split = (c.m > mb_min) & (half != 0) & ~short
+            split = (m_rows > mb_min) & (half != 0) & ~short
             # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
             # the other case; that is at most c_slot_rows, so the target is compared on its bits only
             # (above them, a test for zero).
@@ -851,7 +878,7 @@ class GemmLoop(wiring.Component):
             block = Mux(
                 split,
                 Mux(target_fits, target, half_slot),
-                Mux(whole, c.m, Mux(half != 0, half_slot, Mux(fits_stream, c.m, stream_rows))),
+                Mux(whole, m_rows, Mux(half != 0, half_slot, Mux(fits_stream, m_rows, stream_rows))),
             )
             streaming = ~split & ~whole & (half == 0)
             # Several blocks (the block is below M): a split, or M more than one block holds;
@@ -1053,16 +1080,18 @@ class GemmLoop(wiring.Component):
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
         m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
+        # off["pos"] is off["a_k"]: the next kernel position's (CONV2D), or the next A slice's
+        # (GEMM only: a CONV2D leaves it on its kernel position).
+        assert off["pos"] is off["a_k"]
+        k_sum = off["a_k"] + Mux(ks.last, steps["pos"], steps["a_k"])
+        with m.If(ks.last | ~c.conv):
+            m.d.sync += off["a_k"].eq(k_sum)
         with m.If(ks.last):  # only CONV2D gets here without being at its last K tile
             m.d.sync += ks.start(kdim)
-            m.d.sync += [off["pos"].eq(off["pos"] + steps["pos"]), off["b_k"].eq(off["pos"] + steps["pos"])]
+            m.d.sync += off["b_k"].eq(k_sum)
             with m.If(kx + 1 == c.kw):
                 m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
             with m.Else():
                 m.d.sync += kx.eq(kx + 1)
         with m.Else():
-            m.d.sync += [
-                *ks.next(),
-                off["a_k"].eq(off["a_k"] + steps["a_k"]),
-                off["b_k"].eq(off["b_k"] + steps["b_k"]),
-            ]
+            m.d.sync += [*ks.next(), off["b_k"].eq(off["b_k"] + steps["b_k"])]
