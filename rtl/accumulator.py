@@ -99,10 +99,13 @@ class Accumulator(wiring.Component):
         m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
         lanes = [(add2, self._sum(m, add2, old2)), (plain2, plain2.data)]
         for b, (_rp, wp) in enumerate(ports):
-            m.d.comb += wp.en.eq(0)
+            # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
+            # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
+            wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
+            m.d.comb += [wp.en.eq(0), wp.data.eq(wd)]
             for op2, result in lanes:
                 with m.If(op2.valid & (op2.bank == b)):  # the lanes never share a bank (S0 refuses it)
-                    m.d.comb += [wp.addr.eq(op2.index), wp.data.eq(result), wp.en.eq(op2.mask)]
+                    m.d.comb += [wp.addr.eq(op2.index), wd.eq(result), wp.en.eq(op2.mask)]
 
         rows = self._bank_rows(m, ports)
         m.d.sync += old2.eq(self._pick(m, rows, add1.bank))
