@@ -17,10 +17,10 @@ There are two lanes side by side, and only one of them adds: the mesh's writes t
 lane, and so does a DMA accumulate, in a cycle with no mesh write; other DMA writes take the plain
 lane, which only writes. (A DMA accumulate is a LOAD's option that the GEMM and CONV2D loops never
 use, so a lane of ``cols`` adders for it alone would be the accumulator's largest part left idle.)
-Two hazards are closed without stalling: a write leaving S2 in the cycle a row is read is seen
-through the read port's transparency, and the op in S2 one cycle later is forwarded element-wise
-into the S1 capture. So a write accepted in cycle t is seen by every write or read accepted in
-cycle t + 1 or later.
+Two hazards are closed without stalling, per bank, from its write port: a write leaving S2 in the
+cycle a row is read is registered beside the read (the port is not transparent), and the op in S2
+one cycle later is taken as it is written; both are forwarded element-wise into the S1 capture.
+So a write accepted in cycle t is seen by every write or read accepted in cycle t + 1 or later.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
