@@ -94,6 +94,7 @@ class Checker:
     outstanding: int = 0  # accepted reads not yet taken from read_data (the hardware's credit count)
     last_write: dict = field(default_factory=dict)
     spacing: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=int))
+    read_spacing: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=int))
     stats: dict = field(
         default_factory=lambda: dict.fromkeys(
             ("reads", "dma_stalls", "dma_accumulates", "read_stalls", "backpressure"), 0
@@ -149,6 +150,8 @@ class Checker:
             self.owed.append((model.read(r["addr"], r["scale"], r["act"], r["out"]), cycle))
             self.outstanding += 1
             self.stats["reads"] += 1
+            if r["addr"] in self.last_write:
+                self.read_spacing[min(cycle - self.last_write[r["addr"]], 7)] += 1
             traffic.read = None
         writes = [(mesh, None)] if mesh else []
         if dma_ok:
@@ -197,7 +200,8 @@ def run_random(cfg: AccelConfig, seed: int) -> dict[str, int]:
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    return checker.stats | {f"spacing{k}": int(checker.spacing[k]) for k in range(1, 5)}
+    spacing = {f"spacing{k}": int(checker.spacing[k]) for k in range(1, 5)}
+    return checker.stats | spacing | {f"read_spacing{k}": int(checker.read_spacing[k]) for k in range(1, 4)}
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
@@ -207,6 +211,9 @@ def test_accumulator_random_traffic(cfg: AccelConfig) -> None:
     # earlier (in flight in every pipeline stage), DMA stalls, DMA accumulates (on the mesh's
     # adding lane), refused reads, a stalled consumer.
     assert all(stats[f"spacing{k}"] >= 20 for k in range(1, 5)), stats
+    # Reads of a row written 1, 2 and 3 cycles earlier: its write is then in S1 (forwarded from the
+    # write port a cycle later), in S2 (forwarded from the register of the read's cycle) or done.
+    assert all(stats[f"read_spacing{k}"] >= 20 for k in range(1, 4)), stats
     assert stats["reads"] > 300 and stats["dma_stalls"] > 20 and stats["read_stalls"] > 50, stats
     assert stats["dma_accumulates"] > 50, stats
     assert stats["backpressure"] > 50, stats
