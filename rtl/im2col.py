@@ -69,9 +69,14 @@ class _Table:
         self.mem = m.submodules[name] = Memory(shape=width, depth=KERNEL_MAX, init=[])
         self.port = self.mem.write_port()
 
-    def write(self, index, value) -> list:
-        """Statements that write ``value`` at ``index`` in this cycle (where they are active)."""
-        return [self.port.addr.eq(index), self.port.data.eq(value), self.port.en.eq(1)]
+    def offer(self, index, value) -> None:
+        """What a write stores, and where: driven always, not only with the write (a multiplexer
+        to zero per bit in front of the memory's pins otherwise), as only ``write`` enables it."""
+        self.m.d.comb += [self.port.addr.eq(index), self.port.data.eq(value)]
+
+    def write(self) -> list:
+        """The statement that writes what is offered in this cycle (where it is active)."""
+        return [self.port.en.eq(1)]
 
     def __getitem__(self, index) -> Value:
         port = self.mem.read_port(domain="comb")
@@ -202,16 +207,18 @@ class Im2col(wiring.Component):
             ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
+        q = div.quotient[:16]
+        lo.offer(k, q)
+        hi.offer(k, Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
         with m.If(running & div.done):
-            q = div.quotient[:16]
             with m.If(step == 0):
                 m.d.sync += self.oh.eq(q + 1)
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
-                m.d.comb += lo.write(k, q)
+                m.d.comb += lo.write()
             with m.Else():
-                m.d.comb += hi.write(k, Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
+                m.d.comb += hi.write()
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
@@ -252,13 +259,14 @@ class Im2col(wiring.Component):
         wrap = Cat(product[:16], product[16:32] - Mux(gap < 0, prod["row_bytes"][:16], 0))
         with m.If(self.setup):
             m.d.sync += [step.eq(0), xs_ready.eq(0)]
+        lo_xs.offer(k, product)
         with m.If(running & mul.done):
             with m.Switch(step):
                 for index, name in enumerate(_PRODUCTS):
                     with m.Case(index):
                         m.d.sync += prod[name].eq(wrap if name == "wrap" else product)
                 with m.Default():
-                    m.d.comb += lo_xs.write(k, product)
+                    m.d.comb += lo_xs.write()
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == len(_PRODUCTS) + s.kw):
                 start = (s.a - prod["pad_off"])[:32]
