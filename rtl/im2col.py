@@ -208,8 +208,12 @@ class Im2col(wiring.Component):
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
         q = div.quotient[:16]
-        lo.offer(k, q)
-        hi.offer(k, Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
+        # Both limits are clipped to OW (lo too: a lo past OW only ends a zero piece at OW instead),
+        # on one comparison, so the walker's pieces end at the next limit without a test against OW.
+        limit = q + step[0]  # lo at even steps, hi at odd ones
+        clipped_limit = Mux(limit < self.ow, limit, self.ow)
+        lo.offer(k, clipped_limit)
+        hi.offer(k, Mux(unreachable, 0, clipped_limit))
         with m.If(running & div.done):
             with m.If(step == 0):
                 m.d.sync += self.oh.eq(q + 1)
@@ -290,40 +294,33 @@ class Im2col(wiring.Component):
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
         q = Signal(32)  # the offset of the next inside piece from cur.row
 
-        # The input row read at kernel row ky (above the input, in the top padding, below pad),
-        # cur.oh_s + ky, and whether it lies inside the input: registers kept with cur (ky is
-        # constant through a walk), so the kernel row and the bounds' carry chains do not run on
-        # through the piece's end into cur's enables (the 4x4-int8 tile's longest ECP5 path).
-        below, row_inside = Signal(18, name="below"), Signal(name="row_inside")
-        # The next input row is a sum picked where it is known (the walk's start: block.oh_s + ky;
-        # the next output row: below + s; the next image: 0 + ky), so one adder and one pair of
-        # bounds' comparisons serve all three.
-        track, track_base, track_step = Signal(), Signal(18), Signal(8)
-        track_row_value = track_base + track_step
-        with m.If(track):
-            m.d.sync += [
-                below.eq(track_row_value),
-                row_inside.eq((track_row_value >= s.pad) & (track_row_value - s.pad < s.h)),
-            ]
-
-        def track_row(base, step) -> list:
-            return [track.eq(1), track_base.eq(base), track_step.eq(step)]
+        # Whether the input row that kernel row ky reads for output row oh lies inside the input:
+        # 0 ≤ oh_s + ky − pad < H. With ``ky_pad`` = ky − pad, set as the walk starts (ky is
+        # constant through a walk), that is a sum from cur (cur.oh_s for the walk's first row, as
+        # the K slice's offsets are summed; cur.oh_s + s, nxt.oh_s's sum, for the next row) and one
+        # comparison; the next image's row 0 reads row ky − pad. None of them waits for the piece's
+        # end, so only the register's multiplexer lies on the path from the piece's limits to it.
+        ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
+        row_s = (cur.oh_s + Mux(phase[1], s.stride, 0))[:18]  # phase 1: this row; 2: the next
+        row_rel = row_s + ky_pad
+        row_s_inside = (row_rel >= 0) & (row_rel < s.h)
+        with m.If(phase == 1):
+            m.d.sync += row_inside.eq(row_s_inside)
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
-        seg_end = Mux(cur.x + left < self.ow, cur.x + left, self.ow)
-        inside = row_inside & (cur.x >= col_lo) & (cur.x < col_hi)
-        piece_end = Signal(16)
-        with m.If(~row_inside | (cur.x >= col_hi)):
-            m.d.comb += piece_end.eq(seg_end)
-        with m.Elif(cur.x < col_lo):
-            m.d.comb += piece_end.eq(Mux(seg_end < col_lo, seg_end, col_lo))
-        with m.Else():
-            m.d.comb += piece_end.eq(Mux(seg_end < col_hi, seg_end, col_hi))
+        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo and hi are
+        # at most OW), whichever comes first: the walk's last piece is the one that reaches its end.
+        walk_end = cur.x + left
+        before_hi = row_inside & (cur.x < col_hi)
+        before_lo = cur.x < col_lo
+        inside = before_hi & ~before_lo
+        limit = Mux(before_hi, Mux(before_lo, col_lo, col_hi), self.ow)
+        last = walk_end <= limit
+        piece_end = Mux(last, walk_end, limit)[:16]
         length = piece_end - cur.x
         pending = (phase == 2) & (left != 0)
-        last = length == left
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
         # The pieces leave through a register (with their skip, first and last flags), so the
         # piece's limits (kernel column → inside bounds → length → last → skip) end at it instead
@@ -360,7 +357,7 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.comb += track_row(block.oh_s, self.ky)
+            m.d.sync += ky_pad.eq(self.ky - s.pad)
             m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
@@ -380,10 +377,10 @@ class Im2col(wiring.Component):
                 m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.comb += track_row(0, self.ky)
+                    m.d.sync += row_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
                 with m.Else():
-                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
-                    m.d.comb += track_row(below, s.stride)
+                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(row_s)]
+                    m.d.sync += row_inside.eq(row_s_inside)
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
