@@ -164,11 +164,15 @@ class Im2col(wiring.Component):
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
-        block = Signal(_Pos)  # where the M block starts
+        # The walk's position registers are set by every setup before a walk reads them, so they
+        # need no reset (to a halt, say): without one, a flip-flop's synchronous reset pin is free
+        # for the zeros the walk itself writes (the block start's pixel 0, a row's column 0, an
+        # image's row 0) instead of a gate to zero in front of every bit.
+        block = Signal(_Pos, reset_less=True)  # where the M block starts
         # Where the walk is. A block's walks all end where the next block starts, and the loop
         # moves to the next block (``next_block``) only once they have all ended.
-        cur = Signal(_Pos)
-        block_xs = Signal(32)  # its column's offset, block.x · x_step
+        cur = Signal(_Pos, reset_less=True)
+        block_xs = Signal(32, reset_less=True)  # its column's offset, block.x · x_step
         xs_ready = Signal()
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(18))  # H − (OH − 1)·s
