@@ -59,6 +59,17 @@ def times_small(value: Value, small: Value) -> Value:
     return sum(terms[1:], terms[0])[:32]
 
 
+def _late_operand(m: Module, value: Value, name: str) -> Signal:
+    """``value`` as a signal named ``name``, for a sum's operand that is logic (a multiplexer) where
+    the other is a register. Yosys orders a sum's operands by name and feeds the first to the carry
+    chain's DI pins: an unnamed expression comes first (its internal name starts with "$") and
+    then costs a LUT per bit for DI besides the one that merges it into the sum's bits. Named to
+    sort after the register, it merges into those alone."""
+    operand = Signal(len(value), name=name)
+    m.d.comb += operand.eq(value)
+    return operand
+
+
 class _Table:
     """A value per kernel column, written while the walker sets up and read while it walks: a
     small memory with combinational reads (LUT RAM on an FPGA) instead of registers behind a
@@ -160,7 +171,7 @@ class Im2col(wiring.Component):
         else:
             m.submodules.mul = mul = Multiplier(32, 16)
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
-        lo = _Table(m, "lo", 16)  # first output column inside
+        lo = _Table(m, "lo", 17)  # first output column inside; above it, whether that is OW or past it
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
@@ -212,12 +223,13 @@ class Im2col(wiring.Component):
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
         q = div.quotient[:16]
-        # Both limits are clipped to OW (lo too: a lo past OW only ends a zero piece at OW instead),
-        # on one comparison, so the walker's pieces end at the next limit without a test against OW.
+        # hi is clipped to OW, and lo is flagged where it is OW or past it (it stays as it is for its
+        # column offset, lo · x_step), on one comparison, so the walker's pieces end at the next
+        # limit without a test against OW. An unreachable kernel column's hi is 0.
         limit = q + step[0]  # lo at even steps, hi at odd ones
-        clipped_limit = Mux(limit < self.ow, limit, self.ow)
-        lo.offer(k, clipped_limit)
-        hi.offer(k, Mux(unreachable, 0, clipped_limit))
+        within = limit < self.ow
+        lo.offer(k, Cat(q, ~within))
+        hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
         with m.If(running & div.done):
             with m.If(step == 0):
                 m.d.sync += self.oh.eq(q + 1)
@@ -258,7 +270,7 @@ class Im2col(wiring.Component):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
                 mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
-                mul.b.eq(Mux(first_col, lo[k], Array(b for _, b in operands)[step])),
+                mul.b.eq(Mux(first_col, lo[k][:16], Array(b for _, b in operands)[step])),
             ]
         with m.Elif(self.next_block):
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
@@ -288,6 +300,14 @@ class Im2col(wiring.Component):
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
 
+    def _column_offset(self, m: Module, pix: Value, in_e: int) -> Value:
+        """kx · pix + c0 · in_e, summed from c0 on: each sum's first operand (its carry chain's DI)
+        is then c0 or the sum before, which needs no LUT of its own (see `_late_operand`)."""
+        total = self.c0 << (in_e - 1)
+        for bit in range(len(self.kx)):
+            total = total + _late_operand(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
+        return total
+
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
@@ -314,13 +334,15 @@ class Im2col(wiring.Component):
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
-        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo and hi are
-        # at most OW), whichever comes first: the walk's last piece is the one that reaches its end.
+        lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
+        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
+        # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
+        # its end.
         walk_end = cur.x + left
         before_hi = row_inside & (cur.x < col_hi)
         before_lo = cur.x < col_lo
         inside = before_hi & ~before_lo
-        limit = Mux(before_hi, Mux(before_lo, col_lo, col_hi), self.ow)
+        limit = Mux(before_hi, Mux(before_lo & ~lo_past, col_lo, col_hi), self.ow)
         last = walk_end <= limit
         piece_end = Mux(last, walk_end, limit)[:16]
         length = piece_end - cur.x
@@ -362,10 +384,11 @@ class Im2col(wiring.Component):
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
             m.d.sync += ky_pad.eq(self.ky - s.pad)
-            m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
+            lo_kx = lo[self.kx]
+            m.d.sync += [col_lo.eq(lo_kx[:16]), lo_past.eq(lo_kx[16]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
-                tx.eq(times_small(pix, self.kx) + (self.c0 << (in_e - 1))),
+                tx.eq(self._column_offset(m, pix, in_e)),
             ]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
         # first offset is summed while the walk starts, the other as its first piece is taken.
@@ -373,12 +396,13 @@ class Im2col(wiring.Component):
             m.d.sync += q.eq(ty + tx + Mux(phase[1], lo_xs[self.kx], block_xs))
         with m.If(phase == 1):
             m.d.sync += phase.eq(2)
+        image_end = cur.oh + 1 == self.oh
+        next_row = cur.row + _late_operand(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(take):
             nxt = Signal(_Pos)
-            image_end = cur.oh + 1 == self.oh
             m.d.comb += nxt.eq(cur)
             with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
-                m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
+                m.d.comb += [nxt.x.eq(0), nxt.row.eq(next_row)]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
                     m.d.sync += row_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
@@ -388,7 +412,7 @@ class Im2col(wiring.Component):
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
-            with m.If(length == left):
+            with m.If(last):
                 m.d.sync += phase.eq(0)
         with m.If(self.next_block):
             m.d.sync += block.eq(cur)
