@@ -19,8 +19,7 @@ starts either at the walk's first pixel (the M block's start) or at the first co
 input for this kw, so its address is that row address plus an offset summed in two registered
 steps when the walk starts, and again for column lo as its first piece leaves. The products come
 from a sequential shift-and-add multiplier: the per-command ones (row size, strides, each kw's
-first inside column) after the divisions, the last output row's input row during them, and the
-block start's column offset once per M block.
+first inside column) after the divisions, and the block start's column offset once per M block.
 """
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed
@@ -127,6 +126,7 @@ class Im2col(wiring.Component):
                 "div_busy": In(1),
                 "div_done": In(1),
                 "div_quotient": In(DIVIDER_WIDTH),
+                "div_remainder": In(DIVIDER_WIDTH),
             }
         super().__init__(
             ports
@@ -167,6 +167,7 @@ class Im2col(wiring.Component):
                 self.div_busy,
                 self.div_done,
                 self.div_quotient,
+                self.div_remainder,
             )
         else:
             m.submodules.mul = mul = Multiplier(32, 16)
@@ -188,14 +189,14 @@ class Im2col(wiring.Component):
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(18))  # H − (OH − 1)·s
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
-        self._limits(m, mul, div, lo, hi, gap, dividing, multiplying)
+        self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, mul, div, lo, hi, gap, running, then) -> None:
+    def _limits(self, m: Module, div, lo, hi, gap, running, then) -> None:
         """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
-        ``then`` rises when they are known. Meanwhile the idle multiplier gives ``gap``."""
+        ``then`` rises when they are known. OH's remainder gives ``gap``."""
         s = self.shape
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
         k = (step - 2)[1:4]
@@ -243,11 +244,12 @@ class Im2col(wiring.Component):
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
         # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
-        # row 0, multiplied while OW is divided (the multiplier's 16 cycles end before the division's).
+        # row 0: with OH − 1 = (H + 2·pad − kh − r) / s, r the division's remainder, that is
+        # kh + r − 2·pad, no product. (It was H − (OH − 1)·s with OH − 1 taken modulo 2^16, which
+        # adds s · 2^16 where OH − 1 reaches 2^16: kept, as is what OH itself does there.)
         with m.If(running & div.done & (step == 0)):
-            m.d.comb += [mul.start.eq(1), mul.a.eq(div.quotient[:16]), mul.b.eq(s.stride)]
-        with m.If(running & mul.done):
-            m.d.sync += gap.eq(s.h - mul.product[:24])
+            wrapped = Mux(div.quotient[16], s.stride, 0) << 16
+            m.d.sync += gap.eq(s.kh + div.remainder[:8] - (s.pad << 1) + wrapped)
 
     def _products(
         self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, running
