@@ -13,7 +13,8 @@ __all__ = ["Divider", "DividerPort"]
 
 class Divider(wiring.Component):
     """``quotient = numerator // denominator`` after ``width`` + 1 cycles; ``start`` latches the
-    operands, ``done`` pulses with the result. A zero denominator gives all ones.
+    operands, ``done`` pulses with the result (and ``remainder``, numerator mod denominator, with
+    it). A zero denominator gives all ones.
 
     With ``short_width``, a division started with ``short`` set is one of a ``short_width``-bit
     numerator and takes ``short_width`` + 1 cycles, as a divider of that width would (its
@@ -33,6 +34,7 @@ class Divider(wiring.Component):
                 "busy": Out(1),
                 "done": Out(1),
                 "quotient": Out(width),
+                "remainder": Out(width),
             }
         )
 
@@ -59,7 +61,7 @@ class Divider(wiring.Component):
             ]
             with m.If(step == 1):
                 m.d.sync += [self.busy.eq(0), self.done.eq(1)]
-        m.d.comb += self.quotient.eq(num)
+        m.d.comb += [self.quotient.eq(num), self.remainder.eq(rem[:w])]
         return m
 
 
@@ -70,11 +72,19 @@ class DividerPort:
     bits wide."""
 
     def __init__(
-        self, width: int, start: Value, numerator: Value, denominator: Value, busy: Value, done: Value, quotient: Value
+        self,
+        width: int,
+        start: Value,
+        numerator: Value,
+        denominator: Value,
+        busy: Value,
+        done: Value,
+        quotient: Value,
+        remainder: Value,
     ) -> None:
         self.width = width
         self.start, self.numerator, self.denominator = start, numerator, denominator
-        self.busy, self.done, self.quotient = busy, done, quotient
+        self.busy, self.done, self.quotient, self.remainder = busy, done, quotient, remainder
 
     @classmethod
     def requests_of(cls, div: Divider, width: int, name: str) -> "DividerPort":
@@ -87,4 +97,5 @@ class DividerPort:
             div.busy,
             div.done,
             div.quotient[:width],
+            div.remainder[:width],
         )

@@ -299,7 +299,7 @@ class GemmLoop(wiring.Component):
         im2col = Im2col(cfg, shared=True)
         for unit, loop_port, prefix, requests, results in (
             (mul_unit, mul, "mul", ("start", "a", "b"), ("busy", "done", "product")),
-            (div_unit, div, "div", ("start", "numerator", "denominator"), ("busy", "done", "quotient")),
+            (div_unit, div, "div", ("start", "numerator", "denominator"), ("busy", "done", "quotient", "remainder")),
         ):
             for name in requests:  # the two users' requests ORed (each zero while it does not ask)
                 request = getattr(loop_port, name) | getattr(im2col, f"{prefix}_{name}")

@@ -19,8 +19,7 @@ starts either at the walk's first pixel (the M block's start) or at the first co
 input for this kw, so its address is that row address plus an offset summed in two registered
 steps when the walk starts, and again for column lo as its first piece leaves. The products come
 from a sequential shift-and-add multiplier: the per-command ones (row size, strides, each kw's
-first inside column) after the divisions, the last output row's input row during them, and the
-block start's column offset once per M block.
+first inside column) after the divisions, and the block start's column offset once per M block.
 """
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed
@@ -59,6 +58,17 @@ def times_small(value: Value, small: Value) -> Value:
     return sum(terms[1:], terms[0])[:32]
 
 
+def _late_operand(m: Module, value: Value, name: str) -> Signal:
+    """``value`` as a signal named ``name``, for a sum's operand that is logic (a multiplexer) where
+    the other is a register. Yosys orders a sum's operands by name and feeds the first to the carry
+    chain's DI pins: an unnamed expression comes first (its internal name starts with "$") and
+    then costs a LUT per bit for DI besides the one that merges it into the sum's bits. Named to
+    sort after the register, it merges into those alone."""
+    operand = Signal(len(value), name=name)
+    m.d.comb += operand.eq(value)
+    return operand
+
+
 class _Table:
     """A value per kernel column, written while the walker sets up and read while it walks: a
     small memory with combinational reads (LUT RAM on an FPGA) instead of registers behind a
@@ -69,9 +79,14 @@ class _Table:
         self.mem = m.submodules[name] = Memory(shape=width, depth=KERNEL_MAX, init=[])
         self.port = self.mem.write_port()
 
-    def write(self, index, value) -> list:
-        """Statements that write ``value`` at ``index`` in this cycle (where they are active)."""
-        return [self.port.addr.eq(index), self.port.data.eq(value), self.port.en.eq(1)]
+    def offer(self, index, value) -> None:
+        """What a write stores, and where: driven always, not only with the write (a multiplexer
+        to zero per bit in front of the memory's pins otherwise), as only ``write`` enables it."""
+        self.m.d.comb += [self.port.addr.eq(index), self.port.data.eq(value)]
+
+    def write(self) -> list:
+        """The statement that writes what is offered in this cycle (where it is active)."""
+        return [self.port.en.eq(1)]
 
     def __getitem__(self, index) -> Value:
         port = self.mem.read_port(domain="comb")
@@ -111,6 +126,7 @@ class Im2col(wiring.Component):
                 "div_busy": In(1),
                 "div_done": In(1),
                 "div_quotient": In(DIVIDER_WIDTH),
+                "div_remainder": In(DIVIDER_WIDTH),
             }
         super().__init__(
             ports
@@ -151,31 +167,36 @@ class Im2col(wiring.Component):
                 self.div_busy,
                 self.div_done,
                 self.div_quotient,
+                self.div_remainder,
             )
         else:
             m.submodules.mul = mul = Multiplier(32, 16)
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
-        lo = _Table(m, "lo", 16)  # first output column inside
+        lo = _Table(m, "lo", 17)  # first output column inside; above it, whether that is OW or past it
         hi = _Table(m, "hi", 16)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
-        block = Signal(_Pos)  # where the M block starts
+        # The walk's position registers are set by every setup before a walk reads them, so they
+        # need no reset (to a halt, say): without one, a flip-flop's synchronous reset pin is free
+        # for the zeros the walk itself writes (the block start's pixel 0, a row's column 0, an
+        # image's row 0) instead of a gate to zero in front of every bit.
+        block = Signal(_Pos, reset_less=True)  # where the M block starts
         # Where the walk is. A block's walks all end where the next block starts, and the loop
         # moves to the next block (``next_block``) only once they have all ended.
-        cur = Signal(_Pos)
-        block_xs = Signal(32)  # its column's offset, block.x · x_step
+        cur = Signal(_Pos, reset_less=True)
+        block_xs = Signal(32, reset_less=True)  # its column's offset, block.x · x_step
         xs_ready = Signal()
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(18))  # H − (OH − 1)·s
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
-        self._limits(m, mul, div, lo, hi, gap, dividing, multiplying)
+        self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
         return m
 
-    def _limits(self, m: Module, mul, div, lo, hi, gap, running, then) -> None:
+    def _limits(self, m: Module, div, lo, hi, gap, running, then) -> None:
         """OH, OW, then for each kw: lo = ceil((pad − kw)⁺ / s), hi = min(OW, ⌊(W − 1 + pad − kw) / s⌋ + 1);
-        ``then`` rises when they are known. Meanwhile the idle multiplier gives ``gap``."""
+        ``then`` rises when they are known. OH's remainder gives ``gap``."""
         s = self.shape
         step = Signal(range(2 * KERNEL_MAX + 3))  # 0: OH, 1: OW, then lo and hi of each kw
         k = (step - 2)[1:4]
@@ -202,25 +223,33 @@ class Im2col(wiring.Component):
             ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
+        q = div.quotient[:16]
+        # hi is clipped to OW, and lo is flagged where it is OW or past it (it stays as it is for its
+        # column offset, lo · x_step), on one comparison, so the walker's pieces end at the next
+        # limit without a test against OW. An unreachable kernel column's hi is 0.
+        limit = q + step[0]  # lo at even steps, hi at odd ones
+        within = limit < self.ow
+        lo.offer(k, Cat(q, ~within))
+        hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
         with m.If(running & div.done):
-            q = div.quotient[:16]
             with m.If(step == 0):
                 m.d.sync += self.oh.eq(q + 1)
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
-                m.d.comb += lo.write(k, q)
+                m.d.comb += lo.write()
             with m.Else():
-                m.d.comb += hi.write(k, Mux(unreachable, 0, Mux(q + 1 < self.ow, q + 1, self.ow)))
+                m.d.comb += hi.write()
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == end):
                 m.d.sync += [running.eq(0), then.eq(1)]
         # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
-        # row 0, multiplied while OW is divided (the multiplier's 16 cycles end before the division's).
+        # row 0: with OH − 1 = (H + 2·pad − kh − r) / s, r the division's remainder, that is
+        # kh + r − 2·pad, no product. (It was H − (OH − 1)·s with OH − 1 taken modulo 2^16, which
+        # adds s · 2^16 where OH − 1 reaches 2^16: kept, as is what OH itself does there.)
         with m.If(running & div.done & (step == 0)):
-            m.d.comb += [mul.start.eq(1), mul.a.eq(div.quotient[:16]), mul.b.eq(s.stride)]
-        with m.If(running & mul.done):
-            m.d.sync += gap.eq(s.h - mul.product[:24])
+            wrapped = Mux(div.quotient[16], s.stride, 0) << 16
+            m.d.sync += gap.eq(s.kh + div.remainder[:8] - (s.pad << 1) + wrapped)
 
     def _products(
         self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, running
@@ -243,7 +272,7 @@ class Im2col(wiring.Component):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
                 mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
-                mul.b.eq(Mux(first_col, lo[k], Array(b for _, b in operands)[step])),
+                mul.b.eq(Mux(first_col, lo[k][:16], Array(b for _, b in operands)[step])),
             ]
         with m.Elif(self.next_block):
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
@@ -252,13 +281,14 @@ class Im2col(wiring.Component):
         wrap = Cat(product[:16], product[16:32] - Mux(gap < 0, prod["row_bytes"][:16], 0))
         with m.If(self.setup):
             m.d.sync += [step.eq(0), xs_ready.eq(0)]
+        lo_xs.offer(k, product)
         with m.If(running & mul.done):
             with m.Switch(step):
                 for index, name in enumerate(_PRODUCTS):
                     with m.Case(index):
                         m.d.sync += prod[name].eq(wrap if name == "wrap" else product)
                 with m.Default():
-                    m.d.comb += lo_xs.write(k, product)
+                    m.d.comb += lo_xs.write()
             m.d.sync += step.eq(step + 1)
             with m.If(step + 1 == len(_PRODUCTS) + s.kw):
                 start = (s.a - prod["pad_off"])[:32]
@@ -272,6 +302,14 @@ class Im2col(wiring.Component):
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
 
+    def _column_offset(self, m: Module, pix: Value, in_e: int) -> Value:
+        """kx · pix + c0 · in_e, summed from c0 on: each sum's first operand (its carry chain's DI)
+        is then c0 or the sum before, which needs no LUT of its own (see `_late_operand`)."""
+        total = self.c0 << (in_e - 1)
+        for bit in range(len(self.kx)):
+            total = total + _late_operand(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
+        return total
+
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
@@ -282,40 +320,35 @@ class Im2col(wiring.Component):
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
         q = Signal(32)  # the offset of the next inside piece from cur.row
 
-        # The input row read at kernel row ky (above the input, in the top padding, below pad),
-        # cur.oh_s + ky, and whether it lies inside the input: registers kept with cur (ky is
-        # constant through a walk), so the kernel row and the bounds' carry chains do not run on
-        # through the piece's end into cur's enables (the 4x4-int8 tile's longest ECP5 path).
-        below, row_inside = Signal(18, name="below"), Signal(name="row_inside")
-        # The next input row is a sum picked where it is known (the walk's start: block.oh_s + ky;
-        # the next output row: below + s; the next image: 0 + ky), so one adder and one pair of
-        # bounds' comparisons serve all three.
-        track, track_base, track_step = Signal(), Signal(18), Signal(8)
-        track_row_value = track_base + track_step
-        with m.If(track):
-            m.d.sync += [
-                below.eq(track_row_value),
-                row_inside.eq((track_row_value >= s.pad) & (track_row_value - s.pad < s.h)),
-            ]
-
-        def track_row(base, step) -> list:
-            return [track.eq(1), track_base.eq(base), track_step.eq(step)]
+        # Whether the input row that kernel row ky reads for output row oh lies inside the input:
+        # 0 ≤ oh_s + ky − pad < H. With ``ky_pad`` = ky − pad, set as the walk starts (ky is
+        # constant through a walk), that is a sum from cur (cur.oh_s for the walk's first row, as
+        # the K slice's offsets are summed; cur.oh_s + s, nxt.oh_s's sum, for the next row) and one
+        # comparison; the next image's row 0 reads row ky − pad. None of them waits for the piece's
+        # end, so only the register's multiplexer lies on the path from the piece's limits to it.
+        ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
+        row_s = (cur.oh_s + Mux(phase[1], s.stride, 0))[:18]  # phase 1: this row; 2: the next
+        row_rel = row_s + ky_pad
+        row_s_inside = (row_rel >= 0) & (row_rel < s.h)
+        with m.If(phase == 1):
+            m.d.sync += row_inside.eq(row_s_inside)
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
-        seg_end = Mux(cur.x + left < self.ow, cur.x + left, self.ow)
-        inside = row_inside & (cur.x >= col_lo) & (cur.x < col_hi)
-        piece_end = Signal(16)
-        with m.If(~row_inside | (cur.x >= col_hi)):
-            m.d.comb += piece_end.eq(seg_end)
-        with m.Elif(cur.x < col_lo):
-            m.d.comb += piece_end.eq(Mux(seg_end < col_lo, seg_end, col_lo))
-        with m.Else():
-            m.d.comb += piece_end.eq(Mux(seg_end < col_hi, seg_end, col_hi))
+        lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
+        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
+        # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
+        # its end.
+        walk_end = cur.x + left
+        before_hi = row_inside & (cur.x < col_hi)
+        before_lo = cur.x < col_lo
+        inside = before_hi & ~before_lo
+        limit = Mux(before_hi, Mux(before_lo & ~lo_past, col_lo, col_hi), self.ow)
+        last = walk_end <= limit
+        piece_end = Mux(last, walk_end, limit)[:16]
         length = piece_end - cur.x
         pending = (phase == 2) & (left != 0)
-        last = length == left
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
         # The pieces leave through a register (with their skip, first and last flags), so the
         # piece's limits (kernel column → inside bounds → length → last → skip) end at it instead
@@ -352,11 +385,12 @@ class Im2col(wiring.Component):
         # K slice's offsets take two more cycles (two adder levels each).
         with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.comb += track_row(block.oh_s, self.ky)
-            m.d.sync += [col_lo.eq(lo[self.kx]), col_hi.eq(hi[self.kx])]
+            m.d.sync += ky_pad.eq(self.ky - s.pad)
+            lo_kx = lo[self.kx]
+            m.d.sync += [col_lo.eq(lo_kx[:16]), lo_past.eq(lo_kx[16]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
-                tx.eq(times_small(pix, self.kx) + (self.c0 << (in_e - 1))),
+                tx.eq(self._column_offset(m, pix, in_e)),
             ]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
         # first offset is summed while the walk starts, the other as its first piece is taken.
@@ -364,22 +398,23 @@ class Im2col(wiring.Component):
             m.d.sync += q.eq(ty + tx + Mux(phase[1], lo_xs[self.kx], block_xs))
         with m.If(phase == 1):
             m.d.sync += phase.eq(2)
+        image_end = cur.oh + 1 == self.oh
+        next_row = cur.row + _late_operand(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(take):
             nxt = Signal(_Pos)
-            image_end = cur.oh + 1 == self.oh
             m.d.comb += nxt.eq(cur)
             with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
-                m.d.comb += [nxt.x.eq(0), nxt.row.eq(cur.row + Mux(image_end, prod["wrap"], prod["row_step"]))]
+                m.d.comb += [nxt.x.eq(0), nxt.row.eq(next_row)]
                 with m.If(image_end):
                     m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.comb += track_row(0, self.ky)
+                    m.d.sync += row_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
                 with m.Else():
-                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(cur.oh_s + s.stride)]
-                    m.d.comb += track_row(below, s.stride)
+                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(row_s)]
+                    m.d.sync += row_inside.eq(row_s_inside)
             with m.Else():
                 m.d.comb += nxt.x.eq(piece_end)
             m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
-            with m.If(length == left):
+            with m.If(last):
                 m.d.sync += phase.eq(0)
         with m.If(self.next_block):
             m.d.sync += block.eq(cur)
