@@ -119,9 +119,10 @@ class Bf16Mul(wiring.Component):
         carry = prod[15]
         over = Mux(carry, exp >= EXP_MAX - 1, exp >= EXP_MAX)
         under = Mux(carry, exp <= -1, exp <= 0)
-        _product_result(m, self.p, special, over, under, Cat(frac, Mux(carry, exp + 1, exp)[:8], sign))
+        exp_field = Mux(carry, exp + 1, exp)[:8]
+        _product_result(m, self.p, special, over, under, Cat(frac, exp_field, sign))
         if self.flagged:
-            self._flags(m, special, frac, Mux(carry, exp + 1, exp)[:8], over, under)
+            self._flags(m, special, frac, exp_field, over, under)
         return m
 
     def _flags(self, m: Module, special: dict, frac, exp, over, under) -> None:

@@ -79,10 +79,11 @@ class PE(wiring.Component):
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
         domain = m.d.comb if cfg.pe_stages == 1 else m.d.sync
+        domain += add.acc.eq(self.ps_in)
         if product_flagged(cfg):  # fields and flags: the adder decodes no IEEE special values of it
-            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p_bits), add.x_flags.eq(mul.p_flags)]
+            domain += [add.x.eq(mul.p_bits), add.x_flags.eq(mul.p_flags)]
         else:
-            domain += [add.acc.eq(self.ps_in), add.x.eq(mul.p)]
+            domain += add.x.eq(mul.p)
         m.d.sync += self.ps_out.eq(add.o)
         w = self.w_in
         for k in range(cfg.pe_stages):

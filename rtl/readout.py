@@ -111,14 +111,14 @@ class Readout(wiring.Component):
         ys = data.ArrayLayout(32, self.width)
         y = Signal(ys)
         relu, function, fn, full, valid2 = Signal(), Signal(), Signal(), Signal(), Signal()
+        relu_now = s1.payload.act == ACT_RELU  # stage 2's (a float's); ``relu`` is stage 3's (an int32's)
         m.d.sync += [
             valid2.eq(s1.valid),
-            relu.eq(s1.payload.act == ACT_RELU),
+            relu.eq(relu_now),
             function.eq(s1.payload.act >= 2),
             fn.eq(s1.payload.act[0]),
             full.eq(s1.payload.out != OUT_NARROW),
         ]
-        relu_now = s1.payload.act == ACT_RELU
         for k in range(self.width):
             m.d.sync += y[k].eq(self._arith(m, s1.payload.data[k], s1.payload.scale, relu_now, k))
 
