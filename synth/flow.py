@@ -44,6 +44,17 @@ _HEADER_RE = re.compile(r"^module (\\?\S+?) ?\(([^)]*)\);", re.M)
 # An instance of another module: "  \\tile.sp  sp (" or "  tile_pe_int8 pe_0 (" (Amaranth's layout).
 _INSTANCE_RE = re.compile(r"^\s+\\?(\S+)\s+\\?\S+\s*\($", re.M)
 _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
+# nextpnr's critical path report: its clock, then its cells (with the pin after the last dot), then
+# the split of its delay. A flip-flop's cell is named for the net its Q drives.
+_PATH_RE = re.compile(
+    r"Critical path report for clock '([^']+)' \(posedge -> posedge\):\n"
+    r"(.*?)Info: ([\d.]+) ns logic, ([\d.]+) ns routing",
+    re.S,
+)
+_PATH_CELL_RE = re.compile(r"(?:Source|Sink) (\S+)\.\w+$", re.M)
+_FF_CELL_RE = re.compile(r"_TRELLIS_FF_Q(_\d+)?$")
+# Part of every cache key: a result written by an older flow lacks later fields (critical paths).
+_RESULT_FORMAT = "2"
 
 
 class SynthError(RuntimeError):
@@ -129,7 +140,7 @@ def tool_versions() -> str:
 
 def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Path) -> dict:
     """Resources per block (and fmax with ``opts.pnr``) of ``verilog``; cached under ``root``."""
-    key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_ROUTING])
+    key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_ROUTING, _RESULT_FORMAT])
     key = hashlib.sha256(key.encode()).hexdigest()[:16]
     directory = root / "synth" / f"{top}-{config_name}-{opts.family}-{key}"
     # Concurrent callers (a sweep's workers) take turns: each run works in the same scratch folder.
@@ -268,7 +279,26 @@ def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     fmax = {}
     for clock, mhz in found:  # the last report of each clock is after routing
         fmax[clock] = float(mhz)
-    return {"fmax_mhz": min(fmax.values()), "fmax_by_clock": fmax, "device": "LFE5U-85F-6 " + ECP5_DEVICE[-1]}
+    paths = critical_paths((work / "nextpnr.log").read_text())
+    device = "LFE5U-85F-6 " + ECP5_DEVICE[-1]
+    return {"fmax_mhz": min(fmax.values()), "fmax_by_clock": fmax, "critical_paths": paths, "device": device}
+
+
+def critical_paths(log: str) -> dict[str, dict]:
+    """Each clock's critical path after routing (nextpnr's last report of it): the register it
+    starts from and the one it ends at, its delay and how much of that is routing."""
+    paths = {}
+    for clock, body, logic, routing in _PATH_RE.findall(log):
+        cells = [_FF_CELL_RE.sub("", cell) for cell in _PATH_CELL_RE.findall(body)]
+        delay = round(float(logic) + float(routing), 2)
+        paths[clock] = {
+            "from": cells[0],
+            "to": cells[-1],
+            "ns": delay,
+            "logic_ns": float(logic),
+            "routing_ns": float(routing),
+        }
+    return paths
 
 
 def run_tool(cmd: list[str], cwd: Path, log: str) -> None:

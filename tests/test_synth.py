@@ -120,6 +120,12 @@ def test_pnr_reports_fmax_and_is_cached(capsys) -> None:
     result = _synth(capsys, *argv)
     assert list(result["fmax_by_clock"]) and 1 < result["fmax_mhz"] < 1000
     assert result["blocks"]["total"]["dsp"] == 4
+    # The critical path sets the clock: its delay is the period, logic plus routing.
+    ((clock, path),) = result["critical_paths"].items()
+    assert clock in result["fmax_by_clock"]
+    assert path["ns"] == pytest.approx(1000 / result["fmax_mhz"], abs=0.01)
+    assert path["ns"] == pytest.approx(path["logic_ns"] + path["routing_ns"], abs=0.011)
+    assert path["from"] and path["to"] and "TRELLIS" not in path["from"] + path["to"]
     again = _synth(capsys, *argv)
     assert again["cached"] and again["fmax_mhz"] == result["fmax_mhz"]
 
