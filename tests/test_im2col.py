@@ -222,3 +222,31 @@ def test_walker_outputs_wider_than_16_bits(shape: dict) -> None:
         _, kx, _, _ = tiles[index % len(tiles)]
         got = apply_all(loads, memory, rows)
         np.testing.assert_array_equal(got, expected[m0 : m0 + rows, kx], err_msg=f"block at {m0}, kernel column {kx}")
+
+
+@pytest.mark.parametrize(
+    ("h", "kh", "stride", "pad"),
+    [(65535, 1, 1, 255), (65535, 7, 1, 255), (65535, 1, 2, 255), (65535, 1, 1, 0), (1, 1, 1, 1), (3, 7, 255, 255)],
+)
+def test_output_size_takes_17_bits(h: int, kh: int, stride: int, pad: int) -> None:
+    """The setup's OH and OW (docs/isa.md's formula) over the fields' whole ranges: up to 66,045."""
+    dut = Im2col(CFG)
+    shape = {"batch": 1, "cin": 1, "h": h, "w": h, "kh": kh, "kw": kh, "stride": stride, "pad": pad, "a": 0}
+    got = []
+
+    async def bench(ctx) -> None:
+        for name, value in shape.items():
+            ctx.set(getattr(dut.shape, name), value)
+        ctx.set(dut.setup, 1)
+        await ctx.tick()
+        ctx.set(dut.setup, 0)
+        await ctx.tick()
+        while not ctx.get(dut.ready):
+            await ctx.tick()
+        got.extend([ctx.get(dut.oh), ctx.get(dut.ow)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [out_size(h, kh, stride, pad)] * 2
