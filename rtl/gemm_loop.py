@@ -45,7 +45,7 @@ from rtl.divider import Divider, DividerPort
 from rtl.dma import DmaKind, element_bytes
 from rtl.exec_unit import exec_op_layout
 from rtl.gemm_loop_model import block_min_rows
-from rtl.im2col import DIVIDER_WIDTH, KERNEL_MAX, Im2col, times_small
+from rtl.im2col import DIVIDER_WIDTH, KERNEL_MAX, MUL_B_BITS, Im2col, times_small
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
 
@@ -294,7 +294,7 @@ class GemmLoop(wiring.Component):
             short_width=min(div_width, DIVIDER_WIDTH) if div_width != DIVIDER_WIDTH else None,
         )
         div = DividerPort.requests_of(div_unit, div_width, "loop_div")
-        m.submodules.mul = mul_unit = Multiplier(32, 16)
+        m.submodules.mul = mul_unit = Multiplier(32, MUL_B_BITS)
         mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
         im2col = Im2col(cfg, shared=True)
         for unit, loop_port, prefix, requests, results in (
@@ -796,6 +796,10 @@ class GemmLoop(wiring.Component):
             with m.If(mul.done):
                 m.d.comb += mul.start.eq(1)
                 m.next = "CONV_M"
+                # batch · OH reaches 33 bits (OH up to 66,045): above 2^32 − 1, so is M (OW ≥ 1).
+                with m.If(mul.product[32]):
+                    m.d.comb += self.too_large.eq(1)
+                    m.next = "IDLE"
         with m.State("CONV_M"):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
             operands(Mux(c.b_sp, 1, c.ldb), c.cin)

@@ -32,7 +32,7 @@ from rtl.divider import Divider, DividerPort
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, dma_desc_layout
 
-__all__ = ["DIVIDER_WIDTH", "KERNEL_MAX", "ConvShape", "Im2col"]
+__all__ = ["DIVIDER_WIDTH", "KERNEL_MAX", "MUL_B_BITS", "OUT_BITS", "ConvShape", "Im2col"]
 
 KERNEL_MAX = 7
 # The walker's divisions' width: its numerators (see `Im2col._limits`) are 18-bit.
@@ -45,7 +45,15 @@ ConvShape = data.StructLayout(
 
 # Where a walk is: output pixel (oh, x) of image n, ``oh_s`` = oh · stride, and the byte address
 # a − pad_off + (n·H + oh_s) · row_bytes (``row``), modulo 2^32.
-_Pos = data.StructLayout({"oh": 16, "x": 16, "oh_s": 17, "row": 32})
+# OH and OW reach 66,045 (H = 65,535, pad = 255, kh = 1, stride 1; docs/isa.md), so output rows and
+# columns take 17 bits; oh_s ≤ H + 2·pad − kh does too.
+_Pos = data.StructLayout({"oh": 17, "x": 17, "oh_s": 17, "row": 32})
+
+# Output rows and columns (OH, OW, and the positions and column limits below them): 17 bits.
+OUT_BITS = 17
+# The shared multiplier's operand b: output columns (a block start's, for its column offset) and
+# the loop's OH and OW, so OUT_BITS.
+MUL_B_BITS = OUT_BITS
 
 # Products computed once per command after the divisions, in this order; then each kw's
 # first inside column offset (lo · x_step).
@@ -116,10 +124,10 @@ class Im2col(wiring.Component):
             ports = {
                 "mul_start": Out(1),
                 "mul_a": Out(32),
-                "mul_b": Out(16),
+                "mul_b": Out(MUL_B_BITS),
                 "mul_busy": In(1),
                 "mul_done": In(1),
-                "mul_product": In(48),
+                "mul_product": In(32 + MUL_B_BITS),
                 "div_start": Out(1),
                 "div_numerator": Out(DIVIDER_WIDTH),
                 "div_denominator": Out(DIVIDER_WIDTH),
@@ -134,8 +142,8 @@ class Im2col(wiring.Component):
                 "shape": In(ConvShape),
                 "setup": In(1),
                 "ready": Out(1),
-                "oh": Out(16),
-                "ow": Out(16),
+                "oh": Out(OUT_BITS),
+                "ow": Out(OUT_BITS),
                 "active": In(1),
                 "rows": In(16),
                 "local": In(16),
@@ -170,10 +178,11 @@ class Im2col(wiring.Component):
                 self.div_remainder,
             )
         else:
-            m.submodules.mul = mul = Multiplier(32, 16)
+            m.submodules.mul = mul = Multiplier(32, MUL_B_BITS)
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
-        lo = _Table(m, "lo", 17)  # first output column inside; above it, whether that is OW or past it
-        hi = _Table(m, "hi", 16)  # end of the columns inside
+        # First output column inside (at most pad ≤ 255: 8 bits); above it, whether that is OW or past it.
+        lo = _Table(m, "lo", 9)
+        hi = _Table(m, "hi", OUT_BITS)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
         # The walk's position registers are set by every setup before a walk reads them, so they
@@ -187,7 +196,7 @@ class Im2col(wiring.Component):
         block_xs = Signal(32, reset_less=True)  # its column's offset, block.x · x_step
         xs_ready = Signal()
         dividing, multiplying = Signal(), Signal()
-        gap = Signal(signed(18))  # H − (OH − 1)·s
+        gap = Signal(signed(10))  # H − (OH − 1)·s, from −510 to 261
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
         self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
@@ -223,13 +232,13 @@ class Im2col(wiring.Component):
             ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
-        q = div.quotient[:16]
+        q = div.quotient[:OUT_BITS]
         # hi is clipped to OW, and lo is flagged where it is OW or past it (it stays as it is for its
         # column offset, lo · x_step), on one comparison, so the walker's pieces end at the next
         # limit without a test against OW. An unreachable kernel column's hi is 0.
         limit = q + step[0]  # lo at even steps, hi at odd ones
         within = limit < self.ow
-        lo.offer(k, Cat(q, ~within))
+        lo.offer(k, Cat(q[:8], ~within))  # lo = ⌈(pad − kw)⁺ / s⌉ ≤ pad
         hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
         with m.If(running & div.done):
             with m.If(step == 0):
@@ -245,11 +254,9 @@ class Im2col(wiring.Component):
                 m.d.sync += [running.eq(0), then.eq(1)]
         # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
         # row 0: with OH − 1 = (H + 2·pad − kh − r) / s, r the division's remainder, that is
-        # kh + r − 2·pad, no product. (It was H − (OH − 1)·s with OH − 1 taken modulo 2^16, which
-        # adds s · 2^16 where OH − 1 reaches 2^16: kept, as is what OH itself does there.)
+        # kh + r − 2·pad, no product.
         with m.If(running & div.done & (step == 0)):
-            wrapped = Mux(div.quotient[16], s.stride, 0) << 16
-            m.d.sync += gap.eq(s.kh + div.remainder[:8] - (s.pad << 1) + wrapped)
+            m.d.sync += gap.eq(s.kh + div.remainder[:8] - (s.pad << 1))
 
     def _products(
         self, m: Module, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, running
@@ -264,7 +271,8 @@ class Im2col(wiring.Component):
             (pix, s.w),  # row_bytes: one input row
             (pix, s.stride),  # x_step: from one output column's input pixel to the next
             (prod["row_bytes"], s.stride),  # row_step: one output row down
-            (prod["row_bytes"], gap[:16]),  # wrap: from an image's last output row to the next image
+            # wrap: from an image's last output row to the next image (gap sign-extended to b's bits)
+            (prod["row_bytes"], Cat(gap, gap[-1].replicate(MUL_B_BITS - len(gap)))),
             (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
         ]
         first_col = step >= len(_PRODUCTS)
@@ -272,13 +280,13 @@ class Im2col(wiring.Component):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
                 mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
-                mul.b.eq(Mux(first_col, lo[k][:16], Array(b for _, b in operands)[step])),
+                mul.b.eq(Mux(first_col, lo[k][:8], Array(b for _, b in operands)[step])),
             ]
         with m.Elif(self.next_block):
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
         product = mul.product[:32]
-        # A negative gap is multiplied as gap + 2^16: the product is row_bytes · 2^16 too large.
-        wrap = Cat(product[:16], product[16:32] - Mux(gap < 0, prod["row_bytes"][:16], 0))
+        # A negative gap is multiplied as gap + 2^17: the product is row_bytes · 2^17 too large.
+        wrap = Cat(product[:MUL_B_BITS], product[MUL_B_BITS:32] - Mux(gap[-1], prod["row_bytes"][: 32 - MUL_B_BITS], 0))
         with m.If(self.setup):
             m.d.sync += [step.eq(0), xs_ready.eq(0)]
         lo_xs.offer(k, product)
@@ -335,7 +343,7 @@ class Im2col(wiring.Component):
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
-        col_lo, col_hi = Signal(16, name="col_lo"), Signal(16, name="col_hi")
+        col_lo, col_hi = Signal(8, name="col_lo"), Signal(OUT_BITS, name="col_hi")
         lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
         # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
         # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
@@ -346,7 +354,7 @@ class Im2col(wiring.Component):
         inside = before_hi & ~before_lo
         limit = Mux(before_hi, Mux(before_lo & ~lo_past, col_lo, col_hi), self.ow)
         last = walk_end <= limit
-        piece_end = Mux(last, walk_end, limit)[:16]
+        piece_end = Mux(last, walk_end, limit)[:OUT_BITS]
         length = piece_end - cur.x
         pending = (phase == 2) & (left != 0)
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
@@ -387,7 +395,7 @@ class Im2col(wiring.Component):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
             m.d.sync += ky_pad.eq(self.ky - s.pad)
             lo_kx = lo[self.kx]
-            m.d.sync += [col_lo.eq(lo_kx[:16]), lo_past.eq(lo_kx[16]), col_hi.eq(hi[self.kx])]
+            m.d.sync += [col_lo.eq(lo_kx[:8]), lo_past.eq(lo_kx[8]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(self._column_offset(m, pix, in_e)),

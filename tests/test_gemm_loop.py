@@ -545,6 +545,17 @@ def test_conv_too_large_issues_nothing() -> None:
     assert mem == bytearray(64)
 
 
+def test_conv_too_large_from_batch_times_oh() -> None:
+    """OH above 65,535 (H = 65,535, pad = 2, kh = 1: 65,539) makes batch · OH a 33-bit product:
+    65,535 · 65,539 is above 2^32 − 1, so M is too (OW = 5), though the product's low 32 bits
+    times OW are not."""
+    cfg = CONFIGS[0]
+    fields = {"conv": 1, "batch": 65535, "cin": 1, "h": 65535, "w": 1, "kh": 1, "kw": 1, "stride": 1, "pad": 2, "n": 1}
+    mem = bytearray(64)
+    assert run_loop(cfg, fields, mem, seed=1, max_cycles=2000) == -1
+    assert mem == bytearray(64)
+
+
 def _resident_top(cfg: AccelConfig, k: int, n: int, stride: int) -> int:
     """The highest first row of a resident B: its last row the A region's last."""
     layout = cfg.sp_layout

@@ -7,6 +7,7 @@ scratchpad model, and each K slice of each M block must equal the matching colum
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
@@ -181,3 +182,71 @@ def test_walker_packs_kernel_positions(batch, cin, h, w, kh, kw, stride, pad, bl
             want[:, :width] = expected[m0 : m0 + rows, k0 : k0 + width]
             np.testing.assert_array_equal(sp, want)
     assert index == len(walks)
+
+
+def apply_all(loads: list[dict], memory: np.ndarray, rows: int) -> np.ndarray:
+    """``apply`` for long walks (column 0, one element per row), each load as one NumPy gather."""
+    sp = np.full(rows, -99, dtype=np.int64)
+    for d in loads:
+        assert d["col"] == 0 and d["elems"] == 1
+        where = slice(d["local_addr"], d["local_addr"] + d["rows"])
+        sp[where] = 0 if d["zero"] else memory[d["dram_addr"] + d["dram_stride"] * np.arange(d["rows"])]
+    return sp
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # OW = 65,535 + 2 − 1 + 1 = 65,537: output columns and a row's end past 16 bits (two images).
+        {"batch": 2, "h": 1, "w": 65535, "kh": 1, "kw": 1, "pad": 1},
+        # OW = 65,537 with a 3-wide kernel: each kernel column's inside columns end past 2^16.
+        {"batch": 1, "h": 1, "w": 65535, "kh": 1, "kw": 3, "pad": 2},
+    ],
+)
+def test_walker_outputs_wider_than_16_bits(shape: dict) -> None:
+    """OW above 65,535 (stride 1 with padding, docs/isa.md): the output size, the walk's columns and
+    the block starts' column offsets need a 17th bit, and the walks still build im2col."""
+    shape = {"cin": 1, "stride": 1, "a": 64} | shape
+    rng = np.random.default_rng(7)
+    x = rng.integers(-100, 100, size=(shape["batch"], shape["h"], shape["w"], 1))
+    memory = np.concatenate([np.full(shape["a"], 77), x.reshape(-1)])
+    tiles = [(0, j, 0, 1) for j in range(shape["kw"])]
+    block = 65535
+    walks = walk(shape, block, tiles)
+    expected = im2col(x, shape["kh"], shape["kw"], 1, shape["pad"])
+    total = len(expected)
+    assert len(walks) == len(range(0, total, block)) * len(tiles)
+    for index, loads in enumerate(walks):
+        m0 = (index // len(tiles)) * block
+        rows = min(block, total - m0)
+        _, kx, _, _ = tiles[index % len(tiles)]
+        got = apply_all(loads, memory, rows)
+        np.testing.assert_array_equal(got, expected[m0 : m0 + rows, kx], err_msg=f"block at {m0}, kernel column {kx}")
+
+
+@pytest.mark.parametrize(
+    ("h", "kh", "stride", "pad"),
+    [(65535, 1, 1, 255), (65535, 7, 1, 255), (65535, 1, 2, 255), (65535, 1, 1, 0), (1, 1, 1, 1), (3, 7, 255, 255)],
+)
+def test_output_size_takes_17_bits(h: int, kh: int, stride: int, pad: int) -> None:
+    """The setup's OH and OW (docs/isa.md's formula) over the fields' whole ranges: up to 66,045."""
+    dut = Im2col(CFG)
+    shape = {"batch": 1, "cin": 1, "h": h, "w": h, "kh": kh, "kw": kh, "stride": stride, "pad": pad, "a": 0}
+    got = []
+
+    async def bench(ctx) -> None:
+        for name, value in shape.items():
+            ctx.set(getattr(dut.shape, name), value)
+        ctx.set(dut.setup, 1)
+        await ctx.tick()
+        ctx.set(dut.setup, 0)
+        await ctx.tick()
+        while not ctx.get(dut.ready):
+            await ctx.tick()
+        got.extend([ctx.get(dut.oh), ctx.get(dut.ow)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [out_size(h, kh, stride, pad)] * 2

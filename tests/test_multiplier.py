@@ -1,5 +1,6 @@
 """Sequential multiplier and constant multiplication (rtl/multiplier.py) against Python integers."""
 
+import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 from hypothesis import given, settings
@@ -10,11 +11,14 @@ from rtl.multiplier import Multiplier, times
 EDGES = [0, 1, 2, 3, 2**16 - 1, 2**31, 2**32 - 1]
 
 
+@pytest.mark.parametrize("b_width", [16, 17])  # 17: the loop's (OH and OW reach 66,045)
 @settings(max_examples=5, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**16 - 1)), min_size=10, max_size=10))
-def test_products(cases) -> None:
-    dut = Multiplier(32, 16)
-    cases = cases + [(a, b) for a in EDGES for b in (0, 1, 2**15, 2**16 - 1)]
+@given(data=st.data())
+def test_products(b_width: int, data) -> None:
+    dut = Multiplier(32, b_width)
+    top = 2**b_width - 1
+    cases = data.draw(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, top)), min_size=10, max_size=10))
+    cases = cases + [(a, b) for a in EDGES for b in (0, 1, 2**15, 2**16 - 1, 2**16, top) if b <= top]
     got = []
 
     async def bench(ctx) -> None:
@@ -28,7 +32,7 @@ def test_products(cases) -> None:
             while not ctx.get(dut.done):
                 await ctx.tick()
                 cycles += 1
-            assert cycles == 17
+            assert cycles == b_width + 1
             got.append(ctx.get(dut.product))
 
     sim = Simulator(dut)
