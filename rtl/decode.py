@@ -483,11 +483,11 @@ class Decoder(wiring.Component):
             block_bytes=width << size_log2,
         )
 
-    def _past(self, t: _Transfer, value, bound: str, margin: int = 0):
-        """``value > bound - margin`` for the transfer's row width or memory size: a compare with
-        each memory's constant, then a choice (not one compare with a choice of constants)."""
+    def _past(self, t: _Transfer, value, bound: str, times: int = 1, margin: int = 0):
+        """``value > times · bound - margin`` for the transfer's row width or memory size: a compare
+        with each memory's constant, then a choice (not one compare with a choice of constants)."""
         sp, acc = {"width": (self.cfg.dim, self.cfg.cols), "limit": (self.cfg.sp_rows, self.cfg.acc_rows)}[bound]
-        return Mux(t.sp_target, value > sp - margin, value > acc - margin)
+        return Mux(t.sp_target, value > times * sp - margin, value > times * acc - margin)
 
     def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
         """A LOAD or STORE with rows longer than a local row is a *split* transfer (docs/isa.md):
@@ -521,22 +521,26 @@ class Decoder(wiring.Component):
         # The registers of a head command's blocks are zero until it is counted and started (a
         # `forget` clears them, with the flip-flops' reset), so each starts as a sum: no
         # multiplexer of its first value beside its adder.
-        begun, left = Signal(name="split_begun"), Signal(16, name="split_left")
+        # `ahead`: the elements of a memory row not yet in a counted full row, plus w (so the first
+        # count loads the element count, not a difference: the register's adder needs no
+        # multiplexer in front of it).
+        begun, ahead = Signal(name="split_begun"), Signal(16, name="split_ahead")
         full, rest = Signal(16, name="split_full"), Signal(range(max(self.cfg.dim, 2)), name="split_rest")
         tail = Signal(32, name="split_tail")
-        stop = begun & ((left == 0) | self._past(t, b.span, "limit"))  # beyond the memory: refused anyway
-        short = begun & ~stop & ~self._past(t, left, "width", 1)  # the rest: the last count
+        # No elements left, or beyond the memory (refused anyway).
+        stop = begun & (~self._past(t, ahead, "width") | self._past(t, b.span, "limit"))
+        short = begun & ~stop & ~self._past(t, ahead, "width", 2, 1)  # fewer than w left: the rest
         with m.If(b.counting & ~b.counted):
             m.d.sync += begun.eq(1)
             with m.If(stop | short):
                 m.d.sync += b.counted.eq(1)
             with m.If(short):
-                m.d.sync += rest.eq(left)
+                m.d.sync += rest.eq(ahead - t.width)
             with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
             with m.If(~stop & ~short):
                 m.d.sync += [full.eq(full + 1), tail.eq(tail + _late_operand(m, t.block_bytes, "split_tail_step"))]
-                m.d.sync += left.eq(Mux(begun, left, elems) - t.width)
+                m.d.sync += ahead.eq(Mux(begun, ahead - t.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
         # `row_local` is the offered block's first local row: it moves on by the full rows, then
         # by the rest's one.
