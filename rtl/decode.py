@@ -77,6 +77,7 @@ class _Blocks:
     advance: Signal  # (in) a block was taken: the next one
     counting: Signal  # (in) SPAN
     forget: Signal  # (in) the head is done or gone
+    checking: Signal  # (in) CHECK: the next move of the block registers is a start, not an advance
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
@@ -87,7 +88,10 @@ def _late_operand(m: Module, value: Value, name: str) -> Signal:
     """``value`` as a signal named ``name``, for a sum's operand that is logic where the other is a
     register or input. Yosys orders a sum's operands by name and feeds the first to the carry
     chain's DI pins: an unnamed expression sorts first and then costs a LUT per bit of its own,
-    besides the one that merges it into the sum's bits (as in rtl/im2col.py)."""
+    besides the one that merges it into the sum's bits (as in rtl/im2col.py). Flattened into the
+    tile the order turns round (Yosys creates a submodule's names last to first): there the name
+    that sorts last comes first, so operands meant for the tile are named to sort before their
+    registers."""
     operand = Signal(len(value), name=name)
     m.d.comb += operand.eq(value)
     return operand
@@ -204,6 +208,7 @@ class Decoder(wiring.Component):
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & self.cmd.valid)
+        m.d.comb += blocks.checking.eq(state == check)
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~self.cmd.valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
@@ -514,6 +519,7 @@ class Decoder(wiring.Component):
             advance=Signal(name="block_advance"),
             counting=Signal(name="split_counting"),
             forget=Signal(name="split_forget"),
+            checking=Signal(name="block_checking"),
         )
         m.d.comb += b.wide.eq(t.dma & ~t.transpose & self._past(t, elems, "width") & (rows != 0))
         # SPAN: per memory row `full` local rows of w elements and, if `rest` > 0, one of `rest`;
@@ -546,30 +552,34 @@ class Decoder(wiring.Component):
         # by the rest's one.
         contiguous = (stride == t.row_bytes) | (rows == 1)
         whole = ~b.wide | ((rest == 0) & contiguous & (b.span >> 16 == 0))
-        row_addr, row_local, rows_left = (
+        # `rows_done`: the memory rows whose blocks were all taken (counted up from zero, so the
+        # last row is found by comparing the count after it with the command's rows).
+        row_addr, row_local, rows_done = (
             Signal(32, name="row_addr"),
             Signal(16, name="row_local"),
-            Signal(16, name="rows_left"),
+            Signal(16, name="rows_done"),
         )
+        done_next = (rows_done + 1)[:16]
         at_rest, first = Signal(name="at_rest"), Signal(name="first_block")
         next_row = b.advance & ((rest == 0) | at_rest)
         with m.If(b.start):
             m.d.sync += [at_rest.eq(0), first.eq(1)]
         with m.If(b.advance):
             m.d.sync += [first.eq(0), at_rest.eq(~next_row)]
+        # The steps are chosen by the state register (a start comes only in CHECK, an advance only
+        # in ISSUE), not by the start's whole condition, which each bit's LUT would otherwise
+        # repeat; and named ("a_...") for the tile's flattened order (see `_late_operand`).
         with m.If(b.start | next_row):
-            m.d.sync += [
-                row_addr.eq(row_addr + _late_operand(m, Mux(b.start, addr, stride), "row_addr_step")),
-                # Minus one, or the rows.
-                rows_left.eq(rows_left + _late_operand(m, Mux(b.start, rows, 0xFFFF), "rows_left_step")),
-            ]
+            m.d.sync += row_addr.eq(row_addr + _late_operand(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
+        with m.If(next_row):
+            m.d.sync += rows_done.eq(done_next)
         with m.If(b.start | b.advance):
-            step = _late_operand(m, Mux(b.start, local, Mux(at_rest, 1, full)), "row_local_step")
+            step = _late_operand(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
             m.d.sync += row_local.eq(row_local + step)
         with m.If(b.forget):
-            cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, rows_left)
+            cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, rows_done)
             m.d.sync += [r.eq(0) for r in cleared]
-        m.d.comb += b.last.eq(whole | ((rows_left == 1) & ((rest == 0) | at_rest)))
+        m.d.comb += b.last.eq(whole | ((done_next == rows) & ((rest == 0) | at_rest)))
         m.d.comb += [
             b.desc.eq(desc),
             b.deps.eq(deps),
