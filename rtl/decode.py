@@ -13,6 +13,7 @@ holds the command until it is handed over, and a command takes at least three cy
 """
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
@@ -76,10 +77,24 @@ class _Blocks:
     advance: Signal  # (in) a block was taken: the next one
     counting: Signal  # (in) SPAN
     forget: Signal  # (in) the head is done or gone
+    checking: Signal  # (in) CHECK: the next move of the block registers is a start, not an advance
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
+
+
+def _late_operand(m: Module, value: Value, name: str) -> Signal:
+    """``value`` as a signal named ``name``, for a sum's operand that is logic where the other is a
+    register or input. Yosys orders a sum's operands by name and feeds the first to the carry
+    chain's DI pins: an unnamed expression sorts first and then costs a LUT per bit of its own,
+    besides the one that merges it into the sum's bits (as in rtl/im2col.py). Flattened into the
+    tile the order turns round (Yosys creates a submodule's names last to first): there the name
+    that sorts last comes first, so operands meant for the tile are named to sort before their
+    registers."""
+    operand = Signal(len(value), name=name)
+    m.d.comb += operand.eq(value)
+    return operand
 
 
 def _first_broken(m: Module, checks: list, name: str) -> Signal:
@@ -193,6 +208,7 @@ class Decoder(wiring.Component):
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & self.cmd.valid)
+        m.d.comb += blocks.checking.eq(state == check)
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~self.cmd.valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
@@ -353,17 +369,34 @@ class Decoder(wiring.Component):
         forms = Cat(~v.b_acc, v.b_one, v.d_one, v.accumulate, v.reduce, v.reduce_max, v.shift != 0).any()
         return forms | (v.scalar[25:] != 0) | (v.scalar[8:16].as_signed() > v.scalar[16:24].as_signed())
 
-    def _conv_checks(self, w, conv) -> list:
+    @staticmethod
+    def _nonzero(w) -> SimpleNamespace:
+        """Which half-words (bytes of the kernel's) of words 1–3 are non-zero, named by CONV2D's
+        fields: every zero-size and 16-bit-limit rule of every opcode reads these few ORs."""
+        return SimpleNamespace(
+            batch=w[1][:16].any(), cin=w[1][16:].any(), h=w[2][:16].any(), w=w[2][16:].any(),
+            n=w[3][:16].any(), kh=w[3][16:24].any(), kw=w[3][24:].any(),
+        )  # fmt: skip
+
+    @staticmethod
+    def _fits(size, pad, kernel):
+        """``size + 2·pad ≥ kernel``, for a kernel of at most KERNEL_MAX (a larger one is refused as
+        BAD_SHAPE anyway, the same code): a size or pad past the kernel's bits fits any such kernel,
+        so the sum is only as wide as the kernel (no 17-bit adder and compare per axis)."""
+        bits = KERNEL_MAX.bit_length()
+        low = size[:bits] + (pad[: bits - 1] << 1)
+        return (size[bits:] != 0) | (pad[bits - 1 :] != 0) | (low >= kernel[:bits])
+
+    def _conv_checks(self, w, conv, nz) -> list:
         """CONV2D rules: no zero size, a kernel of at most 7 × 7 that fits the padded input, a
         non-zero stride, bias none or per channel, element-aligned addresses. The shape is read from
         the loop command ``_gemm`` decodes (its CONV2D fields)."""
         cfg = self.cfg
         f, p = w[0], self.loop.p
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
-        sizes = (p.batch, p.cin, p.h, p.w, p.n, p.kh, p.kw)
-        zero = Cat(size == 0 for size in sizes).any()
-        fits = (p.h + 2 * p.pad >= p.kh) & (p.w + 2 * p.pad >= p.kw)
-        bad = (p.kh > KERNEL_MAX) | (p.kw > KERNEL_MAX) | (p.stride == 0) | ~fits | f[14]
+        zero = ~Cat(nz.batch, nz.cin, nz.h, nz.w, nz.n, nz.kh, nz.kw).all()
+        bad = (p.kh > KERNEL_MAX) | (p.kw > KERNEL_MAX) | (p.stride == 0) | ~self._fits(p.h, p.pad, p.kh) | f[14]
+        bad |= ~self._fits(p.w, p.pad, p.kw)
         bias_addr = Mux(f[15], p.d, 0)  # read only with a per-channel bias
         weights = Mux(f[21], 0, p.b)  # a resident B is given in scratchpad rows
         misaligned = (
@@ -371,24 +404,21 @@ class Decoder(wiring.Component):
         ) != 0
         return [(conv & zero, "ZERO_DIM"), (conv & bad, "BAD_SHAPE"), (conv & misaligned, "MISALIGNED")]
 
-    def _gemm_checks(self, w, gemm) -> list:
+    def _gemm_checks(self, w, gemm, nz) -> list:
         """GEMM rules: dimensions 1–65535, element-aligned operands, a valid bias and output."""
         cfg = self.cfg
         f = w[0]
         in_e, acc_e = cfg.in_bits // 8, cfg.acc_bits // 8
         out_e = self._out_bytes(f)
         with_d = (f[14:16] != 0) | f[16]
-        dims = (w[1], w[2], w[3])
         b_bytes = Mux(f[21], 0, w[6] | w[7])  # a resident B is given in scratchpad rows
         misaligned = (
             (((w[4] | w[5] | b_bytes) & (in_e - 1)) != 0)
             | (((w[8] | w[9]) & (out_e - 1)) != 0)
             | (with_d & (((w[10] | w[11]) & (acc_e - 1)) != 0))
         )
-        zero = dims[0] == 0
-        for d in dims[1:]:
-            zero = zero | (d == 0)
-        big = (dims[0] >> 16 != 0) | (dims[1] >> 16 != 0) | (dims[2] >> 16 != 0)
+        zero = ~((nz.batch | nz.cin) & (nz.h | nz.w) & (nz.n | nz.kh | nz.kw))  # M, K or N is 0
+        big = nz.cin | nz.w | nz.kh | nz.kw  # M, K or N ≥ 2^16
         bad = (f[14:16] == 3) | (f[16] & (f[19:21] == 0))  # accumulating into C needs full-width C
         return [
             (gemm & zero, "ZERO_DIM"),
@@ -458,6 +488,12 @@ class Decoder(wiring.Component):
             block_bytes=width << size_log2,
         )
 
+    def _past(self, t: _Transfer, value, bound: str, times: int = 1, margin: int = 0):
+        """``value > times · bound - margin`` for the transfer's row width or memory size: a compare
+        with each memory's constant, then a choice (not one compare with a choice of constants)."""
+        sp, acc = {"width": (self.cfg.dim, self.cfg.cols), "limit": (self.cfg.sp_rows, self.cfg.acc_rows)}[bound]
+        return Mux(t.sp_target, value > times * sp - margin, value > times * acc - margin)
+
     def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
         """A LOAD or STORE with rows longer than a local row is a *split* transfer (docs/isa.md):
         each memory row fills ``n = ⌈elements / w⌉`` consecutive local rows, ``w`` elements each
@@ -483,42 +519,67 @@ class Decoder(wiring.Component):
             advance=Signal(name="block_advance"),
             counting=Signal(name="split_counting"),
             forget=Signal(name="split_forget"),
+            checking=Signal(name="block_checking"),
         )
-        m.d.comb += b.wide.eq(t.dma & ~t.transpose & (elems > t.width) & (rows != 0))
+        m.d.comb += b.wide.eq(t.dma & ~t.transpose & self._past(t, elems, "width") & (rows != 0))
         # SPAN: per memory row `full` local rows of w elements and, if `rest` > 0, one of `rest`;
         # `tail` the bytes of memory before that last one. `span` counts all rows' local rows.
-        begun, left = Signal(), Signal(16)
-        full, rest, tail = Signal(16), Signal(range(max(self.cfg.dim, 2))), Signal(32)
+        # The registers of a head command's blocks are zero until it is counted and started (a
+        # `forget` clears them, with the flip-flops' reset), so each starts as a sum: no
+        # multiplexer of its first value beside its adder.
+        # `ahead`: the elements of a memory row not yet in a counted full row, plus w (so the first
+        # count loads the element count, not a difference: the register's adder needs no
+        # multiplexer in front of it).
+        begun, ahead = Signal(name="split_begun"), Signal(16, name="split_ahead")
+        full, rest = Signal(16, name="split_full"), Signal(range(max(self.cfg.dim, 2)), name="split_rest")
+        tail = Signal(32, name="split_tail")
+        # No elements left, or beyond the memory (refused anyway).
+        stop = begun & (~self._past(t, ahead, "width") | self._past(t, b.span, "limit"))
+        short = begun & ~stop & ~self._past(t, ahead, "width", 2, 1)  # fewer than w left: the rest
         with m.If(b.counting & ~b.counted):
-            with m.If(~begun):
-                m.d.sync += [begun.eq(1), b.span.eq(rows), full.eq(1), tail.eq(t.block_bytes), left.eq(elems - t.width)]
-            with m.Elif((left == 0) | (b.span > t.limit)):  # beyond the memory: refused anyway
-                m.d.sync += [b.counted.eq(1), rest.eq(0)]
-            with m.Elif(left < t.width):
-                m.d.sync += [b.counted.eq(1), rest.eq(left), b.span.eq(b.span + rows)]
-            with m.Else():
-                m.d.sync += [full.eq(full + 1), tail.eq(tail + t.block_bytes), left.eq(left - t.width)]
+            m.d.sync += begun.eq(1)
+            with m.If(stop | short):
+                m.d.sync += b.counted.eq(1)
+            with m.If(short):
+                m.d.sync += rest.eq(ahead - t.width)
+            with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
-        with m.If(b.forget):
-            m.d.sync += [begun.eq(0), b.counted.eq(0)]
+            with m.If(~stop & ~short):
+                m.d.sync += [full.eq(full + 1), tail.eq(tail + _late_operand(m, t.block_bytes, "split_tail_step"))]
+                m.d.sync += ahead.eq(Mux(begun, ahead - t.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
+        # `row_local` is the offered block's first local row: it moves on by the full rows, then
+        # by the rest's one.
         contiguous = (stride == t.row_bytes) | (rows == 1)
         whole = ~b.wide | ((rest == 0) & contiguous & (b.span >> 16 == 0))
-        row_addr, row_local, rows_left, at_rest, first = Signal(32), Signal(16), Signal(16), Signal(), Signal()
+        # `rows_done`: the memory rows whose blocks were all taken (counted up from zero, so the
+        # last row is found by comparing the count after it with the command's rows).
+        row_addr, row_local, rows_done = (
+            Signal(32, name="row_addr"),
+            Signal(16, name="row_local"),
+            Signal(16, name="rows_done"),
+        )
+        done_next = (rows_done + 1)[:16]
+        at_rest, first = Signal(name="at_rest"), Signal(name="first_block")
+        next_row = b.advance & ((rest == 0) | at_rest)
         with m.If(b.start):
-            m.d.sync += [row_addr.eq(addr), row_local.eq(local), rows_left.eq(rows), at_rest.eq(0), first.eq(1)]
+            m.d.sync += [at_rest.eq(0), first.eq(1)]
         with m.If(b.advance):
-            m.d.sync += first.eq(0)
-            with m.If((rest != 0) & ~at_rest):
-                m.d.sync += at_rest.eq(1)
-            with m.Else():  # the next memory row
-                m.d.sync += [
-                    at_rest.eq(0),
-                    row_addr.eq(row_addr + stride),
-                    row_local.eq(row_local + full + (rest != 0)),
-                    rows_left.eq(rows_left - 1),
-                ]
-        m.d.comb += b.last.eq(whole | ((rows_left == 1) & ((rest == 0) | at_rest)))
+            m.d.sync += [first.eq(0), at_rest.eq(~next_row)]
+        # The steps are chosen by the state register (a start comes only in CHECK, an advance only
+        # in ISSUE), not by the start's whole condition, which each bit's LUT would otherwise
+        # repeat; and named ("a_...") for the tile's flattened order (see `_late_operand`).
+        with m.If(b.start | next_row):
+            m.d.sync += row_addr.eq(row_addr + _late_operand(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
+        with m.If(next_row):
+            m.d.sync += rows_done.eq(done_next)
+        with m.If(b.start | b.advance):
+            step = _late_operand(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
+            m.d.sync += row_local.eq(row_local + step)
+        with m.If(b.forget):
+            cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, rows_done)
+            m.d.sync += [r.eq(0) for r in cleared]
+        m.d.comb += b.last.eq(whole | ((done_next == rows) & ((rest == 0) | at_rest)))
         m.d.comb += [
             b.desc.eq(desc),
             b.deps.eq(deps),
@@ -535,7 +596,7 @@ class Decoder(wiring.Component):
             m.d.comb += [b.desc.dram_addr.eq(row_addr), b.desc.local_addr.eq(row_local), b.desc.elems.eq(t.width)]
             m.d.comb += [b.desc.dram_stride.eq(t.block_bytes), b.desc.rows.eq(full)]
             with m.If(at_rest):
-                m.d.comb += [b.desc.dram_addr.eq(row_addr + tail), b.desc.local_addr.eq(row_local + full)]
+                m.d.comb += b.desc.dram_addr.eq(row_addr + tail)
                 m.d.comb += [b.desc.rows.eq(1), b.desc.elems.eq(rest)]
         return b
 
@@ -544,12 +605,13 @@ class Decoder(wiring.Component):
         cfg = self.cfg
         rows, elems, local = w[3][:16], w[3][16:], w[4][:16]
         load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
-        sp_target, transpose, width, limit, dma = t.sp_target, t.transpose, t.width, t.limit, t.dma
+        sp_target, transpose, dma = t.sp_target, t.transpose, t.dma
         misaligned = (((w[1] | w[2]) & (t.esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
+        # An EXEC is neither transposed nor split: its span is M (word 3's rows) and the sum its C's end.
         span = Mux(transpose, elems, Mux(blocks.wide, blocks.span, rows))
+        end = local + _late_operand(m, span, "span_checked")
         ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
-        m_rows = w[3][:16]
-        b_end, a_end, c_end = w[1][:16] + cfg.rows, w[2][:16] + m_rows, w[4][:16] + m_rows
+        nz = self._nonzero(w)
         k_rows = w[1][16:]
         loop = (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
 
@@ -559,21 +621,25 @@ class Decoder(wiring.Component):
             (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][28:30] != 0), "BAD_DEPS"),
             (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
-            ((dma & ((rows == 0) | (elems == 0))) | (ex & (m_rows == 0)), "ZERO_DIM"),
-            (dma & transpose & ((elems > width) | (rows > cfg.dim)), "TOO_LARGE"),
+            (((dma & ~nz.kh & ~nz.kw) | ((dma | ex) & ~nz.n)), "ZERO_DIM"),  # rows or elements (M) 0
+            # Only the scratchpad is transposed into: its rows are dim wide.
+            (dma & transpose & ((elems > cfg.dim) | (rows > cfg.dim)), "TOO_LARGE"),
             (ex & (k_rows > cfg.rows), "TOO_LARGE"),
         ]
-        # The only rules that read a register of the decoder (a split transfer's counted span).
+        # The only rules that read a register of the decoder (a split transfer's counted span); the
+        # EXEC's range rules share their adder, so they come here too (an EXEC is no transfer, so
+        # the order of docs/isa.md holds for each opcode).
+        b_over = w[1][:16] > cfg.sp_rows - cfg.rows  # B's rows past the scratchpad: B + rows > sp_rows
         spans = [
-            (dma & sp_target & (local + span > limit), "SP_RANGE"),
-            (dma & ~sp_target & (local + span > limit), "ACC_RANGE"),
+            (dma & sp_target & (end > cfg.sp_rows), "SP_RANGE"),
+            (dma & ~sp_target & (end > cfg.acc_rows), "ACC_RANGE"),
+            (ex & ((b_over & ~w[0][13]) | (w[2][:16] + rows > cfg.sp_rows)), "SP_RANGE"),
+            (ex & (end > cfg.acc_rows), "ACC_RANGE"),
         ]
         after = [
-            (ex & (((b_end > cfg.sp_rows) & ~w[0][13]) | (a_end > cfg.sp_rows)), "SP_RANGE"),
-            (ex & (c_end > cfg.acc_rows), "ACC_RANGE"),
             (dma & misaligned, "MISALIGNED"),
-            *self._gemm_checks(w, opcode == OP["GEMM"]),
-            *self._conv_checks(w, opcode == OP["CONV2D"]),
+            *self._gemm_checks(w, opcode == OP["GEMM"], nz),
+            *self._conv_checks(w, opcode == OP["CONV2D"], nz),
             *self._vec_checks(vec),
         ]
         # The rules on the command's words alone are two signals of their own around the span

@@ -111,9 +111,39 @@ CASES = [
     (conv(flags=1 << 19, out=6), "MISALIGNED"),  # full int32 output
     (conv(flags=2 << 14 | 1 << 17, x=1, wt=3, out=5, bias=8), None),  # int8 input, weights and output
     (conv(h=1, w=1, kh=7, kw=7, pad=3), None),
+    # The kernel fit is computed from the kernel's 3 bits: sizes and pads at and past them.
+    (conv(h=2, w=8, kh=7, pad=2), "BAD_SHAPE"),  # 2 + 4 < 7
+    (conv(h=8, w=1, kw=7, pad=2), "BAD_SHAPE"),
+    (conv(h=3, w=3, kh=7, kw=7, pad=2), None),  # exactly the kernel
+    (conv(h=7, w=7, kh=7, kw=7, pad=0), None),
+    (conv(h=8, w=8, kh=7, kw=7, pad=0), None),
+    (conv(h=1, w=1, kh=7, kw=7, pad=4), None),
+    (conv(h=1, w=1, kh=6, kw=6, pad=0x80), None),
+    (conv(h=1, w=1, kh=6, kw=6, pad=0x82), None),
+    (conv(h=0x100, w=9, kh=7, kw=7, pad=0), None),
+    (conv(h=0x100, w=6, kh=7, kw=7, pad=0), "BAD_SHAPE"),
+    (conv(h=9, kh=8, pad=0), "BAD_SHAPE"),  # kernels up to 7 × 7, even when one would fit
+    (conv(w=9, kw=15, pad=0), "BAD_SHAPE"),
+    (conv(batch=0x8000, cin=0), "ZERO_DIM"),
+    (conv(h=0), "ZERO_DIM"),
+    (conv(w=0), "ZERO_DIM"),
+    (conv(kh=0, kw=0x80), "ZERO_DIM"),
     (load(flags=ACC | 1 << 15, addr=2, stride=3), None),  # a zero fill reads no memory: any address
     ([0x10], "ZERO_DIM"),
     (gemm(m=65536), "TOO_LARGE"),
+    (gemm(k=1 << 31), "TOO_LARGE"),
+    (gemm(n=1 << 24), "TOO_LARGE"),
+    (gemm(k=0), "ZERO_DIM"),
+    (gemm(n=0), "ZERO_DIM"),
+    (gemm(m=0, k=65536), "ZERO_DIM"),  # zero before too large
+    (gemm(m=65536, n=0x10000), "TOO_LARGE"),
+    (load(rows=0, elems=0x100), "ZERO_DIM"),
+    (load(elems=0), "ZERO_DIM"),
+    (execute(m=1 << 16), "ZERO_DIM"),  # M is word 3's low half
+    (execute(m=4, c=2044), None),
+    (execute(m=5, c=2044), "ACC_RANGE"),
+    (execute(m=3, c=2045, flags=1 << 13, b=32767), None),
+    (execute(m=3, b=32765), "SP_RANGE"),
     (gemm(flags=3 << 14), "BAD_SHAPE"),  # bias mode 3 is reserved
     (gemm(flags=1 << 16), "BAD_SHAPE"),  # accumulate into C with a narrow (int8) C
     (gemm(flags=1 << 16 | 1 << 19, c=2), "MISALIGNED"),  # full int32 C
@@ -479,6 +509,82 @@ def test_split_transfers(words: list[int], cfg: AccelConfig, esize: int, width: 
             assert g["scale"] == (words[5] if len(words) > 5 else 0)
             mask = (WAITS if j == 0 else 0) | (SIGNALS if j == len(want) - 1 else 0)
             assert g["deps"] == deps & mask
+
+
+def queue_issued(commands: list[list[int]], flushes: dict[int, int], seed: int) -> list[list]:
+    """Per command of ``commands``, run back to back as the queue presents them, the descriptors
+    the decoder hands out (under random back-pressure) or its error code. ``flushes`` maps a
+    command's index to the cycle, after it was first presented, in which a flush drops it (the
+    command is then presented again, as software would push it anew)."""
+    import random
+
+    dut = Decoder(CFG)
+    results: list[list] = []
+    fields = ("dram_addr", "dram_stride", "rows", "elems", "local_addr")
+
+    async def bench(ctx) -> None:
+        rng = random.Random(seed)
+        ctx.set(dut.units_idle, 1)
+        pending, index = dict(flushes), 0
+        while index < len(commands):
+            for k, word in enumerate(commands[index] + [0] * (16 - len(commands[index]))):
+                ctx.set(dut.cmd.p.words[k], word)
+            ctx.set(dut.cmd.valid, 1)
+            got: list = []
+            for cycle in range(10_000):
+                ready = rng.random() < 0.6
+                flush = pending.get(index) == cycle
+                ctx.set(dut.flush, flush)
+                for port in ("load", "store"):
+                    unit = getattr(dut, port)
+                    ctx.set(unit.ready, ready)
+                    if ready and ctx.get(unit.valid):
+                        got.append(tuple(ctx.get(getattr(unit.p.op, f)) for f in fields))
+                if ctx.get(dut.error.valid):
+                    got.append(("error", ctx.get(dut.error.payload.code)))
+                popped = ctx.get(dut.cmd.ready)
+                await ctx.tick()
+                if popped:
+                    break
+            ctx.set(dut.flush, 0)
+            if flush:
+                del pending[index]
+                continue
+            results.append(got)
+            index += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return results
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_split_transfers_back_to_back(seed: int) -> None:
+    """Split transfers right after each other, after a refused one and after a flush in any of
+    their steps (SPAN, ISSUE): each starts from its own words (the decoder's block registers are
+    cleared between commands, not loaded, see ``Decoder._blocks``)."""
+    from rtl.ops import transfer_blocks
+
+    commands = [
+        load(addr=0x100, stride=40, rows=3, elems=20, local=7),
+        load(addr=0x300, stride=16, rows=3, elems=16, local=2),  # contiguous: one block
+        load(addr=0x100, stride=40, rows=2, elems=20, local=32765),  # 6 local rows: SP_RANGE
+        store(addr=0x200, stride=64, rows=2, elems=33, local=5),
+        load(addr=0x10, stride=6, rows=5, elems=3, local=1),  # not split
+        load(addr=0x104, stride=44, rows=4, elems=20, local=9),
+        store(addr=0x280, stride=64, rows=3, elems=41, local=1000),
+    ]
+
+    def blocks(w: list[int]) -> list:
+        if w[4] == 32765:
+            return [("error", ERR["SP_RANGE"])]
+        return [tuple(b) for b in transfer_blocks(w[1], w[2], w[3] & 0xFFFF, w[3] >> 16, w[4], 8, 1)]
+
+    want = [blocks(w) for w in commands]
+    flushes = {0: 2 + seed, 3: 5 + 2 * seed, 5: 9 + seed}
+    assert queue_issued(commands, flushes, seed) == want
 
 
 def test_transfer_blocks_model() -> None:
