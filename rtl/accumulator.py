@@ -97,17 +97,8 @@ class Accumulator(wiring.Component):
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
         old2 = Signal(self.row)
         m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
-        lanes = [(add2, self._sum(m, add2, old2)), (plain2, plain2.data)]
-        for b, (_rp, wp) in enumerate(ports):
-            # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
-            # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
-            wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
-            m.d.comb += [wp.en.eq(0), wp.data.eq(wd)]
-            for op2, result in lanes:
-                with m.If(op2.valid & (op2.bank == b)):  # the lanes never share a bank (S0 refuses it)
-                    m.d.comb += [wp.addr.eq(op2.index), wd.eq(result), wp.en.eq(op2.mask)]
-
-        rows = self._bank_rows(m, ports)
+        writes = self._drive_write_ports(m, ports, (add1, plain1), self._sum(m, add2, old2), plain2.data)
+        rows = self._bank_rows(m, ports, writes)
         m.d.sync += old2.eq(self._pick(m, rows, add1.bank))
         self._read_out(m, rows, read0)
         return m
@@ -172,6 +163,34 @@ class Accumulator(wiring.Component):
                 with m.If(needs):
                     m.d.comb += [rp.addr.eq(user.index), rp.en.eq(1)]
 
+    def _drive_write_ports(self, m: Module, ports, ops1, result, plain_data) -> list[tuple[Signal, Signal]]:
+        """S2's write per bank, from registers: its enable, address and lane are chosen in S1 from
+        the lanes' ops ``ops1`` about to enter S2 (the adding lane's first), so that the ports and
+        the forwarding read registers, not multiplexers of the ops in S2 (xc7, 4x4-bf16
+        accumulator: 142 LUTs fewer, measured). Returns each bank's S1 choice (enable, address),
+        which ``_bank_rows`` compares a cycle ahead."""
+        add1, plain1 = ops1
+        writes = []
+        for b, (_rp, wp) in enumerate(ports):
+            add_here, plain_here = (op.valid & (op.bank == b) for op in ops1)  # never both (S0 refuses it)
+            en_n, addr_n = (
+                Signal.like(wp.en, name=f"bank{b}_wen_next"),
+                Signal.like(wp.addr, name=f"bank{b}_waddr_next"),
+            )
+            for op, here in ((add1, add_here), (plain1, plain_here)):
+                with m.If(here):
+                    m.d.comb += [en_n.eq(op.mask), addr_n.eq(op.index)]
+            en = Signal.like(wp.en, name=f"bank{b}_wen")
+            addr = Signal.like(wp.addr, name=f"bank{b}_waddr")
+            from_add = Signal(name=f"bank{b}_from_add")
+            m.d.sync += [en.eq(en_n), addr.eq(addr_n), from_add.eq(add_here)]
+            # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
+            # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
+            wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
+            m.d.comb += [wd.eq(Mux(from_add, result, plain_data)), wp.en.eq(en), wp.addr.eq(addr), wp.data.eq(wd)]
+            writes.append((en_n, addr_n))
+        return writes
+
     def _sum(self, m: Module, op2, old2):
         """S2: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
         cfg = self.cfg
@@ -190,7 +209,7 @@ class Accumulator(wiring.Component):
             m.d.comb += result[k].eq(Mux(op2.acc, total, op2.data[k]))
         return result
 
-    def _bank_rows(self, m: Module, ports) -> list[Signal]:
+    def _bank_rows(self, m: Module, ports, writes) -> list[Signal]:
         """Per bank, the row its port read in the previous cycle (S1 of the op that read it) with
         the bank's writes since then: each element written in the read's own cycle (S0) or in this
         one is taken from that write, the newer first. (This cycle's write lands only at its end;
@@ -200,14 +219,13 @@ class Accumulator(wiring.Component):
         fewer in the 4x4-bf16 accumulator, xc7, measured.)"""
         cols = self.cfg.cols
         rows = []
-        for b, (rp, wp) in enumerate(ports):
-            addr1, early, early_data = Signal.like(rp.addr), Signal(cols), Signal(self.row)
+        for b, ((rp, wp), (en_n, addr_n)) in enumerate(zip(ports, writes, strict=True)):
+            early, late, early_data = Signal(cols), Signal(cols), Signal(self.row)
             m.d.sync += [
-                addr1.eq(rp.addr),
                 early.eq(wp.en & (wp.addr == rp.addr).replicate(cols)),
+                late.eq(en_n & (addr_n == rp.addr).replicate(cols)),
                 early_data.eq(wp.data),
             ]
-            late = wp.en & (wp.addr == addr1).replicate(cols)
             row = Signal(self.row, name=f"bank{b}_row")
             for k in range(cols):
                 m.d.comb += row[k].eq(Mux(late[k], wp.data[k], Mux(early[k], early_data[k], rp.data[k])))
