@@ -220,12 +220,13 @@ class Accumulator(wiring.Component):
         cols = self.cfg.cols
         rows = []
         for b, ((rp, wp), (en_n, addr_n)) in enumerate(zip(ports, writes, strict=True)):
-            early, late, early_data = Signal(cols), Signal(cols), Signal(self.row)
+            early, same, early_data = Signal(cols), Signal(), Signal(self.row)
             m.d.sync += [
                 early.eq(wp.en & (wp.addr == rp.addr).replicate(cols)),
-                late.eq(en_n & (addr_n == rp.addr).replicate(cols)),
+                same.eq(addr_n == rp.addr),
                 early_data.eq(wp.data),
             ]
+            late = wp.en & same.replicate(cols)
             row = Signal(self.row, name=f"bank{b}_row")
             for k in range(cols):
                 m.d.comb += row[k].eq(Mux(late[k], wp.data[k], Mux(early[k], early_data[k], rp.data[k])))
