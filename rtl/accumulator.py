@@ -20,6 +20,8 @@ use, so a lane of ``cols`` adders for it alone would be the accumulator's larges
 Two hazards are closed without stalling, per bank, from its write port: a write leaving S2 in the
 cycle a row is read is registered beside the read (the port is not transparent), and the op in S2
 one cycle later is taken as it is written; both are forwarded element-wise into the S1 capture.
+Each bank's write enable, address and lane are registered as the ops enter S2, so that the port and
+both forwarding compares start from registers.
 So a write accepted in cycle t is seen by every write or read accepted in cycle t + 1 or later.
 """
 
@@ -97,17 +99,8 @@ class Accumulator(wiring.Component):
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
         old2 = Signal(self.row)
         m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
-        lanes = [(add2, self._sum(m, add2, old2)), (plain2, plain2.data)]
-        for b, (_rp, wp) in enumerate(ports):
-            # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
-            # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
-            wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
-            m.d.comb += [wp.en.eq(0), wp.data.eq(wd)]
-            for op2, result in lanes:
-                with m.If(op2.valid & (op2.bank == b)):  # the lanes never share a bank (S0 refuses it)
-                    m.d.comb += [wp.addr.eq(op2.index), wd.eq(result), wp.en.eq(op2.mask)]
-
-        rows = self._bank_rows(m, ports)
+        next_addrs = self._drive_write_ports(m, ports, (add1, plain1), self._sum(m, add2, old2), plain2.data)
+        rows = self._bank_rows(m, ports, next_addrs)
         m.d.sync += old2.eq(self._pick(m, rows, add1.bank))
         self._read_out(m, rows, read0)
         return m
@@ -172,6 +165,36 @@ class Accumulator(wiring.Component):
                 with m.If(needs):
                     m.d.comb += [rp.addr.eq(user.index), rp.en.eq(1)]
 
+    def _drive_write_ports(self, m: Module, ports, ops1, result, plain_data) -> list[Signal]:
+        """S2's write per bank, from registers: its enable, address and lane are chosen in S1 from
+        the lanes' ops ``ops1`` about to enter S2 (the adding lane's first), so that the ports and
+        the forwarding read registers, not multiplexers of the ops in S2. (xc7, 4x4-bf16, measured
+        with the one-bit late compare of ``_bank_rows``: the accumulator synthesized alone 2,138 ->
+        2,033 LUTs, but the flat tile only 14,420 -> 14,407, where its forwarding was already mapped
+        about as well.) Returns each bank's address chosen in S1, which ``_bank_rows`` compares a
+        cycle ahead."""
+        add1, plain1 = ops1
+        next_addrs = []
+        for b, (_rp, wp) in enumerate(ports):
+            add_here, plain_here = (op.valid & (op.bank == b) for op in ops1)  # never both (S0 refuses it)
+            en_n, addr_n = (
+                Signal.like(wp.en, name=f"bank{b}_wen_next"),
+                Signal.like(wp.addr, name=f"bank{b}_waddr_next"),
+            )
+            for op, here in ((add1, add_here), (plain1, plain_here)):
+                with m.If(here):
+                    m.d.comb += [en_n.eq(op.mask), addr_n.eq(op.index)]
+            en = Signal.like(wp.en, name=f"bank{b}_wen")
+            addr = Signal.like(wp.addr, name=f"bank{b}_waddr")
+            from_add = Signal(name=f"bank{b}_from_add")
+            m.d.sync += [en.eq(en_n), addr.eq(addr_n), from_add.eq(add_here)]
+            # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
+            # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
+            wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
+            m.d.comb += [wd.eq(Mux(from_add, result, plain_data)), wp.en.eq(en), wp.addr.eq(addr), wp.data.eq(wd)]
+            next_addrs.append(addr_n)
+        return next_addrs
+
     def _sum(self, m: Module, op2, old2):
         """S2: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
         cfg = self.cfg
@@ -190,24 +213,27 @@ class Accumulator(wiring.Component):
             m.d.comb += result[k].eq(Mux(op2.acc, total, op2.data[k]))
         return result
 
-    def _bank_rows(self, m: Module, ports) -> list[Signal]:
+    def _bank_rows(self, m: Module, ports, next_addrs) -> list[Signal]:
         """Per bank, the row its port read in the previous cycle (S1 of the op that read it) with
         the bank's writes since then: each element written in the read's own cycle (S0) or in this
         one is taken from that write, the newer first. (This cycle's write lands only at its end;
         the port is not transparent, so the one of the read's cycle is forwarded from a register,
         as Yosys would build the transparency. Forwarding from the port's data, already the
         lanes' results on the bank, once per bank and not once per reader and lane, is 132 LUTs
-        fewer in the 4x4-bf16 accumulator, xc7, measured.)"""
+        fewer in the 4x4-bf16 accumulator, xc7, measured.) This cycle's write is found by the
+        address the write port registered (``next_addrs``, chosen in S1) compared with the read's
+        a cycle ahead: only that one-bit compare is registered, and the port's registered enable
+        gives its elements."""
         cols = self.cfg.cols
         rows = []
-        for b, (rp, wp) in enumerate(ports):
-            addr1, early, early_data = Signal.like(rp.addr), Signal(cols), Signal(self.row)
+        for b, ((rp, wp), addr_n) in enumerate(zip(ports, next_addrs, strict=True)):
+            early, same, early_data = Signal(cols), Signal(name=f"bank{b}_late_addr"), Signal(self.row)
             m.d.sync += [
-                addr1.eq(rp.addr),
                 early.eq(wp.en & (wp.addr == rp.addr).replicate(cols)),
+                same.eq(addr_n == rp.addr),
                 early_data.eq(wp.data),
             ]
-            late = wp.en & (wp.addr == addr1).replicate(cols)
+            late = wp.en & same.replicate(cols)
             row = Signal(self.row, name=f"bank{b}_row")
             for k in range(cols):
                 m.d.comb += row[k].eq(Mux(late[k], wp.data[k], Mux(early[k], early_data[k], rp.data[k])))
