@@ -291,7 +291,7 @@ class FpAdd(wiring.Component):
         n = self.acc_mant_bits + 2  # kept bits plus guard
         norm = Signal(n)
         sticky = Signal()
-        exp = Signal(signed(11))
+        exp = Signal(signed(10))  # from 1 - 31 to 255 + 1
         # Leading zeros of sum_ counted from its top bit (padded to a power of two at the bottom),
         # as a balanced tree: log-depth where a priority chain would be w muxes deep. (A binary
         # search of shifts, each step testing the last one's output, counts as it shifts and is a
@@ -316,7 +316,7 @@ class FpAdd(wiring.Component):
         keep, guard = norm[1:], norm[0]
         rounded = Signal(precision + 1)
         m.d.comb += rounded.eq(keep + (guard & (sticky | keep[0])))
-        exp_r = Signal(signed(11))
+        exp_r = Signal(signed(10))
         m.d.comb += exp_r.eq(exp + rounded[precision])
         # A carry out of rounding leaves 1.000…: the fraction bits are then all zero either way.
         return rounded[: precision - 1], exp_r
@@ -353,10 +353,13 @@ def _normalize_shift(m: Module, value, dist):
 
 
 def _align_distance(e_big, e_small, width: int):
-    """How far the smaller operand shifts right: the exponent difference, at most ``width`` (all
-    bits lost)."""
-    diff = e_big - e_small
-    return Mux(diff > width, width, diff)[: width.bit_length()]
+    """How far the smaller operand shifts right: the exponent difference (of 8-bit fields, at
+    least 0 where it is used), or all ones of the shifter's distance (at least ``width``: every bit
+    lost) where the difference does not fit in it. (Clamping to ``width`` compares and multiplexes:
+    4 LUTs more in FpAdd(7, 0, 7), xc7, measured.)"""
+    diff = (e_big - e_small)[:8]
+    n = width.bit_length()
+    return diff[:n] | Cat(*[diff[n:].any()] * n)
 
 
 def _greater_magnitude(a, a_zeros: int, b, b_zeros: int):
