@@ -24,6 +24,7 @@ from rtl.config import AccelConfig
 from rtl.exec_unit import exec_op_layout
 from rtl.im2col import KERNEL_MAX
 from rtl.ops import GemmCmd, deps_layout, dma_desc_layout
+from rtl.signals import named
 from rtl.vector.engine import vec_op_layout
 from rtl.vector.engine_model import B_OPERAND_OPS, REQUANT_ROWS
 from rtl.vector.ops import FLOAT_OPS, INT_OPS, VecOp
@@ -82,19 +83,6 @@ class _Blocks:
 
 def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
-
-
-def _late_operand(m: Module, value: Value, name: str) -> Signal:
-    """``value`` as a signal named ``name``, for a sum's operand that is logic where the other is a
-    register or input. Yosys orders a sum's operands by name and feeds the first to the carry
-    chain's DI pins: an unnamed expression sorts first and then costs a LUT per bit of its own,
-    besides the one that merges it into the sum's bits (as in rtl/im2col.py). Flattened into the
-    tile the order turns round (Yosys creates a submodule's names last to first): there the name
-    that sorts last comes first, so operands meant for the tile are named to sort before their
-    registers."""
-    operand = Signal(len(value), name=name)
-    m.d.comb += operand.eq(value)
-    return operand
 
 
 def _first_broken(m: Module, checks: list, name: str) -> Signal:
@@ -545,7 +533,7 @@ class Decoder(wiring.Component):
             with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
             with m.If(~stop & ~short):
-                m.d.sync += [full.eq(full + 1), tail.eq(tail + _late_operand(m, t.block_bytes, "split_tail_step"))]
+                m.d.sync += [full.eq(full + 1), tail.eq(tail + named(m, t.block_bytes, "split_tail_step"))]
                 m.d.sync += ahead.eq(Mux(begun, ahead - t.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
         # `row_local` is the offered block's first local row: it moves on by the full rows, then
@@ -568,13 +556,13 @@ class Decoder(wiring.Component):
             m.d.sync += [first.eq(0), at_rest.eq(~next_row)]
         # The steps are chosen by the state register (a start comes only in CHECK, an advance only
         # in ISSUE), not by the start's whole condition, which each bit's LUT would otherwise
-        # repeat; and named ("a_...") for the tile's flattened order (see `_late_operand`).
+        # repeat; and named ("a_...") for the tile's flattened order (see `rtl.signals.named`).
         with m.If(b.start | next_row):
-            m.d.sync += row_addr.eq(row_addr + _late_operand(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
+            m.d.sync += row_addr.eq(row_addr + named(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
         with m.If(next_row):
             m.d.sync += rows_done.eq(done_next)
         with m.If(b.start | b.advance):
-            step = _late_operand(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
+            step = named(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
             m.d.sync += row_local.eq(row_local + step)
         with m.If(b.forget):
             cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, rows_done)
@@ -609,7 +597,7 @@ class Decoder(wiring.Component):
         misaligned = (((w[1] | w[2]) & (t.esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
         # An EXEC is neither transposed nor split: its span is M (word 3's rows) and the sum its C's end.
         span = Mux(transpose, elems, Mux(blocks.wide, blocks.span, rows))
-        end = local + _late_operand(m, span, "span_checked")
+        end = local + named(m, span, "span_checked")
         ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
         nz = self._nonzero(w)
         k_rows = w[1][16:]

@@ -9,6 +9,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.signals import named
+
 __all__ = [
     "ADD_CUTS",
     "PRODUCT_FLAGS",
@@ -23,18 +25,6 @@ __all__ = [
 
 EXP_MAX = 255
 BIAS = 127
-
-
-def _wire(m: Module, value, name: str, domain: str = "comb") -> Signal:
-    """``value`` as a signal (registered in ``domain`` if not "comb"), for an expression used
-    more than once. Amaranth writes an expression out again at every use, so a chain of steps each
-    reading the last one twice (a log shifter, a leading-zero tree) grows exponentially in the
-    Verilog: without these signals,
-    Verilator took 71 s instead of 3 to lint the 4x4-bf16 mesh (Yosys merges the copies, so the
-    area is the same either way)."""
-    signal = Signal.like(Value.cast(value), name=name)
-    m.d[domain] += signal.eq(value)
-    return signal
 
 
 def _fields(m: Module, value, mant_bits: int, prefix: str):
@@ -126,8 +116,8 @@ class Bf16Mul(wiring.Component):
         return m
 
     def _flags(self, m: Module, special: dict, frac, exp, over, under) -> None:
-        nan, inf, zero = (_wire(m, special[k], f"p_{k}") for k in ("nan", "inf", "zero"))
-        over, under = _wire(m, over, "p_over"), _wire(m, under, "p_under")
+        nan, inf, zero = (named(m, special[k], f"p_{k}") for k in ("nan", "inf", "zero"))
+        over, under = named(m, over, "p_over"), named(m, under, "p_under")
         # A zero product's exponent field is 0 (its fraction bits mean nothing), so it orders below
         # every normal value in the adder's magnitude compare, as an IEEE zero does, and the adder
         # needs no test of the flag there.
@@ -214,13 +204,13 @@ class FpAdd(wiring.Component):
         m = Module()
         cut = _Cuts(m, ADD_CUTS[self.registers])
         v = cut("align", self._align_operands(m))
-        subtract = _wire(m, v["sign_a"] ^ v["sign_x"], "subtract")
+        subtract = named(m, v["sign_a"] ^ v["sign_x"], "subtract")
         # One adder for both: big - aligned = big + ~aligned + 1, the inversion one bit wider than
         # the operands so that a difference has no carry into the top bit. (Written as
         # Mux(subtract, big - aligned, big + aligned), Yosys keeps two adders and a mux: 25 LUTs
         # more in FpAdd(7, 0, 15), 52 in (23, 0, 23), measured.)
         inverted = Cat(v["aligned"], 0) ^ Cat(*[subtract] * (self.ext + 1))
-        v["sum"] = _wire(m, (v["big"] + inverted + subtract)[: self.ext + 1], "sum")
+        v["sum"] = named(m, (v["big"] + inverted + subtract)[: self.ext + 1], "sum")
         v = cut("add", v)
         v["norm"], v["sticky"], v["exp"], v["zero"] = self._normalize(m, v["sum"], v["e_big"])
         v = cut("normalize", v)
@@ -260,11 +250,11 @@ class FpAdd(wiring.Component):
         # does, and where both operands are flushed both significands are 0, so the sum is an
         # exact zero whose sign does not depend on the order. A flagged zero x has a zero exponent
         # field (``Bf16Mul.p_bits``), so it orders as a flushed value does.
-        swap = _wire(m, _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits), "swap")
+        swap = named(m, _greater_magnitude(self.x, 23 - self.x_frac_bits, a32, 23 - self.acc_mant_bits), "swap")
         # Both significands at the datapath's width, the leading one on top; flush to zero: a
         # subnormal's fraction is dropped.
-        sig_a = _wire(m, Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1)), "sig_a")
-        sig_x = _wire(m, Mux(zx, 0, Cat(fx[23 - self.sig + 1 :], 1)), "sig_x")
+        sig_a = named(m, Mux(za, 0, Cat(fa[23 - self.sig + 1 :], 1)), "sig_a")
+        sig_x = named(m, Mux(zx, 0, Cat(fx[23 - self.sig + 1 :], 1)), "sig_x")
         sig_big, sig_small = Mux(swap, sig_x, sig_a), Mux(swap, sig_a, sig_x)
         dist = Signal(range(self.ext + 1))
         m.d.comb += dist.eq(Mux(swap, _align_distance(m, ex, ea, self.ext), _align_distance(m, ea, ex, self.ext)))
@@ -335,7 +325,7 @@ def _align(m: Module, ext, dist):
     for k in [len(dist) - 1, *range(len(dist) - 1)]:
         step = 1 << k
         sticky = sticky | (dist[k] & value[:step].any())
-        value = _wire(m, Mux(dist[k], value.shift_right(step), value), f"align_{k}")
+        value = named(m, Mux(dist[k], value.shift_right(step), value), f"align_{k}")
     return value | sticky
 
 
@@ -348,7 +338,7 @@ def _normalize_shift(m: Module, value, dist):
     w = len(value)
     for k in reversed(range(len(dist))):
         step = 1 << k
-        value = _wire(m, Mux(dist[k], Cat(Const(0, step), value)[:w], value), f"norm_{k}")
+        value = named(m, Mux(dist[k], Cat(Const(0, step), value)[:w], value), f"norm_{k}")
     return value
 
 
@@ -357,9 +347,9 @@ def _align_distance(m: Module, e_big, e_small, width: int):
     least 0 where it is used), or all ones of the shifter's distance (at least ``width``: every bit
     lost) where the difference does not fit in it. (Clamping to ``width`` compares and multiplexes:
     4 LUTs more in FpAdd(7, 0, 7), xc7, measured.)"""
-    diff = _wire(m, (e_big - e_small)[:8], "diff")
+    diff = named(m, (e_big - e_small)[:8], "diff")
     n = width.bit_length()
-    far = _wire(m, diff[n:].any(), "far")
+    far = named(m, diff[n:].any(), "far")
     return diff[:n] | Cat(*[far] * n)
 
 
@@ -384,20 +374,20 @@ def _leading_zeros(m: Module, value):
     half = len(value) // 2
     zero_hi, count_hi = _leading_zeros(m, value[half:])
     zero_lo, count_lo = _leading_zeros(m, value[:half])
-    return _wire(m, zero_hi & zero_lo, "lz_zero"), _wire(m, Cat(Mux(zero_hi, count_lo, count_hi), zero_hi), "lz_count")
+    return named(m, zero_hi & zero_lo, "lz_zero"), named(m, Cat(Mux(zero_hi, count_lo, count_hi), zero_hi), "lz_count")
 
 
 class _Cuts:
     """Pipeline registers of a unit at the named points of its datapath: ``cut(point, values)``
     returns the values registered when a register sits at that point, else the values as signals
-    (``_wire``: the next step reads each of them more than once)."""
+    (``rtl.signals.named``: the next step reads each of them more than once)."""
 
     def __init__(self, m: Module, points: tuple[str, ...]) -> None:
         self.m, self.points = m, points
 
     def __call__(self, point: str, values: dict) -> dict:
         domain = "sync" if point in self.points else "comb"
-        return {name: _wire(self.m, value, f"{point}_{name}", domain) for name, value in values.items()}
+        return {name: named(self.m, value, f"{point}_{name}", domain) for name, value in values.items()}
 
 
 class Fp32Mul(wiring.Component):
@@ -473,7 +463,7 @@ class Bf16ScaleMul(wiring.Component):
         # Normalized: the significand is prod[8:32] (top set) or prod[7:31]. Its bits are read
         # from both places where they differ; the 14 bits of lo both places share are tested once.
         top = prod[31]
-        hi = _wire(m, Mux(top, prod[24:32], prod[23:31]), "hi")
+        hi = named(m, Mux(top, prod[24:32], prod[23:31]), "hi")
         lo_top, lo_bottom = Mux(top, prod[23], prod[22]), Mux(top, prod[8], prod[7])
         edge = Mux(top, prod[22], prod[7])  # lo's bit 14 (top set) or bit 0 (not): the unshared one
         ones = prod[8:22].all() & edge  # lo's low 15 bits all ones

@@ -31,6 +31,7 @@ from rtl.config import AccelConfig
 from rtl.divider import Divider, DividerPort
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, dma_desc_layout
+from rtl.signals import named
 
 __all__ = ["DIVIDER_WIDTH", "KERNEL_MAX", "MUL_B_BITS", "OUT_BITS", "ConvShape", "Im2col"]
 
@@ -64,17 +65,6 @@ def times_small(value: Value, small: Value) -> Value:
     """``value · small`` modulo 2^32 for a small unsigned ``small`` (a kernel index), with adders."""
     terms = [Mux(small[bit], value << bit, 0) for bit in range(len(small))]
     return sum(terms[1:], terms[0])[:32]
-
-
-def _late_operand(m: Module, value: Value, name: str) -> Signal:
-    """``value`` as a signal named ``name``, for a sum's operand that is logic (a multiplexer) where
-    the other is a register. Yosys orders a sum's operands by name and feeds the first to the carry
-    chain's DI pins: an unnamed expression comes first (its internal name starts with "$") and
-    then costs a LUT per bit for DI besides the one that merges it into the sum's bits. Named to
-    sort after the register, it merges into those alone."""
-    operand = Signal(len(value), name=name)
-    m.d.comb += operand.eq(value)
-    return operand
 
 
 class _Table:
@@ -312,10 +302,10 @@ class Im2col(wiring.Component):
 
     def _column_offset(self, m: Module, pix: Value, in_e: int) -> Value:
         """kx · pix + c0 · in_e, summed from c0 on: each sum's first operand (its carry chain's DI)
-        is then c0 or the sum before, which needs no LUT of its own (see `_late_operand`)."""
+        is then c0 or the sum before, which needs no LUT of its own (see `rtl.signals.named`)."""
         total = self.c0 << (in_e - 1)
         for bit in range(len(self.kx)):
-            total = total + _late_operand(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
+            total = total + named(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
         return total
 
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
@@ -407,7 +397,7 @@ class Im2col(wiring.Component):
         with m.If(phase == 1):
             m.d.sync += phase.eq(2)
         image_end = cur.oh + 1 == self.oh
-        next_row = cur.row + _late_operand(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
+        next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(take):
             nxt = Signal(_Pos)
             m.d.comb += nxt.eq(cur)

@@ -1,0 +1,25 @@
+"""A value as a named signal: the one helper the blocks share for naming their logic."""
+
+from amaranth.hdl import Module, Signal, Value
+
+__all__ = ["named"]
+
+
+def named(m: Module, value, name: str, domain: str = "comb") -> Signal:
+    """``value`` as a signal named ``name`` (registered in ``domain`` if not "comb"). Two reasons
+    to name a value:
+
+    * An expression used more than once: Amaranth writes it out again at every use, so a chain of
+      steps each reading the last one twice (a log shifter, a leading-zero tree) grows
+      exponentially in the Verilog. Without such signals Verilator took 71 s instead of 3 to lint
+      the 4x4-bf16 mesh (Yosys merges the copies, so the area is the same either way).
+    * A sum's operand that is logic (a multiplexer) where the other is a register: Yosys orders a
+      sum's operands by name and feeds the first to the xc7 carry chain's DI pins. An unnamed
+      expression sorts first (its internal name starts with "$") and then costs a LUT per bit for
+      DI besides the one that merges it into the sum's bits. Named to sort after the register, it
+      merges into those alone. Flattened into the tile the order turns round (Yosys creates a
+      submodule's names last to first), so operands tuned for the tile are named to sort before
+      their registers (rtl/decode.py's "a_..." names)."""
+    signal = Signal.like(Value.cast(value), name=name)
+    m.d[domain] += signal.eq(value)
+    return signal
