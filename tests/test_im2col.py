@@ -19,6 +19,18 @@ from rtl.im2col import Im2col
 CFG = AccelConfig.from_name("4x4-int8")
 
 
+async def _set_up(ctx, dut: Im2col, shape: dict) -> None:
+    """Give the walker ``shape`` and wait until its per-command setup is done."""
+    for name, value in shape.items():
+        ctx.set(getattr(dut.shape, name), value)
+    ctx.set(dut.setup, 1)
+    await ctx.tick()
+    ctx.set(dut.setup, 0)
+    await ctx.tick()
+    while not ctx.get(dut.ready):
+        await ctx.tick()
+
+
 def walk(shape: dict, block: int, tiles: list[tuple[int, ...]]) -> list[list[dict]]:
     """Run the walker over all M blocks of ``block`` rows; per block and tile ``(ky, kx, c0, width)``
     or ``(ky, kx, c0, width, col)``, the loads it emits."""
@@ -27,14 +39,7 @@ def walk(shape: dict, block: int, tiles: list[tuple[int, ...]]) -> list[list[dic
     out: list[list[dict]] = []
 
     async def bench(ctx) -> None:
-        for name, value in shape.items():
-            ctx.set(getattr(dut.shape, name), value)
-        ctx.set(dut.setup, 1)
-        await ctx.tick()
-        ctx.set(dut.setup, 0)
-        await ctx.tick()
-        while not ctx.get(dut.ready):
-            await ctx.tick()
+        await _set_up(ctx, dut, shape)
         total = shape["batch"] * ctx.get(dut.oh) * ctx.get(dut.ow)
         for m0 in range(0, total, block):
             for ky, kx, c0, width, *col in tiles:
@@ -235,14 +240,7 @@ def test_output_size_takes_17_bits(h: int, kh: int, stride: int, pad: int) -> No
     got = []
 
     async def bench(ctx) -> None:
-        for name, value in shape.items():
-            ctx.set(getattr(dut.shape, name), value)
-        ctx.set(dut.setup, 1)
-        await ctx.tick()
-        ctx.set(dut.setup, 0)
-        await ctx.tick()
-        while not ctx.get(dut.ready):
-            await ctx.tick()
+        await _set_up(ctx, dut, shape)
         got.extend([ctx.get(dut.oh), ctx.get(dut.ow)])
 
     sim = Simulator(dut)
