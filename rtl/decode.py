@@ -60,7 +60,6 @@ class _Transfer:
     sp_target: Value
     transpose: Value
     width: Value  # elements of a local row
-    limit: Value  # rows of the local memory
     esize: Value  # bytes of an element in memory
     block_bytes: Value  # bytes of memory a local row's width of elements takes
     row_bytes: Value  # bytes of memory one row of the command's elements takes
@@ -470,7 +469,6 @@ class Decoder(wiring.Component):
             sp_target=sp_target,
             transpose=load & sp_target & w[0][13],
             width=width,
-            limit=Mux(sp_target, cfg.sp_rows, cfg.acc_rows),
             esize=Const(1, 3) << size_log2,
             row_bytes=w[3][16:] << size_log2,
             block_bytes=width << size_log2,

@@ -340,9 +340,9 @@ class GemmLoop(wiring.Component):
         # c_m then, picked with the load's other sources, so d_m needs no choice of its own.
         bias_stride = Signal(32)
         off = {name: Signal(32, name=f"{name}_off") for name in ("a_m", "a_k", "b_k", "b_n", "c_m", "d_m")}
-        # The kernel position's B offset (CONV2D) and the A slice's (GEMM; a CONV2D's walker keeps
-        # its own) are never both used: one register, on one adder (`_next_k_tile`).
-        off["pos"] = off["a_k"]
+        # off["a_k"] is the A slice's offset in a GEMM and the kernel position's B offset in a
+        # CONV2D (whose walker keeps its own A offsets): never both used, so one register on one
+        # adder (`_next_k_tile`).
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
         # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
@@ -555,7 +555,7 @@ class GemmLoop(wiring.Component):
         def restart_k() -> None:
             """The first K tile of a pair."""
             m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
-            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]  # (and "pos")
+            m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
             return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
@@ -1084,9 +1084,8 @@ class GemmLoop(wiring.Component):
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
         m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
-        # off["pos"] is off["a_k"]: the next kernel position's (CONV2D), or the next A slice's
-        # (GEMM only: a CONV2D leaves it on its kernel position).
-        assert off["pos"] is off["a_k"]
+        # off["a_k"]: the next kernel position's (CONV2D), or the next A slice's (GEMM only: a
+        # CONV2D leaves it on its kernel position).
         k_sum = off["a_k"] + Mux(ks.last, steps["pos"], steps["a_k"])
         with m.If(ks.last | ~c.conv):
             m.d.sync += off["a_k"].eq(k_sum)

@@ -52,6 +52,8 @@ _Pos = data.StructLayout({"oh": 17, "x": 17, "oh_s": 17, "row": 32})
 
 # Output rows and columns (OH, OW, and the positions and column limits below them): 17 bits.
 OUT_BITS = 17
+# A kernel column's first inside output column, lo = ⌈(pad − kw)⁺ / s⌉ ≤ pad: the pad field's bits.
+LO_BITS = ConvShape["pad"].width
 # The shared multiplier's operand b: output columns (a block start's, for its column offset) and
 # the loop's OH and OW, so OUT_BITS.
 MUL_B_BITS = OUT_BITS
@@ -170,8 +172,8 @@ class Im2col(wiring.Component):
         else:
             m.submodules.mul = mul = Multiplier(32, MUL_B_BITS)
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
-        # First output column inside (at most pad ≤ 255: 8 bits); above it, whether that is OW or past it.
-        lo = _Table(m, "lo", 9)
+        # First output column inside (LO_BITS); above it, whether that is OW or past it.
+        lo = _Table(m, "lo", LO_BITS + 1)
         hi = _Table(m, "hi", OUT_BITS)  # end of the columns inside
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
@@ -228,7 +230,7 @@ class Im2col(wiring.Component):
         # limit without a test against OW. An unreachable kernel column's hi is 0.
         limit = q + step[0]  # lo at even steps, hi at odd ones
         within = limit < self.ow
-        lo.offer(k, Cat(q[:8], ~within))  # lo = ⌈(pad − kw)⁺ / s⌉ ≤ pad
+        lo.offer(k, Cat(q[:LO_BITS], ~within))
         hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
         with m.If(running & div.done):
             with m.If(step == 0):
@@ -270,7 +272,7 @@ class Im2col(wiring.Component):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
                 mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
-                mul.b.eq(Mux(first_col, lo[k][:8], Array(b for _, b in operands)[step])),
+                mul.b.eq(Mux(first_col, lo[k][:LO_BITS], Array(b for _, b in operands)[step])),
             ]
         with m.Elif(self.next_block):
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
@@ -333,7 +335,7 @@ class Im2col(wiring.Component):
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
-        col_lo, col_hi = Signal(8, name="col_lo"), Signal(OUT_BITS, name="col_hi")
+        col_lo, col_hi = Signal(LO_BITS, name="col_lo"), Signal(OUT_BITS, name="col_hi")
         lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
         # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
         # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
@@ -385,7 +387,7 @@ class Im2col(wiring.Component):
             m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
             m.d.sync += ky_pad.eq(self.ky - s.pad)
             lo_kx = lo[self.kx]
-            m.d.sync += [col_lo.eq(lo_kx[:8]), lo_past.eq(lo_kx[8]), col_hi.eq(hi[self.kx])]
+            m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi[self.kx])]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(self._column_offset(m, pix, in_e)),
