@@ -273,13 +273,14 @@ def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     cmd += [*NEXTPNR_ROUTING, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", "nextpnr.log"]
     cmd += ["--quiet"]
     run_tool(cmd, work, "nextpnr.log")
-    found = _FMAX_RE.findall((work / "nextpnr.log").read_text())
+    log = (work / "nextpnr.log").read_text()
+    found = _FMAX_RE.findall(log)
     if not found:
         raise SynthError("nextpnr-ecp5 reported no clock frequency (see nextpnr.log in " + str(work) + ")")
     fmax = {}
     for clock, mhz in found:  # the last report of each clock is after routing
         fmax[clock] = float(mhz)
-    paths = critical_paths((work / "nextpnr.log").read_text())
+    paths = critical_paths(log)
     device = "LFE5U-85F-6 " + ECP5_DEVICE[-1]
     return {"fmax_mhz": min(fmax.values()), "fmax_by_clock": fmax, "critical_paths": paths, "device": device}
 
