@@ -11,8 +11,11 @@ Ports (docs/tile.md, "Accumulator"):
 * ``read_data`` (stream): ``{data}``, the row after ``rtl.readout``; without backpressure it is
   valid exactly ``ACC_READ_LATENCY`` cycles after its request was accepted.
 
-Each bank is one ``Memory`` with one read and one write port. A write goes down a three-stage lane,
-shared by all banks: S0 reads the old row for an accumulate, S1 captures it, S2 adds and writes.
+Each bank is one ``Memory`` with one read and one write port. Requests are accepted in a cycle of
+their own (A: the arbitration above, from the ports' valid and payload) and registered, so that the
+block RAMs' ports, spread over an FPGA, are driven from flip-flops and not from the producers'
+logic. A write then goes down a three-stage lane, shared by all banks: S0 reads the old row for an
+accumulate, S1 captures it, S2 adds and writes.
 There are two lanes side by side, and only one of them adds: the mesh's writes take the adding
 lane, and so does a DMA accumulate, in a cycle with no mesh write; other DMA writes take the plain
 lane, which only writes. (A DMA accumulate is a LOAD's option that the GEMM and CONV2D loops never
@@ -22,7 +25,8 @@ cycle a row is read is registered beside the read (the port is not transparent),
 one cycle later is taken as it is written; both are forwarded element-wise into the S1 capture.
 Each bank's write enable, address and lane are registered as the ops enter S2, so that the port and
 both forwarding compares start from registers.
-So a write accepted in cycle t is seen by every write or read accepted in cycle t + 1 or later.
+Every request goes through the same A register, so a write accepted in cycle t is seen by every
+write or read accepted in cycle t + 1 or later.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -40,8 +44,8 @@ from rtl.shared import add_shared
 
 __all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
 
-# Accept (S0) → row captured (S1) → read-out → FIFO write → FIFO output.
-ACC_READ_LATENCY = 1 + READOUT_LATENCY + 1
+# Accept (A) → bank read (S0) → row captured (S1) → read-out → FIFO write → FIFO output.
+ACC_READ_LATENCY = 2 + READOUT_LATENCY + 1
 # Reads in flight or waiting; one more than the latency so a consumer that is always ready sees
 # one row per cycle.
 ACC_READ_DEPTH = ACC_READ_LATENCY + 1
@@ -91,8 +95,10 @@ class Accumulator(wiring.Component):
             # Not transparent: ``_bank_rows`` forwards the write of the read's cycle with the next one.
             ports.append((mem.read_port(), mem.write_port(granularity=1)))
 
-        add0, plain0 = self._accept_writes(m)
-        read0 = self._accept_read(m, add0)
+        add_a, add0, plain0 = self._accept_writes(m)
+        read_a = self._accept_read(m, add_a)
+        read0 = Signal.like(read_a, name="read0")
+        m.d.sync += read0.eq(read_a)
         self._drive_read_ports(m, ports, (read0, add0))
 
         # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
@@ -106,38 +112,48 @@ class Accumulator(wiring.Component):
         return m
 
     def _accept_writes(self, m: Module):
-        """S0 of both lanes: the mesh always, on the adding lane; the DMA unless the mesh writes to
-        the same bank, or, for an accumulate (which needs the adding lane), writes at all."""
+        """A of both lanes: the mesh always, on the adding lane; the DMA unless the mesh writes to
+        the same bank, or, for an accumulate (which needs the adding lane), writes at all. Returns
+        the adding lane's op as accepted (for the read's arbitration in the same cycle) and both
+        lanes' ops in S0, from the accepted ops registered."""
         cfg = self.cfg
         mesh, dma = self.mesh_write, self.dma_write
+        add_a = Signal(self._op, name="add_a")
         add0, plain0 = Signal(self._op, name="add0"), Signal(self._op, name="plain0")
         mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
         dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
         m.d.comb += dma.ready.eq(~(mesh.valid & (dma.payload.accumulate | (mesh_bank == dma_bank))))
-        mesh0, dma0 = Signal(self._op, name="mesh0"), Signal(self._op, name="dma0")
+        mesh_a, dma_a = Signal(self._op, name="mesh_a"), Signal(self._op, name="dma_a")
         m.d.comb += [
-            mesh0.valid.eq(mesh.valid),
-            mesh0.bank.eq(mesh_bank),
-            mesh0.index.eq(mesh_index),
-            mesh0.data.eq(mesh.payload.data),
-            mesh0.mask.eq(Const(-1, cfg.cols)),
-            mesh0.acc.eq(mesh.payload.accumulate),
-            dma0.valid.eq(dma.valid & dma.ready),
-            dma0.bank.eq(dma_bank),
-            dma0.index.eq(dma_index),
-            dma0.data.eq(dma.payload.data),
-            dma0.mask.eq(dma.payload.mask),
-            dma0.acc.eq(dma.payload.accumulate),
+            mesh_a.valid.eq(mesh.valid),
+            mesh_a.bank.eq(mesh_bank),
+            mesh_a.index.eq(mesh_index),
+            mesh_a.data.eq(mesh.payload.data),
+            mesh_a.mask.eq(Const(-1, cfg.cols)),
+            mesh_a.acc.eq(mesh.payload.accumulate),
+            dma_a.valid.eq(dma.valid & dma.ready),
+            dma_a.bank.eq(dma_bank),
+            dma_a.index.eq(dma_index),
+            dma_a.data.eq(dma.payload.data),
+            dma_a.mask.eq(dma.payload.mask),
+            dma_a.acc.eq(dma.payload.accumulate),
         ]
+        mesh0, dma0 = Signal(self._op, name="mesh0"), Signal(self._op, name="dma0")
+        m.d.sync += [mesh0.eq(mesh_a), dma0.eq(dma_a)]
         # The DMA op goes down the adding lane when it accumulates (ready only without a mesh
         # write), else down the plain lane.
-        m.d.comb += [add0.eq(Mux(mesh.valid, mesh0, dma0)), plain0.eq(dma0)]
-        m.d.comb += [add0.valid.eq(mesh0.valid | (dma0.valid & dma0.acc)), plain0.valid.eq(dma0.valid & ~dma0.acc)]
-        return add0, plain0
+        for add, mesh_op, dma_op in ((add_a, mesh_a, dma_a), (add0, mesh0, dma0)):
+            m.d.comb += [
+                add.eq(Mux(mesh_op.valid, mesh_op, dma_op)),
+                add.valid.eq(mesh_op.valid | (dma_op.valid & dma_op.acc)),
+            ]
+        m.d.comb += [plain0.eq(dma0), plain0.valid.eq(dma0.valid & ~dma0.acc)]
+        return add_a, add0, plain0
 
     def _accept_read(self, m: Module, add0):
-        """S0 of a read: it takes the bank's read port only if no accumulate of this cycle needs it,
-        and only while the output FIFO has room for every read in flight (so nothing ever stalls)."""
+        """A of a read: it takes the bank's read port only if no accumulate accepted in this cycle
+        needs it, and only while the output FIFO has room for every read in flight (so nothing
+        ever stalls)."""
         cfg = self.cfg
         bank, index = split_address(m, self.read.payload.addr, self.bank_rows, cfg.acc_banks, "rd")
         busy = Signal(name="rd_bank_busy")
@@ -147,13 +163,14 @@ class Accumulator(wiring.Component):
         fire = self.read.valid & self.read.ready
         popped = self.read_data.valid & self.read_data.ready
         m.d.sync += outstanding.eq(outstanding + fire - popped)
-        read0 = Signal(
-            data.StructLayout({"valid": 1, "bank": bank.shape(), "index": index.shape(), **readout_controls()})
+        read_a = Signal(
+            data.StructLayout({"valid": 1, "bank": bank.shape(), "index": index.shape(), **readout_controls()}),
+            name="read_a",
         )
-        m.d.comb += [read0.valid.eq(fire), read0.bank.eq(bank), read0.index.eq(index)]
-        m.d.comb += [read0.scale.eq(self.read.payload.scale), read0.act.eq(self.read.payload.act)]
-        m.d.comb += read0.out.eq(self.read.payload.out)
-        return read0
+        m.d.comb += [read_a.valid.eq(fire), read_a.bank.eq(bank), read_a.index.eq(index)]
+        m.d.comb += [read_a.scale.eq(self.read.payload.scale), read_a.act.eq(self.read.payload.act)]
+        m.d.comb += read_a.out.eq(self.read.payload.out)
+        return read_a
 
     @staticmethod
     def _drive_read_ports(m: Module, ports, users) -> None:

@@ -17,11 +17,13 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.mesh import Mesh
+from rtl.scratchpad import SP_READ_LATENCY
+from rtl.signals import delayed
 
-__all__ = ["SP_READ_LATENCY", "ExecUnit", "exec_op_layout"]
+__all__ = ["ExecUnit", "exec_op_layout"]
 
-SP_READ_LATENCY = 1
-BUFFER = 4  # rows buffered per feeder: covers read latency plus the mesh's ready turnaround
+# Rows buffered per feeder: covers the scratchpad's read latency plus the mesh's ready turnaround.
+BUFFER = SP_READ_LATENCY + 3
 
 
 def exec_op_layout(sp_addr_bits: int, acc_addr_bits: int) -> data.StructLayout:
@@ -154,8 +156,7 @@ class ExecUnit(wiring.Component):
         with m.If(fire & (row == cfg.rows - 1)):
             m.d.sync += row.eq(0)
         m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
-        zero_q = Signal()  # a zero row "answers" one cycle after its turn, like a read
-        m.d.sync += zero_q.eq(fire & zero)
+        zero_q = delayed(m, fire & zero, SP_READ_LATENCY, "zero")  # a zero row "answers" like a read
         answer = Mux(zero_q, 0, self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits])
         m.d.comb += [f.fifo.w_en.eq(self.sp_b_data.valid | zero_q), f.fifo.w_data.eq(answer)]
         m.d.sync += f.in_flight.eq(f.in_flight + fire - (self.sp_b_data.valid | zero_q))
@@ -181,14 +182,13 @@ class ExecUnit(wiring.Component):
 
         # What the row will carry, captured at issue and aligned with the read's answer.
         meta = Signal(data.StructLayout({"tag": tag, "flip": 1}))
-        meta_q = Signal.like(meta)
         m.d.comb += [
             meta.tag.addr.eq(op.c_addr + row),
             meta.tag.accumulate.eq(op.accumulate),
             meta.tag.last.eq(last),
             meta.flip.eq((row == 0) & ~op.keep_weights),
         ]
-        m.d.sync += meta_q.eq(meta)
+        meta_q = delayed(m, meta, SP_READ_LATENCY, "meta")
         self._collect(m, f, fire, self.sp_a_data, [self.sp_a_data.payload.data.as_value()[:a_bits], meta_q])
         fields = data.View(
             data.StructLayout({"a": data.ArrayLayout(cfg.in_bits, cfg.rows), "meta": meta.shape()}), f.fifo.r_data

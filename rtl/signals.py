@@ -1,8 +1,8 @@
-"""A value as a named signal: the one helper the blocks share for naming their logic."""
+"""Values as named signals: the helpers the blocks share for naming and delaying their logic."""
 
 from amaranth.hdl import Module, Signal, Value
 
-__all__ = ["named"]
+__all__ = ["delayed", "named"]
 
 
 def named(m: Module, value, name: str, domain: str = "comb") -> Signal:
@@ -23,3 +23,13 @@ def named(m: Module, value, name: str, domain: str = "comb") -> Signal:
     signal = Signal.like(Value.cast(value), name=name)
     m.d[domain] += signal.eq(value)
     return signal
+
+
+def delayed(m: Module, value, cycles: int, name: str):
+    """``value`` delayed by ``cycles`` registers named ``{name}_d{k}`` (the value itself when
+    ``cycles`` is 0)."""
+    for k in range(cycles):
+        reg = Signal.like(value, name=f"{name}_d{k}")
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value

@@ -1,6 +1,6 @@
 """EXEC unit (rtl/exec_unit.py) with the real mesh in the Amaranth simulator: random operations
-against a Python scratchpad (1-cycle reads, random stalls) and accumulator; every accumulator row
-compared with the bit-exact mesh and accumulate models."""
+against a Python scratchpad (reads answered SP_READ_LATENCY cycles on, random stalls) and
+accumulator; every accumulator row compared with the bit-exact mesh and accumulate models."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from rtl.accumulator_model import add_rows
 from rtl.config import PE_STAGES, AccelConfig
 from rtl.exec_unit import ExecUnit
 from rtl.mesh_model import mesh_tile
+from rtl.scratchpad import SP_READ_LATENCY
 from tb.stimulus import inputs
 
 SP_BITS, ACC_BITS = 8, 6
@@ -65,7 +66,7 @@ def run_exec(cfg: AccelConfig, seed: int, count: int) -> None:
 
     async def bench(ctx) -> None:
         pending = list(ops)
-        answers = {"a": None, "b": None}
+        answers: dict[str, list[int | None]] = {"a": [None] * SP_READ_LATENCY, "b": [None] * SP_READ_LATENCY}
         ctx.set(dut.done.ready, 1)
         for _ in range(4000):
             if pending:
@@ -74,15 +75,17 @@ def run_exec(cfg: AccelConfig, seed: int, count: int) -> None:
             ctx.set(dut.op.valid, bool(pending))
             for port in ("a", "b"):
                 rsp = getattr(dut, f"sp_{port}_data")
-                ctx.set(rsp.valid, answers[port] is not None)
-                if answers[port] is not None:
-                    ctx.set(rsp.payload.data.as_value(), pack(sp[answers[port]], cfg.in_bits))
+                due = answers[port][0]
+                ctx.set(rsp.valid, due is not None)
+                if due is not None:
+                    ctx.set(rsp.payload.data.as_value(), pack(sp[due], cfg.in_bits))
                 ctx.set(getattr(dut, f"sp_{port}").ready, rng.random() < 0.8)
             if ctx.get(dut.op.valid) and ctx.get(dut.op.ready):
                 pending.pop(0)
             for port in ("a", "b"):
                 req = getattr(dut, f"sp_{port}")
-                answers[port] = ctx.get(req.payload.addr) if ctx.get(req.valid) and ctx.get(req.ready) else None
+                taken = ctx.get(req.payload.addr) if ctx.get(req.valid) and ctx.get(req.ready) else None
+                answers[port] = [*answers[port][1:], taken]
             if ctx.get(dut.acc_write.valid):
                 p = dut.acc_write.payload
                 addr, word = ctx.get(p.addr), ctx.get(p.data.as_value())

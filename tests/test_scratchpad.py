@@ -35,6 +35,8 @@ def run_random(cfg: AccelConfig, read_ports: int, seed: int) -> dict[str, int]:
 
     async def bench(ctx) -> None:
         pending: list[int | None] = [None] * read_ports  # a refused request is held (stream rule)
+        # The rows each port must answer with, SP_READ_LATENCY - 1 ticks from now (oldest first).
+        owed: list[list] = [[None] * read_ports for _ in range(SP_READ_LATENCY)]
         for _ in range(CYCLES):
             hot = int(rng.integers(0, 3))
             for p in range(read_ports):
@@ -79,14 +81,14 @@ def run_random(cfg: AccelConfig, read_ports: int, seed: int) -> dict[str, int]:
             pending = [None if g else a for a, g in zip(pending, grants, strict=True)]
 
             await ctx.tick()
+            owed = [*owed[1:], expected]
             for p in range(read_ports):
-                port = dut.read_data[p]
-                assert ctx.get(port.valid) == (expected[p] is not None), f"port {p} valid"
-                if expected[p] is not None:
+                port, want = dut.read_data[p], owed[0][p]
+                assert ctx.get(port.valid) == (want is not None), f"port {p} valid"
+                if want is not None:
                     got = [ctx.get(port.payload.data[k]) for k in range(model.dim)]
-                    assert got == expected[p].tolist(), f"port {p} data"
+                    assert got == want.tolist(), f"port {p} data"
 
-    assert SP_READ_LATENCY == 1  # the bench checks each response one tick after acceptance
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)

@@ -22,6 +22,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.accumulator import ACC_READ_LATENCY
 from rtl.config import AccelConfig
 from rtl.fp import round_bf16
 from rtl.gate import EngineDone
@@ -35,9 +36,9 @@ from rtl.vector.update_unit import ADDS, MULS, UpdateUnit
 
 __all__ = ["ROW_BUFFER", "SETTLE_CYCLES", "VectorEngine", "vec_op_layout"]
 
-# Rows buffered per operand and for results: covers the accumulator's read latency (5 cycles)
-# plus the buffers' own, so one row per cycle streams when a row is one beat.
-ROW_BUFFER = 8
+# Rows buffered per operand and for results: covers the accumulator's read latency plus the
+# buffers' own, so one row per cycle streams when a row is one beat.
+ROW_BUFFER = ACC_READ_LATENCY + 3
 ONE_F32 = 0x3F800000  # the read-out's identity scale for float accumulators (int32: shift 0)
 # Cycles after `busy` falls in which the engine's state may still change: its pipelines (lanes,
 # update units, function units) shift on with inputs that no longer change. Once they have, the
