@@ -55,7 +55,7 @@ def _shift_bits(m: Module, x, s, name: str) -> Value:
     m.d.comb += shifted.eq(ext >> s)
     # Bit i of ext (x's bit i - 1) is shifted out below the guard bit when i < s: constant
     # compares and an OR tree, where a mask ``(1 << s) - 1`` would put a carry chain in the way.
-    sticky = Cat(x[i - 1] & (s > i) for i in range(1, 1 << len(s) - 1)).any()
+    sticky = Cat(x[i - 1] & (s > i) for i in range(1, (1 << len(s)) - 1)).any()
     return Cat(sticky, shifted)
 
 

@@ -104,6 +104,24 @@ def test_int_edges_all_shifts() -> None:
     check(INT, values, scales=[0, 1, 2, 8, 30, 31, 32 + 3, 0xFFFFFFE1])  # the shift is scale & 31
 
 
+def test_int_sticky_from_every_bit() -> None:
+    """Just above a half (2^(s-1) + 2^j, and its negation) for every shift and every bit j below
+    the guard bit: only the sticky bit j tells it from a tie, which rounds to even (0) instead
+    of away (1)."""
+    values, shifts = [], []
+    for s in range(2, 32):
+        row = [sign * ((1 << (s - 1)) + (1 << j)) for j in range(s - 1) for sign in (1, -1)]
+        row += [row[k % len(row)] for k in range((-len(row)) % WIDTH)]
+        values += row
+        shifts += [s] * (len(row) // WIDTH)
+    x = np.array(values, dtype=np.int64).astype(np.uint32).astype(np.uint64).reshape(-1, WIDTH)
+    scale = np.array(shifts, dtype=np.uint64)
+    act, out = np.zeros(len(x), dtype=np.uint64), np.ones(len(x), dtype=np.uint64)  # full int32
+    got = run_readout(INT, x, scale, act, out)
+    np.testing.assert_array_equal(got, readout(INT, x, scale[:, None], act[:, None], out[:, None]))
+    assert set(got[:, 0].tolist()) == {1}  # every row starts with +(2^(s-1) + 1): rounds up to 1
+
+
 @pytest.mark.parametrize("cfg", [FP32, BF16], ids=["fp32", "bf16"])
 def test_fp_edges_all_scales(cfg: AccelConfig) -> None:
     values = np.array(F32_EDGES, dtype=np.uint64)
