@@ -90,6 +90,13 @@ def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
 
 
+def _kept(m: Module, value, name: str) -> Signal:
+    """``value`` as a signal Yosys keeps (not merged into the logic around it)."""
+    signal = Signal.like(Value.cast(value), name=name, attrs={"keep": 1})
+    m.d.comb += signal.eq(value)
+    return signal
+
+
 def _first_broken(m: Module, checks: list, name: str) -> Signal:
     """The error code of the first rule of ``checks`` (condition, error name) broken, 0 if none."""
     code = Signal(8, name=name)
@@ -430,25 +437,23 @@ class Decoder(wiring.Component):
             (gemm & misaligned, "MISALIGNED"),
         ]
 
-    def _bad_field(self, flags, opcode, sp_target):
+    def _bad_field(self, flags, opcode, sp_target) -> list:
         """A reserved bit of word 0 set, or a field holding a code the tile does not define:
         read-out activation or output width codes 2–3, a STORE from the scratchpad with a
         read-out, a LOAD that transposes into or accumulates onto the wrong memory."""
-        reserved = Cat(
-            (opcode == OP[name]) & ((flags[8:] & ~(mask >> 8)) != 0) for name, mask in FLAG_BITS.items()
-        ).any()
+        reserved = [(opcode == OP[name]) & ((flags[8:] & ~(mask >> 8)) != 0) for name, mask in FLAG_BITS.items()]
         store, loop = opcode == OP["STORE"], (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
         store_act, store_out = flags[13:15], flags[15:17]
         loop_act, loop_out = flags[17:19], flags[19:21]
         act_codes = ACT_CODES[self.cfg.dtype]
-        return (
-            reserved
-            | (store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)))
+        return [
+            *reserved,
+            (store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)))
             | (store & sp_target & ((store_act != 0) | (store_out != 0)))
-            | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])))
-            | (loop & ((loop_act >= act_codes) | (loop_out > 1)))
-            | ((opcode == OP["GEMM"]) & flags[21] & flags[13])  # a resident B is not transposed
-        )
+            | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14]))),
+            (loop & ((loop_act >= act_codes) | (loop_out > 1)))
+            | ((opcode == OP["GEMM"]) & flags[21] & flags[13]),  # a resident B is not transposed
+        ]
 
     def _descriptor(self, m: Module, w, opcode, desc) -> None:
         store = opcode == OP["STORE"]
@@ -608,12 +613,16 @@ class Decoder(wiring.Component):
         # The steps are chosen by the state register (a start comes only in VERIFY, an advance only
         # in ISSUE), not by the start's whole condition, which each bit's LUT would otherwise
         # repeat; and named ("a_...") for the tile's flattened order (see `rtl.signals.named`).
+        # The sums are kept as signals: the units' ready, in the enables, then only enables the
+        # registers (else Yosys gates the adders' operands with it, before their carry chains).
+        addr_next = _kept(m, row_addr + named(m, Mux(b.checking, addr, stride), "a_row_addr_step"), "row_addr_next")
+        left_next = _kept(m, left + named(m, Mux(b.checking, rows, 0xFFFF), "a_rows_left_step"), "rows_left_next")
+        step = named(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
+        local_next = _kept(m, row_local + step, "row_local_next")
         with m.If(b.start | next_row):
-            m.d.sync += row_addr.eq(row_addr + named(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
-            m.d.sync += left.eq(left + named(m, Mux(b.checking, rows, 0xFFFF), "a_rows_left_step"))
+            m.d.sync += [row_addr.eq(addr_next), left.eq(left_next)]
         with m.If(b.start | b.advance):
-            step = named(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
-            m.d.sync += row_local.eq(row_local + step)
+            m.d.sync += row_local.eq(local_next)
         with m.If(b.forget):
             cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, left)
             m.d.sync += [r.eq(0) for r in cleared]
@@ -661,7 +670,8 @@ class Decoder(wiring.Component):
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][28:30] != 0), "BAD_DEPS"),
-            (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
+            # Its parts are rules of their own (one register each, VERIFY ORs them).
+            *((bad, "BAD_FIELD") for bad in self._bad_field(w[0], opcode, sp_target)),
             (((dma & ~nz.kh & ~nz.kw) | ((dma | ex) & ~nz.n)), "ZERO_DIM"),  # rows or elements (M) 0
             # Only the scratchpad is transposed into: its rows are dim wide.
             (dma & transpose & ((elems > cfg.dim) | (rows > cfg.dim)), "TOO_LARGE"),
