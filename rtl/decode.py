@@ -7,12 +7,12 @@ number. FENCE waits until every unit is idle before letting later commands throu
 
 Each command at the head of the queue takes four steps, each ending in registers, so that
 neither the rule checks nor the units' ready signals reach across it into the queue or the units
-(they were the tile's longest paths on ECP5): CHECK registers each group of rules' first broken one
-(and the end of the command's local range), VERIFY registers the error code of the head command
-(the range compares and the priority of the groups) and which unit it goes to, ISSUE offers it to
-that unit (or reports its error) from those registers until taken, POP removes it from the queue.
-So the queue holds the command until it is handed over, and a command takes at least four cycles
-here.
+(they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
+the command's local range), VERIFY the error code of the head command (the range compares and
+the rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its
+error) from those registers until taken, POP removes it from the queue. A split transfer counts
+its local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the
+command until it is handed over, and a command takes at least four cycles here.
 """
 
 from dataclasses import dataclass
@@ -100,7 +100,14 @@ def _kept(m: Module, value, name: str) -> Signal:
 def _first_broken(m: Module, checks: list, name: str) -> Signal:
     """The error code of the first rule of ``checks`` (condition, error name) broken, 0 if none."""
     code = Signal(8, name=name)
-    for cond, error in reversed(checks):
+    # Neighbours with the same error are one rule (an OR): fewer steps of priority.
+    merged: list = []
+    for cond, error in checks:
+        if merged and merged[-1][1] == error:
+            merged[-1] = (merged[-1][0] | cond, error)
+        else:
+            merged.append((cond, error))
+    for cond, error in reversed(merged):
         with m.If(cond):
             m.d.comb += code.eq(ERR[error])
     return code
@@ -163,7 +170,7 @@ class Decoder(wiring.Component):
         code, ok = self._verified(m, rules)
         checked = Signal(8)  # the head command's error code, registered in VERIFY
         # Registered in VERIFY, cleared as ISSUE ends: the command is offered to this unit (its
-        # code 0), or its error reported. The offers and the accept below read only these.
+        # code 0), or its error reported. The offers and their ends below read only these.
         units = ("load", "store", "exec", "vec", "loop", "fence")
         go = {name: Signal(name=f"go_{name}") for name in units}
         failed = Signal(name="go_error")
@@ -181,27 +188,36 @@ class Decoder(wiring.Component):
             self.error.payload.seq.eq(self.cmd.p.seq),
         ]
         # An invalid command is consumed (its error is reported once); a flush drops the head.
-        dma_taken = (go["load"] & self.load.ready) | (go["store"] & self.store.ready)
-        accepted = (
-            dma_taken
-            | (go["exec"] & self.exec.ready)
-            | (go["vec"] & self.vec.ready)
-            | (go["fence"] & self.units_idle)
-            | (go["loop"] & self.units_idle & self.loop.ready)
-            | failed
-        )
-        ended = [g.eq(0) for g in (*go.values(), failed)]
+        # Each offer ends by its own unit's ready alone (the flags are set only for ISSUE, so they
+        # stand for it): a unit's ready, the end of a chain through its gate, passes a level or
+        # two of logic here, not the whole state machine's.
+        ready = {
+            "load": self.load.ready,
+            "store": self.store.ready,
+            "exec": self.exec.ready,
+            "vec": self.vec.ready,
+            "fence": self.units_idle,
+            "loop": self.units_idle & self.loop.ready,
+        }
+        taken = {name: go[name] & ready[name] for name in units}
+        dma_taken = taken["load"] | taken["store"]
+        m.d.comb += blocks.advance.eq(valid & dma_taken & ~blocks.last)  # the next block of a split transfer
+        ends = {name: taken[name] & (blocks.last if name in ("load", "store") else 1) for name in units}
+        # A split transfer is told in CHECK (registered), counted after VERIFY, then checked.
+        to_span = named(m, blocks.wide, "split_told", "sync") & ~blocks.counted
+        starts = (state == verify) & valid & ~to_span & ~self.flush  # (a flush goes to CHECK)
+        for name in units:
+            m.d.sync += go[name].eq(Mux(starts, ok & rules.op[name], go[name] & ~ends[name] & valid & ~self.flush))
+        m.d.sync += failed.eq(starts & ~ok)  # reported in the one ISSUE cycle, or dropped
         with m.If((state == check) & valid & ~self.hold):
-            with m.If(blocks.wide & ~blocks.counted):  # count a split transfer's local rows first
-                m.d.sync += state.eq(span)
-            with m.Else():
-                m.d.sync += state.eq(verify)
+            m.d.sync += state.eq(verify)
         with m.Elif(state == verify):
             with m.If(~valid):
                 m.d.sync += state.eq(check)
+            with m.Elif(to_span):  # count a split transfer's local rows first (then CHECK again)
+                m.d.sync += state.eq(span)
             with m.Else():
-                m.d.sync += [checked.eq(code), failed.eq(~ok), state.eq(issue)]
-                m.d.sync += [go[name].eq(ok & rules.op[name]) for name in units]
+                m.d.sync += [checked.eq(code), state.eq(issue)]
                 m.d.comb += blocks.start.eq(1)
         with m.Elif(state == span):
             with m.If(~valid):
@@ -210,18 +226,16 @@ class Decoder(wiring.Component):
                 m.d.sync += state.eq(check)
         with m.Elif(state == issue):
             with m.If(~valid):  # the head went away (a flush): check the next one
-                m.d.sync += [state.eq(check), *ended]
-            with m.Elif(dma_taken & ~blocks.last):
-                m.d.comb += blocks.advance.eq(1)  # the next block of a split transfer
-            with m.Elif(accepted):
-                m.d.sync += [state.eq(pop), *ended]
+                m.d.sync += state.eq(check)
+            with m.Elif(Cat(*ends.values(), failed).any()):
+                m.d.sync += state.eq(pop)
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & valid)
         m.d.comb += blocks.checking.eq(state == verify)
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
-            m.d.sync += [state.eq(check), *ended]
+            m.d.sync += state.eq(check)
         m.d.comb += self.cmd.ready.eq((state == pop) | self.flush)
         return m
 
@@ -448,9 +462,9 @@ class Decoder(wiring.Component):
         act_codes = ACT_CODES[self.cfg.dtype]
         return [
             *reserved,
-            (store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)))
-            | (store & sp_target & ((store_act != 0) | (store_out != 0)))
-            | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14]))),
+            store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)),
+            store & sp_target & ((store_act != 0) | (store_out != 0)),
+            (opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])),
             (loop & ((loop_act >= act_codes) | (loop_out > 1)))
             | ((opcode == OP["GEMM"]) & flags[21] & flags[13]),  # a resident B is not transposed
         ]
@@ -522,7 +536,7 @@ class Decoder(wiring.Component):
         for its partial last row. The first descriptor waits for the command's tokens and the last
         signals them, so the DMA never sees a row wider than a local row.
 
-        Before the checks, a SPAN step counts a split transfer's local rows per memory row, one a
+        Before the range checks, a SPAN step counts a split transfer's local rows per memory row, one a
         cycle and at most until the memory's end, so the range check needs no divider or
         multiplier and takes no longer than writing those rows would.
 
@@ -560,8 +574,8 @@ class Decoder(wiring.Component):
         full, rest = Signal(16, name="split_full"), Signal(range(max(self.cfg.dim, 2)), name="split_rest")
         tail = Signal(32, name="split_tail")
         # The count's tests, registered as the count moves on (from the values it moves from, so
-        # each is a compare with a constant or a sum's): more than w elements left (`ahead` > w),
-        # at least 2w (`ahead` > 2w - 1), the span past the memory. Read only once `begun`.
+        # each is a compare with a constant): more than w elements left (`ahead` > w), at least 2w
+        # (`ahead` > 2w - 1), the span past the memory. Read only once `begun`.
         more, two = Signal(name="split_more"), Signal(name="split_two")
         over = Signal(name="split_over")
         # No elements left, or beyond the memory (refused anyway).
@@ -573,7 +587,9 @@ class Decoder(wiring.Component):
             m.d.sync += [
                 more.eq(Mux(begun, self._past(h, ahead, "width", 2), self._past(h, elems, "width"))),
                 two.eq(Mux(begun, self._past(h, ahead, "width", 3, 1), self._past(h, elems, "width", 2, 1))),
-                over.eq(self._past(h, b.span + rows, "limit")),
+                # (A count behind, of the register, not its sum: a transfer past the memory counts
+                # one more row of local rows, and is refused all the same.)
+                over.eq(self._past(h, b.span, "limit")),
             ]
             with m.If(stop | short):
                 m.d.sync += b.counted.eq(1)
@@ -588,9 +604,11 @@ class Decoder(wiring.Component):
         # `row_local` is the offered block's first local row: it moves on by the full rows, then
         # by the rest's one. The kind is registered in the CHECK after SPAN (for VERIFY and ISSUE).
         rest0 = rest == 0
-        contiguous = (stride == h.row_bytes) | (rows == 1)
+        # (Registered: it is read after SPAN, which takes a cycle or more.)
+        contiguous = named(m, (stride == h.row_bytes) | (rows == 1), "split_contiguous", "sync")
         whole = rest0 & contiguous & (b.span >> 16 == 0)
-        m.d.sync += [b.whole.eq(b.wide & whole), b.parts.eq(b.wide & ~whole)]
+        # (Only a split transfer is counted: after SPAN that register is the split test.)
+        m.d.sync += [b.whole.eq(b.counted & whole), b.parts.eq(b.counted & ~whole)]
         # `left`: the memory rows from the offered block's on (counted down from the command's
         # rows, so that the last row is a compare of a register with a constant).
         row_addr, row_local, left = (
@@ -659,7 +677,11 @@ class Decoder(wiring.Component):
         # An EXEC is neither transposed nor split: its span is M (word 3's rows) and the sum its C's
         # end. A split transfer is checked once counted (its `counted` register: no other head
         # command has a counted span, so that is the choice, not the split test's compare).
-        span = Mux(blocks.counted, blocks.span, Mux(transpose, elems, rows))
+        # Only a LOAD, STORE or EXEC reads the end, so a transposing LOAD is told by opcode bit 1
+        # (clear in LOAD's alone) and its flags: a choice of five bits per bit, not of the opcode's.
+        assert OP["LOAD"] & 2 == 0 and OP["STORE"] & 2 and OP["EXEC"] & 2
+        transposing = ~opcode[1] & ~w[0][12] & w[0][13]
+        span = Mux(blocks.counted, blocks.span, Mux(transposing, elems, rows))
         ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
         nz = self._nonzero(w)
         k_rows = w[1][16:]
@@ -697,7 +719,8 @@ class Decoder(wiring.Component):
             # accumulator (one there, an EXEC's C); an EXEC's A and B past the scratchpad.
             sp_end=reg(dma & sp_target, "sp_end"),
             acc_end=reg((dma & ~sp_target) | ex, "acc_end"),
-            ex_sp=reg(ex & ((b_over & ~w[0][13]) | (w[2][:16] + rows > cfg.sp_rows)), "ex_sp"),
+            ex_b=reg(ex & b_over & ~w[0][13], "ex_b"),
+            a_over=reg(w[2][:16] + rows > cfg.sp_rows, "a_over"),  # an EXEC's A (VERIFY reads its opcode)
             op={
                 name: reg(value, f"is_{name}")
                 for name, value in (
@@ -716,7 +739,7 @@ class Decoder(wiring.Component):
         rules, the range rules, a compare of the registered end with each memory's size, the
         rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
         cfg = self.cfg
-        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_sp
+        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
         acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
         before_any = Cat(cond for cond, _ in rules.before).any()
         after_any = Cat(cond for cond, _ in rules.after).any()
