@@ -7,6 +7,9 @@ unit sets the sticky error status; clearing the error discards the queued comman
 never hangs and accepts new work afterwards.
 """
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -88,6 +91,9 @@ def hwcfg_word(cfg: AccelConfig, queue_depth: int) -> int:
     beat = (cfg.dma_bits // 8).bit_length() - 1
     return cfg.rows | cfg.cols << 8 | dtype << 16 | acc << 18 | beat << 20 | (queue_depth.bit_length() - 1) << 24
 
+
+# Registers read back are multiplexed by pages of 2**PAGE_BITS words (see `_readback`).
+PAGE_BITS = 4
 
 # Cycles the gated command queue stays clocked after a write or read: its buffered output takes the
 # next entry within two; more cost nothing measurable.
@@ -175,12 +181,23 @@ class CommandInterface(wiring.Component):
 
         # Busy counts queued commands by the FIFO's level: its output lags a push by a cycle, and
         # `done` must not flash in between.
+        # The free entries are counted here (the FIFO's level is a sum of two of its registers, and
+        # the free entries a difference of that: two carry chains before STATUS's multiplexer).
+        free = Signal(range(self.queue_depth + 1), name="queue_free", init=self.queue_depth)
+        pushed, popped = queue.w_en & queue.w_rdy, queue.r_en & queue.r_rdy
+        # Both neighbours from the register alone, chosen by the handshakes (not added to them).
+        fewer, more = Signal.like(free, name="queue_fewer"), Signal.like(free, name="queue_more")
+        m.d.comb += [fewer.eq(free - 1), more.eq(free + 1)]
+        with m.If(pushed & ~popped):
+            m.d.sync += free.eq(fewer)
+        with m.Elif(popped & ~pushed):
+            m.d.sync += free.eq(more)
         busy = Signal()
-        m.d.comb += busy.eq(self.busy | (queue.level != 0))
+        m.d.comb += busy.eq(self.busy | (free != self.queue_depth))
         self._control(m, write, status, draining, overflow, seq, busy)
         m.d.comb += self.pending.eq(busy | status["had_work"] | draining | self.rsp.valid)
         m.d.comb += self.halted.eq(status["error"])
-        self._readback(m, status, queue, words, busy)
+        self._readback(m, status, free, words, busy)
         return m
 
     @staticmethod
@@ -230,15 +247,13 @@ class CommandInterface(wiring.Component):
         m.d.comb += status["zero_counters"].eq(control & wdata[2])
         m.d.comb += self.irq.eq((status["done"] & status["irq_done"]) | (status["error"] & status["irq_error"]))
 
-    def _readback(self, m: Module, status: dict, queue, words: dict, busy) -> None:
+    def _readback(self, m: Module, status: dict, free, words: dict, busy) -> None:
         counters = self._counters(m, status["zero_counters"], busy)
-        free = Signal(8)
-        m.d.comb += free.eq(self.queue_depth - queue.level)
         status_word = Cat(busy, status["done"], status["error"], Const(0, 1), status["unit"], Const(0, 1))
         values = {
             "ID": Const(ID_VALUE, 32),
             "HWCFG": Const(hwcfg_word(self.cfg, self.queue_depth), 32),
-            "STATUS": Cat(status_word, status["code"], free, self.irq),
+            "STATUS": Cat(status_word, status["code"], free, Const(0, 8 - len(free)), self.irq),
             "IRQ_ENABLE": Cat(status["irq_done"], status["irq_error"]),
             "ERROR_SEQ": status["seq"],
             "SP_ROWS": Const(self.sp_rows, 32),
@@ -246,12 +261,22 @@ class CommandInterface(wiring.Component):
             **counters,
         }
         m.d.sync += self.rsp.valid.eq(self.req.valid & ~self.req.p.write)
-        with m.Switch(self.req.p.addr):
-            for name, value in values.items():
-                with m.Case(words[name]):
-                    m.d.sync += self.rsp.rdata.eq(value)
-            with m.Default():  # unmapped and write-only registers read as zero
-                m.d.sync += self.rsp.rdata.eq(0)
+        # A multiplexer per page of 16 words on the address's low bits, then the page's: not one
+        # case per register on the whole address (ten levels of logic on ECP5 behind the AXI4-Lite
+        # address). Unmapped and write-only registers read as zero.
+        addr = self.req.p.addr
+        pages: dict[int, dict[int, Value]] = {}
+        for name, value in values.items():
+            pages.setdefault(words[name] >> PAGE_BITS, {})[words[name] & (1 << PAGE_BITS) - 1] = value
+        rdata = []
+        for page, regs in pages.items():
+            word = Signal(32, name=f"rdata_page{page}")
+            with m.Switch(addr[:PAGE_BITS]):
+                for index, value in regs.items():
+                    with m.Case(index):
+                        m.d.comb += word.eq(value)
+            rdata.append(Mux(addr[PAGE_BITS:] == page, word, 0))
+        m.d.sync += self.rsp.rdata.eq(reduce(operator.or_, rdata))
 
     def _counters(self, m: Module, zero, busy) -> dict:
         ev = self.events

@@ -5,11 +5,14 @@ no unit ever sees an invalid address or size. LOAD and STORE become DMA descript
 (docs/tile.md), EXEC becomes an EXEC operation; each carries its dependency flags and sequence
 number. FENCE waits until every unit is idle before letting later commands through.
 
-Each command at the head of the queue takes three steps, each ending in a register, so that
-neither the rule checks nor the units' ready signals reach across it into the queue (they were
-the tile's longest path on ECP5): CHECK registers the error code of the head command, ISSUE offers
-it to its unit (or reports its error) until taken, POP removes it from the queue. So the queue
-holds the command until it is handed over, and a command takes at least three cycles here.
+Each command at the head of the queue takes four steps, each ending in registers, so that
+neither the rule checks nor the units' ready signals reach across it into the queue or the units
+(they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
+the command's local range), VERIFY the error code of the head command (the range compares and
+the rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its
+error) from those registers until taken, POP removes it from the queue. A split transfer counts
+its local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the
+command until it is handed over, and a command takes at least four cycles here.
 """
 
 from dataclasses import dataclass
@@ -63,11 +66,14 @@ class _Transfer:
     esize: Value  # bytes of an element in memory
     block_bytes: Value  # bytes of memory a local row's width of elements takes
     row_bytes: Value  # bytes of memory one row of the command's elements takes
+    size_log2: Value  # log2 of esize
 
 
 @dataclass(frozen=True)
 class _Blocks:
     wide: Signal  # the head is a split transfer
+    whole: Signal  # (registered) ... moved by one descriptor
+    parts: Signal  # (registered) ... moved by a descriptor per memory row's full and partial rows
     counted: Signal  # SPAN has counted its local rows
     span: Signal  # ... which are these (or more than the memory has)
     last: Signal  # the block offered is the transfer's last
@@ -77,17 +83,31 @@ class _Blocks:
     advance: Signal  # (in) a block was taken: the next one
     counting: Signal  # (in) SPAN
     forget: Signal  # (in) the head is done or gone
-    checking: Signal  # (in) CHECK: the next move of the block registers is a start, not an advance
+    checking: Signal  # (in) VERIFY: the next move of the block registers is a start, not an advance
 
 
 def _gated(payload: data.Layout) -> stream.Signature:
     return stream.Signature(data.StructLayout({"op": payload, "deps": deps_layout, "seq": 16}))
 
 
+def _kept(m: Module, value, name: str) -> Signal:
+    """``value`` as a signal Yosys keeps (not merged into the logic around it)."""
+    signal = Signal.like(Value.cast(value), name=name, attrs={"keep": 1})
+    m.d.comb += signal.eq(value)
+    return signal
+
+
 def _first_broken(m: Module, checks: list, name: str) -> Signal:
     """The error code of the first rule of ``checks`` (condition, error name) broken, 0 if none."""
     code = Signal(8, name=name)
-    for cond, error in reversed(checks):
+    # Neighbours with the same error are one rule (an OR): fewer steps of priority.
+    merged: list = []
+    for cond, error in checks:
+        if merged and merged[-1][1] == error:
+            merged[-1] = (merged[-1][0] | cond, error)
+        else:
+            merged.append((cond, error))
+    for cond, error in reversed(merged):
         with m.If(cond):
             m.d.comb += code.eq(ERR[error])
     return code
@@ -121,13 +141,13 @@ class Decoder(wiring.Component):
         w = self.cmd.p.words
         opcode = w[0][:8]
         deps = data.View(deps_layout, Cat(w[0][8:12], w[0][28:30]))
-        code = Signal(8)
         vec = self._vec(m, w)
         desc = Signal(dma_desc_layout())
         self._descriptor(m, w, opcode, desc)
         transfer = self._transfer(w, opcode)
-        blocks = self._blocks(m, w, transfer, desc, deps)
-        self._check(m, w, opcode, deps, code, transfer, blocks)
+        held = self._held(m, w, transfer)
+        blocks = self._blocks(m, w, transfer, held, desc, deps)
+        rules = self._check(m, w, opcode, deps, transfer, blocks)
         ex = Signal(self.exec.p.op.shape())
         m.d.comb += [
             ex.accumulate.eq(w[0][12]),
@@ -145,58 +165,75 @@ class Decoder(wiring.Component):
             m.d.comb += [port.p.op.eq(payload), port.p.seq.eq(self.cmd.p.seq)]
             m.d.comb += port.p.deps.eq(blocks.deps if port in (self.load, self.store) else deps)
 
-        check, issue, pop, span = range(4)
-        state = Signal(range(4))
-        checked = Signal(8)  # the head command's error code, registered in CHECK
-        offered = Signal()  # the checked command is offered to its unit (or reported)
-        m.d.comb += offered.eq((state == issue) & self.cmd.valid)
-        ok = offered & (checked == 0)
-        is_op = {name: opcode == value for name, value in OP.items()}
+        check, verify, issue, pop, span = range(5)
+        state = Signal(range(5))
+        code, ok = self._verified(m, rules)
+        checked = Signal(8)  # the head command's error code, registered in VERIFY
+        # Registered in VERIFY, cleared as ISSUE ends: the command is offered to this unit (its
+        # code 0), or its error reported. The offers and their ends below read only these.
+        units = ("load", "store", "exec", "vec", "loop", "fence")
+        go = {name: Signal(name=f"go_{name}") for name in units}
+        failed = Signal(name="go_error")
+        valid = self.cmd.valid  # low once an error is recorded: nothing more is offered
         m.d.comb += [
-            self.load.valid.eq(ok & is_op["LOAD"]),
-            self.store.valid.eq(ok & is_op["STORE"]),
-            self.exec.valid.eq(ok & is_op["EXEC"]),
-            self.vec.valid.eq(ok & is_op["VEC"]),
+            self.load.valid.eq(go["load"] & valid),
+            self.store.valid.eq(go["store"] & valid),
+            self.exec.valid.eq(go["exec"] & valid),
+            self.vec.valid.eq(go["vec"] & valid),
             # A loop command starts only when everything before it has finished (it owns the tile).
-            self.loop.valid.eq(ok & (is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle),
-            self.error.valid.eq(offered & (checked != 0)),
+            self.loop.valid.eq(go["loop"] & self.units_idle & valid),
+            self.error.valid.eq(failed & valid),
             self.error.payload.unit.eq(UNIT_DECODE),
             self.error.payload.code.eq(checked),
             self.error.payload.seq.eq(self.cmd.p.seq),
         ]
         # An invalid command is consumed (its error is reported once); a flush drops the head.
-        accepted = (
-            (is_op["LOAD"] & self.load.ready)
-            | (is_op["STORE"] & self.store.ready)
-            | (is_op["EXEC"] & self.exec.ready)
-            | (is_op["VEC"] & self.vec.ready)
-            | (is_op["FENCE"] & self.units_idle)
-            | ((is_op["GEMM"] | is_op["CONV2D"]) & self.units_idle & self.loop.ready)
-        )
-        dma_taken = (is_op["LOAD"] & self.load.ready) | (is_op["STORE"] & self.store.ready)
-        with m.If((state == check) & self.cmd.valid & ~self.hold):
-            with m.If(blocks.wide & ~blocks.counted):  # count a split transfer's local rows first
+        # Each offer ends by its own unit's ready alone (the flags are set only for ISSUE, so they
+        # stand for it): a unit's ready, the end of a chain through its gate, passes a level or
+        # two of logic here, not the whole state machine's.
+        ready = {
+            "load": self.load.ready,
+            "store": self.store.ready,
+            "exec": self.exec.ready,
+            "vec": self.vec.ready,
+            "fence": self.units_idle,
+            "loop": self.units_idle & self.loop.ready,
+        }
+        taken = {name: go[name] & ready[name] for name in units}
+        dma_taken = taken["load"] | taken["store"]
+        m.d.comb += blocks.advance.eq(valid & dma_taken & ~blocks.last)  # the next block of a split transfer
+        ends = {name: taken[name] & (blocks.last if name in ("load", "store") else 1) for name in units}
+        # A split transfer is told in CHECK (registered), counted after VERIFY, then checked.
+        to_span = named(m, blocks.wide, "split_told", "sync") & ~blocks.counted
+        starts = (state == verify) & valid & ~to_span & ~self.flush  # (a flush goes to CHECK)
+        for name in units:
+            m.d.sync += go[name].eq(Mux(starts, ok & rules.op[name], go[name] & ~ends[name] & valid & ~self.flush))
+        m.d.sync += failed.eq(starts & ~ok)  # reported in the one ISSUE cycle, or dropped
+        with m.If((state == check) & valid & ~self.hold):
+            m.d.sync += state.eq(verify)
+        with m.Elif(state == verify):
+            with m.If(~valid):
+                m.d.sync += state.eq(check)
+            with m.Elif(to_span):  # count a split transfer's local rows first (then CHECK again)
                 m.d.sync += state.eq(span)
             with m.Else():
                 m.d.sync += [checked.eq(code), state.eq(issue)]
                 m.d.comb += blocks.start.eq(1)
         with m.Elif(state == span):
-            with m.If(~self.cmd.valid):
+            with m.If(~valid):
                 m.d.sync += state.eq(check)
             with m.Elif(blocks.counted):
                 m.d.sync += state.eq(check)
         with m.Elif(state == issue):
-            with m.If(~self.cmd.valid):  # the head went away (a flush): check the next one
+            with m.If(~valid):  # the head went away (a flush): check the next one
                 m.d.sync += state.eq(check)
-            with m.Elif((checked == 0) & dma_taken & ~blocks.last):
-                m.d.comb += blocks.advance.eq(1)  # the next block of a split transfer
-            with m.Elif((checked != 0) | accepted):
+            with m.Elif(Cat(*ends.values(), failed).any()):
                 m.d.sync += state.eq(pop)
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
-        m.d.comb += blocks.counting.eq((state == span) & self.cmd.valid)
-        m.d.comb += blocks.checking.eq(state == check)
-        m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~self.cmd.valid)
+        m.d.comb += blocks.counting.eq((state == span) & valid)
+        m.d.comb += blocks.checking.eq(state == verify)
+        m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
         m.d.comb += self.cmd.ready.eq((state == pop) | self.flush)
@@ -414,25 +451,23 @@ class Decoder(wiring.Component):
             (gemm & misaligned, "MISALIGNED"),
         ]
 
-    def _bad_field(self, flags, opcode, sp_target):
+    def _bad_field(self, flags, opcode, sp_target) -> list:
         """A reserved bit of word 0 set, or a field holding a code the tile does not define:
         read-out activation or output width codes 2–3, a STORE from the scratchpad with a
         read-out, a LOAD that transposes into or accumulates onto the wrong memory."""
-        reserved = Cat(
-            (opcode == OP[name]) & ((flags[8:] & ~(mask >> 8)) != 0) for name, mask in FLAG_BITS.items()
-        ).any()
+        reserved = [(opcode == OP[name]) & ((flags[8:] & ~(mask >> 8)) != 0) for name, mask in FLAG_BITS.items()]
         store, loop = opcode == OP["STORE"], (opcode == OP["GEMM"]) | (opcode == OP["CONV2D"])
         store_act, store_out = flags[13:15], flags[15:17]
         loop_act, loop_out = flags[17:19], flags[19:21]
         act_codes = ACT_CODES[self.cfg.dtype]
-        return (
-            reserved
-            | (store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)))
-            | (store & sp_target & ((store_act != 0) | (store_out != 0)))
-            | ((opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])))
-            | (loop & ((loop_act >= act_codes) | (loop_out > 1)))
-            | ((opcode == OP["GEMM"]) & flags[21] & flags[13])  # a resident B is not transposed
-        )
+        return [
+            *reserved,
+            store & ~sp_target & ((store_act >= act_codes) | (store_out > 1)),
+            store & sp_target & ((store_act != 0) | (store_out != 0)),
+            (opcode == OP["LOAD"]) & ((~sp_target & flags[13]) | (sp_target & flags[14])),
+            (loop & ((loop_act >= act_codes) | (loop_out > 1)))
+            | ((opcode == OP["GEMM"]) & flags[21] & flags[13]),  # a resident B is not transposed
+        ]
 
     def _descriptor(self, m: Module, w, opcode, desc) -> None:
         store = opcode == OP["STORE"]
@@ -463,16 +498,27 @@ class Decoder(wiring.Component):
         size_log2 = Mux(
             sp_target, _log2(cfg.in_bits // 8), Mux(narrow, _log2(self._narrow_bytes()), _log2(cfg.acc_bits // 8))
         )
-        width = Mux(sp_target, cfg.dim, cfg.cols)
+        return self._sized(w, load | store, sp_target, load & sp_target & w[0][13], size_log2)
+
+    def _sized(self, w, dma, sp_target, transpose, size_log2) -> _Transfer:
+        width = Mux(sp_target, self.cfg.dim, self.cfg.cols)
         return _Transfer(
-            dma=load | store,
+            dma=dma,
             sp_target=sp_target,
-            transpose=load & sp_target & w[0][13],
+            transpose=transpose,
             width=width,
             esize=Const(1, 3) << size_log2,
             row_bytes=w[3][16:] << size_log2,
             block_bytes=width << size_log2,
+            size_log2=size_log2,
         )
+
+    def _held(self, m: Module, w, t: _Transfer) -> _Transfer:
+        """The head's transfer from registers, for SPAN and ISSUE (which come after a CHECK): each
+        cycle's head is registered (the words stay while it is the head, see ``_check``)."""
+        regs = [named(m, v, f"transfer_{n}", "sync") for v, n in ((t.dma, "dma"), (t.sp_target, "sp"))]
+        transpose = named(m, t.transpose, "transfer_transpose", "sync")
+        return self._sized(w, regs[0], regs[1], transpose, named(m, t.size_log2, "transfer_size", "sync"))
 
     def _past(self, t: _Transfer, value, bound: str, times: int = 1, margin: int = 0):
         """``value > times · bound - margin`` for the transfer's row width or memory size: a compare
@@ -480,7 +526,7 @@ class Decoder(wiring.Component):
         sp, acc = {"width": (self.cfg.dim, self.cfg.cols), "limit": (self.cfg.sp_rows, self.cfg.acc_rows)}[bound]
         return Mux(t.sp_target, value > times * sp - margin, value > times * acc - margin)
 
-    def _blocks(self, m: Module, w, t: _Transfer, desc, deps) -> _Blocks:
+    def _blocks(self, m: Module, w, t: _Transfer, h: _Transfer, desc, deps) -> _Blocks:
         """A LOAD or STORE with rows longer than a local row is a *split* transfer (docs/isa.md):
         each memory row fills ``n = ⌈elements / w⌉`` consecutive local rows, ``w`` elements each
         (the last one the rest), memory row ``r`` from local row ``first + r·n``. The decoder
@@ -490,12 +536,20 @@ class Decoder(wiring.Component):
         for its partial last row. The first descriptor waits for the command's tokens and the last
         signals them, so the DMA never sees a row wider than a local row.
 
-        Before the checks, a SPAN step counts a split transfer's local rows per memory row, one a
+        Before the range checks, a SPAN step counts a split transfer's local rows per memory row, one a
         cycle and at most until the memory's end, so the range check needs no divider or
-        multiplier and takes no longer than writing those rows would."""
+        multiplier and takes no longer than writing those rows would.
+
+        ``t`` is the head's transfer from its words (CHECK), ``h`` the same from registers (SPAN,
+        ISSUE). What a unit is offered (descriptor, tokens) comes from registers and the words
+        alone, so no rule check or count runs on into the units' inputs: the blocks' kind
+        (`whole`, `parts`), the offered block's last flag and the address of a row's partial
+        block are registered a cycle ahead."""
         rows, elems, addr, stride, local = w[3][:16], w[3][16:], w[1], w[2], w[4][:16]
         b = _Blocks(
             wide=Signal(name="split"),
+            whole=Signal(name="split_whole"),
+            parts=Signal(name="split_parts"),
             counted=Signal(name="split_counted"),
             span=Signal(18, name="split_span"),
             last=Signal(name="block_last"),
@@ -519,53 +573,77 @@ class Decoder(wiring.Component):
         begun, ahead = Signal(name="split_begun"), Signal(16, name="split_ahead")
         full, rest = Signal(16, name="split_full"), Signal(range(max(self.cfg.dim, 2)), name="split_rest")
         tail = Signal(32, name="split_tail")
+        # The count's tests, registered as the count moves on (from the values it moves from, so
+        # each is a compare with a constant): more than w elements left (`ahead` > w), at least 2w
+        # (`ahead` > 2w - 1), the span past the memory. Read only once `begun`.
+        more, two = Signal(name="split_more"), Signal(name="split_two")
+        over = Signal(name="split_over")
         # No elements left, or beyond the memory (refused anyway).
-        stop = begun & (~self._past(t, ahead, "width") | self._past(t, b.span, "limit"))
-        short = begun & ~stop & ~self._past(t, ahead, "width", 2, 1)  # fewer than w left: the rest
+        stop = begun & (~more | over)
+        short = begun & ~stop & ~two  # fewer than w left: the rest
         with m.If(b.counting & ~b.counted):
             m.d.sync += begun.eq(1)
+            # `ahead` moves to the element count, then on by w (tested only after a full row).
+            m.d.sync += [
+                more.eq(Mux(begun, self._past(h, ahead, "width", 2), self._past(h, elems, "width"))),
+                two.eq(Mux(begun, self._past(h, ahead, "width", 3, 1), self._past(h, elems, "width", 2, 1))),
+                # (A count behind, of the register, not its sum: a transfer past the memory counts
+                # one more row of local rows, and is refused all the same.)
+                over.eq(self._past(h, b.span, "limit")),
+            ]
             with m.If(stop | short):
                 m.d.sync += b.counted.eq(1)
             with m.If(short):
-                m.d.sync += rest.eq(ahead - t.width)
+                m.d.sync += rest.eq(ahead - h.width)
             with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
             with m.If(~stop & ~short):
-                m.d.sync += [full.eq(full + 1), tail.eq(tail + named(m, t.block_bytes, "split_tail_step"))]
-                m.d.sync += ahead.eq(Mux(begun, ahead - t.width, elems))
+                m.d.sync += [full.eq(full + 1), tail.eq(tail + named(m, h.block_bytes, "split_tail_step"))]
+                m.d.sync += ahead.eq(Mux(begun, ahead - h.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
         # `row_local` is the offered block's first local row: it moves on by the full rows, then
-        # by the rest's one.
-        contiguous = (stride == t.row_bytes) | (rows == 1)
-        whole = ~b.wide | ((rest == 0) & contiguous & (b.span >> 16 == 0))
-        # `rows_done`: the memory rows whose blocks were all taken (counted up from zero, so the
-        # last row is found by comparing the count after it with the command's rows).
-        row_addr, row_local, rows_done = (
+        # by the rest's one. The kind is registered in the CHECK after SPAN (for VERIFY and ISSUE).
+        rest0 = rest == 0
+        # (Registered: it is read after SPAN, which takes a cycle or more.)
+        contiguous = named(m, (stride == h.row_bytes) | (rows == 1), "split_contiguous", "sync")
+        whole = rest0 & contiguous & (b.span >> 16 == 0)
+        # (Only a split transfer is counted: after SPAN that register is the split test.)
+        m.d.sync += [b.whole.eq(b.counted & whole), b.parts.eq(b.counted & ~whole)]
+        # `left`: the memory rows from the offered block's on (counted down from the command's
+        # rows, so that the last row is a compare of a register with a constant).
+        row_addr, row_local, left = (
             Signal(32, name="row_addr"),
             Signal(16, name="row_local"),
-            Signal(16, name="rows_done"),
+            Signal(16, name="rows_left"),
         )
-        done_next = (rows_done + 1)[:16]
         at_rest, first = Signal(name="at_rest"), Signal(name="first_block")
-        next_row = b.advance & ((rest == 0) | at_rest)
+        # The address of the offered row's partial block: registered, as it is offered only after
+        # that row's full block (a cycle or more after `row_addr` moved to the row).
+        rest_addr = named(m, row_addr + tail, "rest_addr", "sync")
+        next_row = b.advance & (rest0 | at_rest)
         with m.If(b.start):
             m.d.sync += [at_rest.eq(0), first.eq(1)]
+            # A whole or unsplit transfer is one block; else the first is last if its row is.
+            m.d.sync += b.last.eq(~b.parts | ((rows == 1) & rest0))
         with m.If(b.advance):
-            m.d.sync += [first.eq(0), at_rest.eq(~next_row)]
-        # The steps are chosen by the state register (a start comes only in CHECK, an advance only
+            m.d.sync += [first.eq(0), at_rest.eq(~(rest0 | at_rest))]
+            m.d.sync += b.last.eq(Mux(rest0 | at_rest, (left == 2) & rest0, left == 1))
+        # The steps are chosen by the state register (a start comes only in VERIFY, an advance only
         # in ISSUE), not by the start's whole condition, which each bit's LUT would otherwise
         # repeat; and named ("a_...") for the tile's flattened order (see `rtl.signals.named`).
+        # The sums are kept as signals: the units' ready, in the enables, then only enables the
+        # registers (else Yosys gates the adders' operands with it, before their carry chains).
+        addr_next = _kept(m, row_addr + named(m, Mux(b.checking, addr, stride), "a_row_addr_step"), "row_addr_next")
+        left_next = _kept(m, left + named(m, Mux(b.checking, rows, 0xFFFF), "a_rows_left_step"), "rows_left_next")
+        step = named(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
+        local_next = _kept(m, row_local + step, "row_local_next")
         with m.If(b.start | next_row):
-            m.d.sync += row_addr.eq(row_addr + named(m, Mux(b.checking, addr, stride), "a_row_addr_step"))
-        with m.If(next_row):
-            m.d.sync += rows_done.eq(done_next)
+            m.d.sync += [row_addr.eq(addr_next), left.eq(left_next)]
         with m.If(b.start | b.advance):
-            step = named(m, Mux(b.checking, local, Mux(at_rest, 1, full)), "a_row_local_step")
-            m.d.sync += row_local.eq(row_local + step)
+            m.d.sync += row_local.eq(local_next)
         with m.If(b.forget):
-            cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, rows_done)
+            cleared = (begun, b.counted, b.span, full, tail, rest, row_addr, row_local, left)
             m.d.sync += [r.eq(0) for r in cleared]
-        m.d.comb += b.last.eq(whole | ((done_next == rows) & ((rest == 0) | at_rest)))
         m.d.comb += [
             b.desc.eq(desc),
             b.deps.eq(deps),
@@ -576,26 +654,34 @@ class Decoder(wiring.Component):
             b.deps.signal_next.eq(deps.signal_next & b.last),
             b.deps.signal_side.eq(deps.signal_side & b.last),
         ]
-        with m.If(b.wide & whole):
-            m.d.comb += [b.desc.dram_stride.eq(t.block_bytes), b.desc.rows.eq(b.span), b.desc.elems.eq(t.width)]
-        with m.Elif(b.wide):
-            m.d.comb += [b.desc.dram_addr.eq(row_addr), b.desc.local_addr.eq(row_local), b.desc.elems.eq(t.width)]
-            m.d.comb += [b.desc.dram_stride.eq(t.block_bytes), b.desc.rows.eq(full)]
+        with m.If(b.whole):
+            m.d.comb += [b.desc.dram_stride.eq(h.block_bytes), b.desc.rows.eq(b.span), b.desc.elems.eq(h.width)]
+        with m.Elif(b.parts):
+            m.d.comb += [b.desc.dram_addr.eq(row_addr), b.desc.local_addr.eq(row_local), b.desc.elems.eq(h.width)]
+            m.d.comb += [b.desc.dram_stride.eq(h.block_bytes), b.desc.rows.eq(full)]
             with m.If(at_rest):
-                m.d.comb += b.desc.dram_addr.eq(row_addr + tail)
+                m.d.comb += b.desc.dram_addr.eq(rest_addr)
                 m.d.comb += [b.desc.rows.eq(1), b.desc.elems.eq(rest)]
         return b
 
-    def _check(self, m: Module, w, opcode, deps, code, t: _Transfer, blocks: _Blocks) -> None:
-        """Set ``code`` to the first rule the command breaks (0: none), in the order of docs/isa.md."""
+    def _check(self, m: Module, w, opcode, deps, t: _Transfer, blocks: _Blocks) -> SimpleNamespace:
+        """CHECK: the first rule the command breaks (0: none) of the rules before the range rules
+        and of those after them, in the order of docs/isa.md; the end of its local range; and
+        which unit it goes to. All registered each cycle: the head's words stay while it is the
+        head, and VERIFY (see ``_verified``) follows a CHECK of the same head."""
         cfg = self.cfg
         rows, elems, local = w[3][:16], w[3][16:], w[4][:16]
         load, store = opcode == OP["LOAD"], opcode == OP["STORE"]
         sp_target, transpose, dma = t.sp_target, t.transpose, t.dma
         misaligned = (((w[1] | w[2]) & (t.esize - 1)) != 0) & ~(load & w[0][15])  # a zero fill reads no memory
-        # An EXEC is neither transposed nor split: its span is M (word 3's rows) and the sum its C's end.
-        span = Mux(transpose, elems, Mux(blocks.wide, blocks.span, rows))
-        end = local + named(m, span, "span_checked")
+        # An EXEC is neither transposed nor split: its span is M (word 3's rows) and the sum its C's
+        # end. A split transfer is checked once counted (its `counted` register: no other head
+        # command has a counted span, so that is the choice, not the split test's compare).
+        # Only a LOAD, STORE or EXEC reads the end, so a transposing LOAD is told by opcode bit 1
+        # (clear in LOAD's alone) and its flags: a choice of five bits per bit, not of the opcode's.
+        assert OP["LOAD"] & 2 == 0 and OP["STORE"] & 2 and OP["EXEC"] & 2
+        transposing = ~opcode[1] & ~w[0][12] & w[0][13]
+        span = Mux(blocks.counted, blocks.span, Mux(transposing, elems, rows))
         ex, vec = opcode == OP["EXEC"], opcode == OP["VEC"]
         nz = self._nonzero(w)
         k_rows = w[1][16:]
@@ -606,21 +692,12 @@ class Decoder(wiring.Component):
             ((load & (deps.wait_prev | deps.signal_prev)) | (store & (deps.wait_next | deps.signal_next)), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][8:12] != 0), "BAD_DEPS"),
             (~(load | store | ex | vec) & (w[0][28:30] != 0), "BAD_DEPS"),
-            (self._bad_field(w[0], opcode, sp_target), "BAD_FIELD"),
+            # Its parts are rules of their own (one register each, VERIFY ORs them).
+            *((bad, "BAD_FIELD") for bad in self._bad_field(w[0], opcode, sp_target)),
             (((dma & ~nz.kh & ~nz.kw) | ((dma | ex) & ~nz.n)), "ZERO_DIM"),  # rows or elements (M) 0
             # Only the scratchpad is transposed into: its rows are dim wide.
             (dma & transpose & ((elems > cfg.dim) | (rows > cfg.dim)), "TOO_LARGE"),
             (ex & (k_rows > cfg.rows), "TOO_LARGE"),
-        ]
-        # The only rules that read a register of the decoder (a split transfer's counted span); the
-        # EXEC's range rules share their adder, so they come here too (an EXEC is no transfer, so
-        # the order of docs/isa.md holds for each opcode).
-        b_over = w[1][:16] > cfg.sp_rows - cfg.rows  # B's rows past the scratchpad: B + rows > sp_rows
-        spans = [
-            (dma & sp_target & (end > cfg.sp_rows), "SP_RANGE"),
-            (dma & ~sp_target & (end > cfg.acc_rows), "ACC_RANGE"),
-            (ex & ((b_over & ~w[0][13]) | (w[2][:16] + rows > cfg.sp_rows)), "SP_RANGE"),
-            (ex & (end > cfg.acc_rows), "ACC_RANGE"),
         ]
         after = [
             (dma & misaligned, "MISALIGNED"),
@@ -628,13 +705,49 @@ class Decoder(wiring.Component):
             *self._conv_checks(w, opcode == OP["CONV2D"], nz),
             *self._vec_checks(vec),
         ]
-        # The rules on the command's words alone are two signals of their own around the span
+        b_over = w[1][:16] > cfg.sp_rows - cfg.rows  # B's rows past the scratchpad: B + rows > sp_rows
+
+        def reg(value, name: str) -> Signal:
+            return named(m, value, f"checked_{name}", "sync")
+
+        # Each rule's verdict is a register: their priority (a few levels of logic) is VERIFY's.
+        return SimpleNamespace(
+            before=[(reg(cond, f"before{k}"), error) for k, (cond, error) in enumerate(before)],
+            after=[(reg(cond, f"after{k}"), error) for k, (cond, error) in enumerate(after)],
+            end=reg(local + named(m, span, "span_checked"), "end"),
+            # The range rules by opcode: the end in the scratchpad (a LOAD / STORE there) or in the
+            # accumulator (one there, an EXEC's C); an EXEC's A and B past the scratchpad.
+            sp_end=reg(dma & sp_target, "sp_end"),
+            acc_end=reg((dma & ~sp_target) | ex, "acc_end"),
+            ex_b=reg(ex & b_over & ~w[0][13], "ex_b"),
+            a_over=reg(w[2][:16] + rows > cfg.sp_rows, "a_over"),  # an EXEC's A (VERIFY reads its opcode)
+            op={
+                name: reg(value, f"is_{name}")
+                for name, value in (
+                    ("load", load),
+                    ("store", store),
+                    ("exec", ex),
+                    ("vec", vec),
+                    ("loop", loop),
+                    ("fence", opcode == OP["FENCE"]),
+                )
+            },
+        )
+
+    def _verified(self, m: Module, rules: SimpleNamespace) -> tuple[Value, Value]:
+        """VERIFY: the command's error code from CHECK's registers (the rules before the range
+        rules, the range rules, a compare of the registered end with each memory's size, the
+        rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
+        cfg = self.cfg
+        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
+        acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
+        before_any = Cat(cond for cond, _ in rules.before).any()
+        after_any = Cat(cond for cond, _ in rules.after).any()
+        # The rules on the command's words alone are two signals of their own around the range
         # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
         # evaluates them only when the head command changes, not in every cycle.
-        first_before, first_after = _first_broken(m, before, "broken_before"), _first_broken(m, after, "broken_after")
-        m.d.comb += code.eq(first_after)
-        for cond, name in reversed(spans):
-            with m.If(cond):
-                m.d.comb += code.eq(ERR[name])
-        with m.If(first_before != 0):
-            m.d.comb += code.eq(first_before)
+        first_before = _first_broken(m, rules.before, "broken_before")
+        first_after = _first_broken(m, rules.after, "broken_after")
+        after = Mux(sp_range, ERR["SP_RANGE"], Mux(acc_range, ERR["ACC_RANGE"], first_after))
+        ok = ~(before_any | sp_range | acc_range | after_any)
+        return Mux(before_any, first_before, after), ok

@@ -189,3 +189,40 @@ def test_done_waits_for_queued_commands() -> None:
         assert status_fields(await read(ctx, dut, REG["STATUS"]))["done"]
 
     run(bench)
+
+
+def test_every_address_reads_its_register_or_zero() -> None:
+    """The read-back multiplexer (pages of words, see ``CommandInterface._readback``): each word
+    address of the register port reads its own register, unmapped and write-only ones zero."""
+
+    async def bench(ctx, dut):
+        counts = {"macs": 7, "dma_rd_bytes": 2, "dma_wr_bytes": 3, "vec_elems": 5, "vec_busy": 1, "stall": 0b10110}
+        for name, value in counts.items():
+            ctx.set(getattr(dut.events, name), value)
+        await write(ctx, dut, REG["IRQ_ENABLE"], 0b10)
+        await ctx.tick().repeat(3)
+        for name in counts:
+            ctx.set(getattr(dut.events, name), 0)
+        await ctx.tick().repeat(2)
+        ticks = 4  # the cycles with the events set: the IRQ_ENABLE write's and three more
+        want = {
+            "ID": 0x50594144,
+            "HWCFG": hwcfg_word(CFG, DEPTH),
+            "STATUS": DEPTH << 16,
+            "IRQ_ENABLE": 0b10,
+            "SP_ROWS": 4096,
+            "ACC_ROWS": 512,
+            "MACS_LO": 7 * ticks,
+            "DMA_RD_BYTES": 2 * ticks,
+            "DMA_WR_BYTES": 3 * ticks,
+            "VEC_ELEMS": 5 * ticks,
+            "VEC_CYCLES": ticks,
+            "STALL_EXEC_ON_STORE": ticks,
+            "STALL_DMA_READ": ticks,
+            "STALL_QUEUE": ticks,
+        }
+        by_word = {REG[name] // 4: value for name, value in want.items()}
+        for word in range(1024):
+            assert await read(ctx, dut, 4 * word) == by_word.get(word, 0), hex(4 * word)
+
+    run(bench)

@@ -242,12 +242,17 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         ctx.set(dut.units_idle, units_idle)
         for port in ("load", "store", "exec", "vec", "loop"):
             ctx.set(getattr(dut, port).ready, 1)
-        # CHECK registers the error code; the command is offered (or reported) in the next cycle
-        # (a split transfer first counts its blocks, one a cycle).
+        # CHECK and VERIFY register the error code; the command is offered (or reported) in the
+        # cycle after (a split transfer first counts its blocks, one a cycle). A FENCE is offered
+        # to no unit: it is taken, and the queue told so, once the units are idle.
+        assert not ctx.get(dut.cmd.ready) and not ctx.get(dut.error.valid)
+        await ctx.tick()
         assert not ctx.get(dut.cmd.ready) and not ctx.get(dut.error.valid)
         await ctx.tick()
         for _ in range(SPAN_CYCLES):
             if ctx.get(dut.error.valid) or any(ctx.get(getattr(dut, p).valid) for p in PORTS):
+                break
+            if ctx.get(dut.cmd.ready):
                 break
             await ctx.tick()
         out["routes"] = [p for p in ("load", "store", "exec", "vec", "loop") if ctx.get(getattr(dut, p).valid)]
@@ -261,9 +266,10 @@ def decode(words: list[int], units_idle: int = 1, cfg: AccelConfig = CFG) -> dic
         out["vec"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("op", "rows", "elems", "a", "b", "d", "uses_b")}
         out["vec_update"] = {k: ctx.get(getattr(dut.vec.p.op, k)) for k in ("update", "g", "kappa", "scalar")}
         # POP: a command taken (or reported) in ISSUE leaves the queue in the cycle after its last block.
-        await ctx.tick()
-        while ctx.get(dut.load.valid) or ctx.get(dut.store.valid):  # the blocks after the first
+        if not ctx.get(dut.cmd.ready):
             await ctx.tick()
+            while ctx.get(dut.load.valid) or ctx.get(dut.store.valid):  # the blocks after the first
+                await ctx.tick()
         out["ready"] = ctx.get(dut.cmd.ready)
         offered_again = any(ctx.get(getattr(dut, p).valid) for p in ("load", "store", "exec", "vec", "loop"))
         assert not (out["ready"] and (offered_again or ctx.get(dut.error.valid)))  # offered once only
