@@ -781,8 +781,12 @@ class DmaWrite(_Engine):
             self.done.payload.code.eq(code),
             self.done.payload.error.eq(code != 0),
         ]
+        # The descriptor register follows the command while idle, so its enable is the registered
+        # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
+        with m.If(state == idle):
+            m.d.sync += d.eq(self.cmd.payload)
         with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [d.eq(self.cmd.payload), state.eq(checking)]
+            m.d.sync += state.eq(checking)
         with m.If(setup):
             m.d.sync += [code.eq(check), row_units.eq(self._row_units(d))]
             m.d.sync += state.eq(Mux(check != 0, report, write))
@@ -803,14 +807,20 @@ class DmaWrite(_Engine):
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
         m.submodules.rows = rows = fifo.SyncFIFOBuffered(width=self.row_bits, depth=depth)
-        issued = Signal(16)
+        # The read request comes straight from registers (it feeds the memories' arbitration and
+        # block RAM address): the next row's address is kept as it counts up, and "rows left to
+        # request" and "room for another row" as flags, each updated from the handshake.
+        to_issue = Signal(16)  # rows not yet requested
+        one_left = Signal()  # to_issue == 1
+        more_sp, more_acc = Signal(), Signal()  # rows left to request, by memory
+        address = Signal(16)  # the next row to request
         credits = Signal(range(depth + 1))  # rows requested and not yet consumed
-        can = writing & (issued != d.rows) & (credits != depth)
+        room = Signal()  # credits < depth
         m.d.comb += [
-            self.sp_read.valid.eq(can & (d.kind == DmaKind.SP_MEM)),
-            self.sp_read.payload.addr.eq(d.local_addr + issued),
-            self.acc_read.valid.eq(can & (d.kind == DmaKind.ACC_MEM)),
-            self.acc_read.payload.addr.eq(d.local_addr + issued),
+            self.sp_read.valid.eq(writing & room & more_sp),
+            self.sp_read.payload.addr.eq(address),
+            self.acc_read.valid.eq(writing & room & more_acc),
+            self.acc_read.payload.addr.eq(address),
             self.acc_read.payload.scale.eq(d.scale),
             self.acc_read.payload.act.eq(d.act),
             self.acc_read.payload.out.eq(d.out),
@@ -842,9 +852,25 @@ class DmaWrite(_Engine):
         m.d.comb += rows.r_en.eq(consumed)
         with m.If(wgear.inp.valid & wgear.inp.ready):
             m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_units, remaining - self.lanes))]
-        m.d.sync += [issued.eq(issued + issue), credits.eq(credits + issue - consumed)]
-        with m.If(setup):
-            m.d.sync += [issued.eq(0), credits.eq(0), chunk.eq(0), remaining.eq(self._row_units(d))]
+        m.d.sync += credits.eq(credits + issue - consumed)
+        # Full after this cycle only if full now, or one short and a row is requested, with none consumed.
+        m.d.sync += room.eq(consumed | (room & ~(issue & (credits == depth - 1))))
+        with m.If(issue):
+            m.d.sync += [to_issue.eq(to_issue - 1), one_left.eq(to_issue == 2), address.eq(address + 1)]
+            with m.If(one_left):
+                m.d.sync += [more_sp.eq(0), more_acc.eq(0)]
+        with m.If(setup):  # a refused descriptor's flags are never used: it does not reach `write`
+            m.d.sync += [
+                to_issue.eq(d.rows),
+                one_left.eq(d.rows == 1),
+                more_sp.eq(d.kind == DmaKind.SP_MEM),
+                more_acc.eq(d.kind == DmaKind.ACC_MEM),
+                address.eq(d.local_addr),
+                credits.eq(0),
+                room.eq(1),
+                chunk.eq(0),
+                remaining.eq(self._row_units(d)),
+            ]
 
     def _write_beats(self, m: Module, wgear, bursts, burst_info, setup, writing, issue_more, write_done, axi_error):
         """W beats from the write gearbox at their lanes, with strobes; B responses counted."""
