@@ -163,7 +163,7 @@ class Tile(wiring.Component):
         # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
         # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
         # rises in the next cycle, and the decoder issues nothing while its head command waits for
-        # idle, nor in the two cycles (POP, CHECK) before it offers the next.
+        # idle, nor in the three cycles (POP, CHECK, VERIFY) before it offers the next.
         idle = Signal()
         m.d.sync += idle.eq(~busy)
         m.d.comb += [
