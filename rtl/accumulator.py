@@ -291,5 +291,6 @@ class Accumulator(wiring.Component):
 
 def _row_adder(cfg: AccelConfig) -> FpAdd:
     """A row element plus another, in the accumulator format: for bf16 both are bf16, so the
-    datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE."""
-    return FpAdd(acc_mant_bits(cfg), x_frac_bits=acc_mant_bits(cfg))
+    datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE. Its
+    normalization is the serial one (``FpAdd``'s ``serial_normalize``): 6 LUTs fewer a column."""
+    return FpAdd(acc_mant_bits(cfg), x_frac_bits=acc_mant_bits(cfg), serial_normalize=True)

@@ -70,7 +70,15 @@ def make_adder(cfg: AccelConfig, registers: int = 0) -> wiring.Component:
     """``acc + product`` in the accumulator format, with ``registers`` pipeline registers."""
     if cfg.dtype == "int8":
         return IntAdd(registers)
-    return FpAdd(acc_mant_bits(cfg), registers, x_frac_bits=PRODUCT_FRAC_BITS, flagged_x=product_flagged(cfg))
+    # Unpipelined (pe_stages 1 and 2: the area configurations), the normalization is the smaller
+    # serial one; the pipelined adders keep the leading-zero tree for their clock (rtl/fp.py).
+    return FpAdd(
+        acc_mant_bits(cfg),
+        registers,
+        x_frac_bits=PRODUCT_FRAC_BITS,
+        flagged_x=product_flagged(cfg),
+        serial_normalize=registers == 0,
+    )
 
 
 def product_flagged(cfg: AccelConfig) -> bool:
