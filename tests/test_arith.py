@@ -155,6 +155,20 @@ def test_pe_adder_on_every_product_of_edge_values(serial: bool) -> None:
     check_add(acc, x, 7, 0, PRODUCT_FRAC_BITS, serial)
 
 
+@pytest.mark.parametrize("serial", [False, True])
+def test_row_adder_bf16_plus_bf16(serial: bool) -> None:
+    """The accumulator's row adder, bf16 + bf16 (``FpAdd(7, x_frac_bits=7)``, with the serial
+    normalization there): every pair of edge values, then random pairs, half of them each
+    other's negation with low bits disturbed (cancellations by every distance)."""
+    a, b = _pairs(BF16_EDGES)
+    rng = np.random.default_rng(11)
+    ra = rng.integers(0, 1 << 16, 20000, dtype=np.uint64)
+    rb = rng.integers(0, 1 << 16, 20000, dtype=np.uint64)
+    rb[::2] = (ra[::2] ^ np.uint64(0x8000)) ^ rng.integers(0, 1 << 8, 10000, dtype=np.uint64)
+    acc, x = np.concatenate([a, ra]), np.concatenate([b, rb]) << np.uint64(16)
+    check_add(acc, x, 7, 0, 7, serial)
+
+
 class _ProductAdder(wiring.Component):
     """A bf16 PE's multiply-add as the PE wires it: ``Bf16Mul``'s fields and flags into
     ``FpAdd(flagged_x=True)``, with ``registers`` in the adder. ``flags`` shows the product's."""
