@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from rtl.config import AccelConfig
 from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Add, Bf16Mul, Fp32Mul, FpAdd
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
-from rtl.mac import IntAdd, IntMul
+from rtl.mac import IntAdd, IntMul, product_flagged
 from rtl.mac_model import accumulate, multiply
 from rtl.mesh_model import mesh_tile
+from rtl.pe import _RoundProduct
 from tb.comb_eval import evaluate
 from tb.stimulus import accumulators, inputs
 
@@ -194,6 +195,40 @@ def check_product_add(a, b, acc, mant: int, registers: int = 0, serial: bool = F
     got = evaluate(unit, {"a": a, "b": b, "acc": acc}, ("o",), latency=registers)["o"]
     want = fp_add(np.asarray(acc, np.uint32), bf16_mul(a, b), mant)
     np.testing.assert_array_equal(got, want)
+
+
+class _RoundedProduct(wiring.Component):
+    """A top-row PE's multiply and rounding (``rtl.pe._RoundProduct``), ``acc_dtype``'s width."""
+
+    def __init__(self, acc_dtype: str, pe_stages: int) -> None:
+        self.cfg = AccelConfig(dtype="bf16", acc_dtype=acc_dtype, pe_stages=pe_stages)
+        super().__init__({"a": In(16), "b": In(16), "o": Out(self.cfg.acc_bits)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        flagged = product_flagged(self.cfg)
+        m.submodules.mul = mul = Bf16Mul(flagged=flagged)
+        m.submodules.round = rnd = _RoundProduct(self.cfg, 0)
+        m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), self.o.eq(rnd.o)]
+        if flagged:
+            m.d.comb += [rnd.x.eq(mul.p_bits), rnd.x_flags.eq(mul.p_flags)]
+        else:
+            m.d.comb += rnd.x.eq(mul.p)
+        return m
+
+
+@pytest.mark.parametrize(("acc_dtype", "pe_stages"), [("bf16", 1), ("bf16", 2), ("fp32", 1)])
+def test_top_row_rounding_is_the_add_to_zero(acc_dtype: str, pe_stages: int) -> None:
+    """A mesh's top row with a zero ``d`` rounds its products: the model's +0 + product, for every
+    pair of edge values and random pairs (ties, overflows, underflows among them)."""
+    a, b = _pairs(BF16_EDGES)
+    rng = np.random.default_rng(12)
+    a = np.concatenate([a, rng.integers(0, 1 << 16, 20000).astype(np.uint64)])
+    b = np.concatenate([b, rng.integers(0, 1 << 16, 20000).astype(np.uint64)])
+    unit = _RoundedProduct(acc_dtype, pe_stages)
+    got = evaluate(unit, {"a": a, "b": b}, ("o",))["o"]
+    mant = 7 if acc_dtype == "bf16" else 23
+    np.testing.assert_array_equal(got, fp_add(np.zeros(a.size, np.uint32), bf16_mul(a, b), mant))
 
 
 def test_bf16_mul_flags_and_fields_are_its_product() -> None:
