@@ -41,6 +41,7 @@ from rtl.mac import acc_mant_bits
 from rtl.readout import READOUT_LATENCY, Readout, readout_controls
 from rtl.scratchpad import checked_geometry, split_address, valid_only
 from rtl.shared import add_shared
+from rtl.signals import delayed
 
 __all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
 
@@ -97,8 +98,7 @@ class Accumulator(wiring.Component):
 
         add_a, add0, plain0 = self._accept_writes(m)
         read_a = self._accept_read(m, add_a)
-        read0 = Signal.like(read_a, name="read0")
-        m.d.sync += read0.eq(read_a)
+        read0 = delayed(m, read_a, 1, "read")
         self._drive_read_ports(m, ports, (read0, add0))
 
         # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
@@ -291,5 +291,6 @@ class Accumulator(wiring.Component):
 
 def _row_adder(cfg: AccelConfig) -> FpAdd:
     """A row element plus another, in the accumulator format: for bf16 both are bf16, so the
-    datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE."""
-    return FpAdd(acc_mant_bits(cfg), x_frac_bits=acc_mant_bits(cfg))
+    datapath is bf16's (``Bf16Add``'s), not a bf16 plus an fp32 product's as in a PE. Its
+    normalization is the serial one (``FpAdd``'s ``serial_normalize``): 6 LUTs fewer a column."""
+    return FpAdd(acc_mant_bits(cfg), x_frac_bits=acc_mant_bits(cfg), serial_normalize=True)

@@ -11,12 +11,12 @@ Operations arrive validated (the decoder checks ranges), with a sequence number;
 each one after its last result row is written to the accumulator.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.mesh import Mesh
+from rtl.mesh import Mesh, mesh_latency
 from rtl.scratchpad import SP_READ_LATENCY
 from rtl.signals import delayed
 
@@ -47,9 +47,15 @@ class _Feeder:
     def __init__(self, m: Module, name: str, width: int, extra_bits: int, depth: int = BUFFER) -> None:
         self.fifo = fifo.SyncFIFOBuffered(width=width + extra_bits, depth=depth)
         m.submodules[f"{name}_buf"] = self.fifo
-        self.in_flight = Signal(range(depth + 1), name=f"{name}_in_flight")
+        # Slots taken: rows in the buffer plus reads in flight (one counter, not the buffer's
+        # level plus one of its own: no adder in front of the compare).
+        self.used = Signal(range(depth + 1), name=f"{name}_used")
         self.room = Signal(name=f"{name}_room")
-        m.d.comb += self.room.eq(self.fifo.level + self.in_flight < depth)
+        m.d.comb += self.room.eq(self.used < depth)
+
+    def count(self, m: Module, fire) -> None:
+        """A read issued (``fire``) takes a slot; a row leaving the buffer frees one."""
+        m.d.sync += self.used.eq(self.used + fire - (self.fifo.r_en & self.fifo.r_rdy))
 
 
 class ExecUnit(wiring.Component):
@@ -82,12 +88,17 @@ class ExecUnit(wiring.Component):
         m = Module()
         cfg = self.cfg
         tag = data.StructLayout({"addr": self.acc_addr_bits, "accumulate": 1, "last": 1})
-        m.submodules.mesh = mesh = Mesh(cfg, tag_bits=tag.size)
+        m.submodules.mesh = mesh = Mesh(cfg, tag_bits=tag.size, zero_d=True)  # d is never driven: zero
 
-        # Each operation goes to both feeders; the weight side skips it when weights are kept.
-        op_layout = exec_op_layout(self.sp_addr_bits, self.acc_addr_bits)
-        m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
-        m.submodules.a_ops = a_ops = fifo.SyncFIFOBuffered(width=op_layout.size, depth=4)
+        # Each operation goes to both feeders, each queue holding the fields its feeder reads; the
+        # weight side skips it when weights are kept.
+        op = self.op.payload
+        w_fields = {name: op[name] for name in ("b_addr", "k_rows")}
+        a_fields = {name: op[name] for name in ("a_addr", "m", "c_addr", "accumulate", "keep_weights")}
+        w_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in w_fields.items()})
+        a_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in a_fields.items()})
+        m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=w_layout.size, depth=4)
+        m.submodules.a_ops = a_ops = fifo.SyncFIFOBuffered(width=a_layout.size, depth=4)
         m.submodules.seqs = seqs = fifo.SyncFIFOBuffered(width=16, depth=8)
         # Ready from the queues' levels alone, not from valid: the gate's offer runs on through
         # it into the loop's queue otherwise (part of the tile's longest ECP5 path).
@@ -95,16 +106,16 @@ class ExecUnit(wiring.Component):
         take = self.op.valid & room
         m.d.comb += [
             self.op.ready.eq(room),
-            w_ops.w_data.eq(self.op.payload),
-            a_ops.w_data.eq(self.op.payload),
+            w_ops.w_data.eq(Cat(*w_fields.values())),
+            a_ops.w_data.eq(Cat(*a_fields.values())),
             seqs.w_data.eq(self.op.payload.seq),
             w_ops.w_en.eq(take & ~self.op.payload.keep_weights),
             a_ops.w_en.eq(take),
             seqs.w_en.eq(take),
         ]
 
-        self._weight_feeder(m, mesh, data.View(op_layout, w_ops.r_data), w_ops)
-        self._row_feeder(m, mesh, data.View(op_layout, a_ops.r_data), a_ops, tag)
+        self._weight_feeder(m, mesh, data.View(w_layout, w_ops.r_data), w_ops)
+        self._row_feeder(m, mesh, data.View(a_layout, a_ops.r_data), a_ops, tag)
 
         out_tag = data.View(tag, mesh.out.payload.tag)
         m.d.comb += [
@@ -124,7 +135,8 @@ class ExecUnit(wiring.Component):
             self.done.payload.seq.eq(finished.r_data),
             finished.r_en.eq(self.done.ready),
         ]
-        in_mesh = Signal(range(1 << 16))
+        # Rows inside the mesh: it takes at most one a cycle and holds each `latency` cycles.
+        in_mesh = Signal(range(mesh_latency(cfg) + 2))
         entered = mesh.inp.valid & mesh.inp.ready
         left = mesh.out.valid
         m.d.sync += in_mesh.eq(in_mesh + entered - left)
@@ -159,7 +171,7 @@ class ExecUnit(wiring.Component):
         zero_q = delayed(m, fire & zero, SP_READ_LATENCY, "zero")  # a zero row "answers" like a read
         answer = Mux(zero_q, 0, self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits])
         m.d.comb += [f.fifo.w_en.eq(self.sp_b_data.valid | zero_q), f.fifo.w_data.eq(answer)]
-        m.d.sync += f.in_flight.eq(f.in_flight + fire - (self.sp_b_data.valid | zero_q))
+        f.count(m, fire)
         m.d.comb += [
             mesh.weights.valid.eq(f.fifo.r_rdy),
             mesh.weights.payload.eq(f.fifo.r_data),
@@ -175,9 +187,12 @@ class ExecUnit(wiring.Component):
         issue = ops.r_rdy & f.room
         m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(op.a_addr + row)]
         fire = issue & self.sp_a.ready
-        last = row == op.m - 1
+        # row + 1 == m rather than row == m - 1: the increment is the one the counter steps with.
+        row_next = Signal(16, name="a_row_next")
+        m.d.comb += row_next.eq(row + 1)
+        last = row_next == op.m
         with m.If(fire):
-            m.d.sync += row.eq(Mux(last, 0, row + 1))
+            m.d.sync += row.eq(Mux(last, 0, row_next))
         m.d.comb += ops.r_en.eq(fire & last)
 
         # What the row will carry, captured at issue and aligned with the read's answer.
@@ -203,6 +218,6 @@ class ExecUnit(wiring.Component):
 
     @staticmethod
     def _collect(m: Module, f: _Feeder, fire, rsp, parts) -> None:
-        """Count reads in flight; push each answer (with its side data) into the buffer."""
+        """Count the read's slot; push each answer (with its side data) into the buffer."""
         m.d.comb += [f.fifo.w_en.eq(rsp.valid), f.fifo.w_data.eq(Cat(*parts))]
-        m.d.sync += f.in_flight.eq(f.in_flight + fire - rsp.valid)
+        f.count(m, fire)

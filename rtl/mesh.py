@@ -34,26 +34,27 @@ def mesh_latency(cfg: AccelConfig) -> int:
     return cfg.pe_stages * cfg.rows + cfg.cols
 
 
-def _pe_key(cfg: AccelConfig) -> str:
+def _pe_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
     """Names the PE's Verilog module after everything the PE depends on."""
-    return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}"
+    return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}" + ("_z" if zero_acc else "")
 
 
 # The shortest BF16 mesh row kept out of line in a flat Verilator build (see Mesh.elaborate).
 OUT_OF_LINE_BF16_COLS = 8
 
 
-def _row_key(cfg: AccelConfig) -> str:
-    return f"row_c{cfg.cols}_{_pe_key(cfg)}"
+def _row_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
+    return f"row_c{cfg.cols}_{_pe_key(cfg, zero_acc)}"
 
 
 class MeshRow(wiring.Component):
     """One row of PEs: activations pass left to right, sums and weights enter at the top of each
     column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
-    runs one cycle ahead of ``a_in`` (see rtl/pe.py)."""
+    runs one cycle ahead of ``a_in`` (see rtl/pe.py). ``zero_acc``: ``ps_in`` is always +0 (the
+    PEs' ``zero_acc``)."""
 
-    def __init__(self, cfg: AccelConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
+        self.cfg, self.zero_acc = cfg, zero_acc
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
@@ -71,12 +72,12 @@ class MeshRow(wiring.Component):
         cfg = self.cfg
         a, flip = self.a_in, self.flip_in
         for j in range(cfg.cols):
-            pe = add_shared(m, f"pe_{j}", _pe_key(cfg), lambda: PE(cfg))
+            pe = add_shared(m, f"pe_{j}", _pe_key(cfg, self.zero_acc), lambda: PE(cfg, self.zero_acc))
             m.d.comb += [
                 pe.row.eq(self.row),
                 pe.a_in.eq(a),
                 pe.flip_in.eq(flip),
-                pe.ps_in.eq(self.ps_in[j]),
+                pe.ps_in.eq(0 if self.zero_acc else self.ps_in[j]),
                 pe.w_in.eq(self.w_in[j]),
                 self.ps_out[j].eq(pe.ps_out),
                 self.w_out[j].eq(pe.w_out),
@@ -86,8 +87,12 @@ class MeshRow(wiring.Component):
 
 
 class Mesh(wiring.Component):
-    def __init__(self, cfg: AccelConfig, tag_bits: int = 8) -> None:
-        self.cfg = cfg
+    """``zero_d``: the user's ``d`` is always zero (+0; the EXEC unit's): the top row's PEs then
+    round their products instead of adding them to it (``PE(zero_acc=True)``), with the same sums,
+    and ``d`` is not read."""
+
+    def __init__(self, cfg: AccelConfig, tag_bits: int = 8, zero_d: bool = False) -> None:
+        self.cfg, self.zero_d = cfg, zero_d
         in_row = data.StructLayout(
             {
                 "a": data.ArrayLayout(cfg.in_bits, cfg.rows),
@@ -116,10 +121,19 @@ class Mesh(wiring.Component):
         # cycles/s, 8x8-bf16: 184 k -> 211 k); int8 rows and short rows run faster inlined
         # (16x16-int8 276 k inlined, 249 k not; 4x4-bf16 411 k, 398 k; docs/tile.md).
         out_of_line = cfg.dtype == "bf16" and cfg.cols >= OUT_OF_LINE_BF16_COLS
-        rows = [
-            add_shared(m, f"row_{i}", _row_key(cfg), lambda: MeshRow(cfg), hier_block=True, no_inline=out_of_line)
-            for i in range(cfg.rows)
-        ]
+        rows = []
+        for i in range(cfg.rows):
+            zero = self.zero_d and i == 0 and cfg.dtype == "bf16"
+            rows.append(
+                add_shared(
+                    m,
+                    f"row_{i}",
+                    _row_key(cfg, zero),
+                    lambda zero=zero: MeshRow(cfg, zero),
+                    hier_block=True,
+                    no_inline=out_of_line,
+                )
+            )
         for i, row in enumerate(rows):
             m.d.comb += row.row.eq(i)
 

@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from rtl.config import AccelConfig
+from rtl.signals import delayed
 
 __all__ = ["SP_READ_LATENCY", "Scratchpad", "checked_geometry", "sp_geometry", "split_address"]
 
@@ -116,21 +117,15 @@ class Scratchpad(wiring.Component):
         banks = self._arbitrate(m, read_ports)
         for p in range(self.n_read):
             # The answer's bank and valid, two cycles on: request register, then block RAM.
-            valid = [Signal(name=f"resp{p}_valid_{k}") for k in range(2)]
-            bank = [Signal.like(banks[p], name=f"resp{p}_bank_{k}") for k in range(2)]
-            m.d.sync += [
-                valid[0].eq(self.read[p].valid & self.read[p].ready),
-                bank[0].eq(banks[p]),
-                valid[1].eq(valid[0]),
-                bank[1].eq(bank[0]),
-                self.read_data[p].valid.eq(valid[1]),
-            ]
+            valid = delayed(m, self.read[p].valid & self.read[p].ready, 2, f"resp{p}_valid")
+            bank = delayed(m, banks[p], 2, f"resp{p}_bank")
+            m.d.sync += self.read_data[p].valid.eq(valid)
             answer = Signal(row, name=f"answer{p}")
-            with m.Switch(bank[1]):
+            with m.Switch(bank):
                 for b, rp in enumerate(read_ports):
                     with m.Case(b):
                         m.d.comb += answer.eq(rp.data)
-            with m.If(valid[1]):  # the register holds between answers (consumers read it only on valid)
+            with m.If(valid):  # the register holds between answers (consumers read it only on valid)
                 m.d.sync += self.read_data[p].payload.data.eq(answer)
         return m
 

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from rtl.config import AccelConfig
 from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Add, Bf16Mul, Fp32Mul, FpAdd
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
-from rtl.mac import IntAdd, IntMul
+from rtl.mac import IntAdd, IntMul, product_flagged
 from rtl.mac_model import accumulate, multiply
 from rtl.mesh_model import mesh_tile
+from rtl.pe import _RoundProduct
 from tb.comb_eval import evaluate
 from tb.stimulus import accumulators, inputs
 
@@ -56,11 +57,12 @@ def check_mul(a, b) -> None:
     np.testing.assert_array_equal(got, bf16_mul(a, b).astype(np.uint64))
 
 
-def check_add(acc, x, mant: int, registers: int = 0, x_frac: int = 23) -> None:
+def check_add(acc, x, mant: int, registers: int = 0, x_frac: int = 23, serial: bool = False) -> None:
     """``x_frac``: the adder's datapath takes only x's top fraction bits; x's others must be zero."""
     x = np.asarray(x, np.uint64)
     assert not (x & np.uint64((1 << (23 - x_frac)) - 1)).any(), "x has fraction bits the adder drops"
-    got = evaluate(FpAdd(mant, registers, x_frac), {"acc": acc, "x": x}, ("o",), latency=registers)["o"]
+    adder = FpAdd(mant, registers, x_frac, serial_normalize=serial)
+    got = evaluate(adder, {"acc": acc, "x": x}, ("o",), latency=registers)["o"]
     np.testing.assert_array_equal(got, fp_add(np.asarray(acc, np.uint32), np.asarray(x, np.uint32), mant))
 
 
@@ -79,15 +81,16 @@ def test_bf16_mul_matches_model(pairs) -> None:
     check_mul(a, b)
 
 
-@pytest.mark.parametrize("registers", sorted(ADD_CUTS))
+@pytest.mark.parametrize(("registers", "serial"), [*((r, False) for r in sorted(ADD_CUTS)), (0, True)])
 @pytest.mark.parametrize("adder", ADDERS)
-def test_fp_add_all_edge_pairs(adder: str, registers: int) -> None:
-    """Every pipelining of the adder (pe_stages 2 to 5) computes the same sums, one per cycle."""
+def test_fp_add_all_edge_pairs(adder: str, registers: int, serial: bool) -> None:
+    """Every pipelining of the adder (pe_stages 2 to 5) and the serial normalization compute the
+    same sums, one per cycle."""
     mant, x_frac = ADDERS[adder]
     acc, x = _pairs(F32_EDGES)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, _top_fraction(x, x_frac), mant, registers, x_frac)
+    check_add(acc, _top_fraction(x, x_frac), mant, registers, x_frac, serial)
 
 
 def _top_fraction(x, bits: int):
@@ -95,11 +98,11 @@ def _top_fraction(x, bits: int):
     return x & ~np.uint64((1 << (23 - bits)) - 1)
 
 
-@pytest.mark.parametrize("registers", [0, max(ADD_CUTS)])
+@pytest.mark.parametrize(("registers", "serial"), [(0, False), (0, True), (max(ADD_CUTS), False)])
 @pytest.mark.parametrize("adder", ADDERS)
 @settings(max_examples=25, deadline=None)
 @given(pairs=st.lists(st.tuples(f32_bits, f32_bits, st.integers(0, 2**20)), min_size=BATCH, max_size=BATCH))
-def test_fp_add_matches_model(adder: str, registers: int, pairs) -> None:
+def test_fp_add_matches_model(adder: str, registers: int, serial: bool, pairs) -> None:
     mant, x_frac = ADDERS[adder]
     acc, x, flip = (np.array(col, dtype=np.uint64) for col in zip(*pairs, strict=True))
     x = _top_fraction(x, x_frac)
@@ -107,11 +110,12 @@ def test_fp_add_matches_model(adder: str, registers: int, pairs) -> None:
     acc[::2] = x[::2] ^ flip[::2] ^ np.uint64(0x80000000)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant, registers, x_frac)
+    check_add(acc, x, mant, registers, x_frac, serial)
 
 
+@pytest.mark.parametrize("serial", [False, True])
 @pytest.mark.parametrize("adder", ADDERS)
-def test_fp_add_exponent_gaps(adder: str) -> None:
+def test_fp_add_exponent_gaps(adder: str, serial: bool) -> None:
     """Every exponent gap from 0 to past the datapath's width, both ways round, with fractions of
     a few set bits (the low ones too): ties, sticky bits lost at each stage of the alignment
     shifter, and cancellations that the normalization shifts back by any distance."""
@@ -135,10 +139,11 @@ def test_fp_add_exponent_gaps(adder: str) -> None:
     x = _top_fraction(sign ^ flip | e_x << np.uint64(23) | sparse(23 - x_frac), x_frac)
     if mant == 7:
         acc = acc >> np.uint64(16)
-    check_add(acc, x, mant, 0, x_frac)
+    check_add(acc, x, mant, 0, x_frac, serial)
 
 
-def test_pe_adder_on_every_product_of_edge_values() -> None:
+@pytest.mark.parametrize("serial", [False, True])
+def test_pe_adder_on_every_product_of_edge_values(serial: bool) -> None:
     """The bf16 PE's narrowed adder on the products the multiplier makes (its x) of every pair of
     edge values, added to every edge accumulator value and to each product's negation ± 1 ulp."""
     a, b = _pairs(BF16_EDGES)
@@ -148,31 +153,82 @@ def test_pe_adder_on_every_product_of_edge_values() -> None:
     near = (products >> np.uint64(16)) ^ np.uint64(0x8000)
     acc = np.concatenate([acc, near, near + np.uint64(1), near - np.uint64(1)]) & np.uint64(0xFFFF)
     x = np.concatenate([x, products, products, products])
-    check_add(acc, x, 7, 0, PRODUCT_FRAC_BITS)
+    check_add(acc, x, 7, 0, PRODUCT_FRAC_BITS, serial)
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_row_adder_bf16_plus_bf16(serial: bool) -> None:
+    """The accumulator's row adder, bf16 + bf16 (``FpAdd(7, x_frac_bits=7)``, with the serial
+    normalization there): every pair of edge values, then random pairs, half of them each
+    other's negation with low bits disturbed (cancellations by every distance)."""
+    a, b = _pairs(BF16_EDGES)
+    rng = np.random.default_rng(11)
+    ra = rng.integers(0, 1 << 16, 20000, dtype=np.uint64)
+    rb = rng.integers(0, 1 << 16, 20000, dtype=np.uint64)
+    rb[::2] = (ra[::2] ^ np.uint64(0x8000)) ^ rng.integers(0, 1 << 8, 10000, dtype=np.uint64)
+    acc, x = np.concatenate([a, ra]), np.concatenate([b, rb]) << np.uint64(16)
+    check_add(acc, x, 7, 0, 7, serial)
 
 
 class _ProductAdder(wiring.Component):
     """A bf16 PE's multiply-add as the PE wires it: ``Bf16Mul``'s fields and flags into
     ``FpAdd(flagged_x=True)``, with ``registers`` in the adder. ``flags`` shows the product's."""
 
-    def __init__(self, mant: int, registers: int) -> None:
-        self.mant, self.registers = mant, registers
+    def __init__(self, mant: int, registers: int, serial: bool = False) -> None:
+        self.mant, self.registers, self.serial = mant, registers, serial
         super().__init__({"a": In(16), "b": In(16), "acc": In(mant + 9), "o": Out(mant + 9), "flags": Out(3)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.mul = mul = Bf16Mul(flagged=True)
-        m.submodules.add = add = FpAdd(self.mant, self.registers, PRODUCT_FRAC_BITS, flagged_x=True)
+        m.submodules.add = add = FpAdd(
+            self.mant, self.registers, PRODUCT_FRAC_BITS, flagged_x=True, serial_normalize=self.serial
+        )
         m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), add.acc.eq(self.acc), add.x.eq(mul.p_bits)]
         m.d.comb += [add.x_flags.eq(mul.p_flags), self.o.eq(add.o), self.flags.eq(mul.p_flags.as_value())]
         return m
 
 
-def check_product_add(a, b, acc, mant: int, registers: int = 0) -> None:
+def check_product_add(a, b, acc, mant: int, registers: int = 0, serial: bool = False) -> None:
     a, b, acc = (np.asarray(v, np.uint64) for v in (a, b, acc))
-    got = evaluate(_ProductAdder(mant, registers), {"a": a, "b": b, "acc": acc}, ("o",), latency=registers)["o"]
+    unit = _ProductAdder(mant, registers, serial)
+    got = evaluate(unit, {"a": a, "b": b, "acc": acc}, ("o",), latency=registers)["o"]
     want = fp_add(np.asarray(acc, np.uint32), bf16_mul(a, b), mant)
     np.testing.assert_array_equal(got, want)
+
+
+class _RoundedProduct(wiring.Component):
+    """A top-row PE's multiply and rounding (``rtl.pe._RoundProduct``), ``acc_dtype``'s width."""
+
+    def __init__(self, acc_dtype: str, pe_stages: int) -> None:
+        self.cfg = AccelConfig(dtype="bf16", acc_dtype=acc_dtype, pe_stages=pe_stages)
+        super().__init__({"a": In(16), "b": In(16), "o": Out(self.cfg.acc_bits)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        flagged = product_flagged(self.cfg)
+        m.submodules.mul = mul = Bf16Mul(flagged=flagged)
+        m.submodules.round = rnd = _RoundProduct(self.cfg, 0)
+        m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), self.o.eq(rnd.o)]
+        if flagged:
+            m.d.comb += [rnd.x.eq(mul.p_bits), rnd.x_flags.eq(mul.p_flags)]
+        else:
+            m.d.comb += rnd.x.eq(mul.p)
+        return m
+
+
+@pytest.mark.parametrize(("acc_dtype", "pe_stages"), [("bf16", 1), ("bf16", 2), ("fp32", 1)])
+def test_top_row_rounding_is_the_add_to_zero(acc_dtype: str, pe_stages: int) -> None:
+    """A mesh's top row with a zero ``d`` rounds its products: the model's +0 + product, for every
+    pair of edge values and random pairs (ties, overflows, underflows among them)."""
+    a, b = _pairs(BF16_EDGES)
+    rng = np.random.default_rng(12)
+    a = np.concatenate([a, rng.integers(0, 1 << 16, 20000).astype(np.uint64)])
+    b = np.concatenate([b, rng.integers(0, 1 << 16, 20000).astype(np.uint64)])
+    unit = _RoundedProduct(acc_dtype, pe_stages)
+    got = evaluate(unit, {"a": a, "b": b}, ("o",))["o"]
+    mant = 7 if acc_dtype == "bf16" else 23
+    np.testing.assert_array_equal(got, fp_add(np.zeros(a.size, np.uint32), bf16_mul(a, b), mant))
 
 
 def test_bf16_mul_flags_and_fields_are_its_product() -> None:
@@ -196,9 +252,9 @@ def test_bf16_mul_flags_and_fields_are_its_product() -> None:
     np.testing.assert_array_equal(out["p"], bf16_mul(a, b).astype(np.uint64))
 
 
-@pytest.mark.parametrize("registers", [0, max(ADD_CUTS)])
+@pytest.mark.parametrize(("registers", "serial"), [(0, False), (0, True), (max(ADD_CUTS), False)])
 @pytest.mark.parametrize("mant", [7, 23])
-def test_flagged_adder_on_every_product_of_edge_values(mant: int, registers: int) -> None:
+def test_flagged_adder_on_every_product_of_edge_values(mant: int, registers: int, serial: bool) -> None:
     """The PE's adder, taking the product as fields and flags, against the model's add of the
     product's IEEE value: every pair of edge values, added to every edge accumulator value and to
     each product's negation ± 1 ulp (exact cancellations, whose sign rules read x's sign)."""
@@ -212,7 +268,7 @@ def test_flagged_adder_on_every_product_of_edge_values(mant: int, registers: int
     mask = np.uint64((1 << (mant + 9)) - 1)
     acc = np.concatenate([edges[ie], near, (near + np.uint64(1)) & mask, (near - np.uint64(1)) & mask])
     pick = np.concatenate([ia, *[np.arange(a.size)] * 3])
-    check_product_add(a[pick], b[pick], acc, mant, registers)
+    check_product_add(a[pick], b[pick], acc, mant, registers, serial)
 
 
 @pytest.mark.parametrize("mant", [7, 23])
@@ -323,6 +379,8 @@ FP_UNITS = {
        for registers in ADD_CUTS},
     **{f"add-flagged-{mant}": (lambda mant: FpAdd(mant, 0, PRODUCT_FRAC_BITS, flagged_x=True), (mant,))
        for mant in (7, 23)},
+    **{f"add-serial-{name}": (lambda mant, x_frac: FpAdd(mant, 0, x_frac, serial_normalize=True), (mant, x_frac))
+       for name, (mant, x_frac) in ADDERS.items()},
     "bf16-mul": (Bf16Mul, ()),
     "fp32-mul": (Fp32Mul, ()),
     "fp32-mul-bf16-a": (Fp32Mul, (True,)),
