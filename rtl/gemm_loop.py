@@ -351,9 +351,11 @@ class GemmLoop(wiring.Component):
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits, len(mb), len(n_tiles))
         strides_go, strides_ready = Signal(), Signal()
-        # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
-        ex_out, st_out, prev_steps, cur_steps = (
-            Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
+        # Unfinished EXECs and STOREs, EXECs issued in the current M block, and in the previous
+        # and the current one (saturating: counted with cur_steps, not added to it on the path to
+        # the A loads' go).
+        ex_out, st_out, older, cur_steps = (
+            Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "older_steps", "cur_steps")
         )
 
         # The last block (rows_left <= mb): a register set with rows_left, from the tests that
@@ -362,10 +364,23 @@ class GemmLoop(wiring.Component):
         # Rows from the next block on (while this one is not the last), and whether that is more
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
-        blocks_after_2 = rows_after > mb
+        # Two or more blocks follow, and the next block's rows (only read while not the last
+        # block): copies a cycle late of their subtract-and-compare, which then is off the paths
+        # that read them. rows_left and mb change only at a block change and in the setup, and
+        # neither is read in the cycle after (no STORE follows at once; the prefetch has nothing
+        # due at a block's first step), nor is the loop's clock gated before that cycle.
+        blocks_after_2, next_rows = Signal(), Signal(len(mb))
+        m.d.sync += [
+            blocks_after_2.eq(rows_after > mb),
+            next_rows.eq(Mux(rows_after > mb, mb, rows_after[: len(mb)])),
+        ]
         mb_rows = Mux(last_m, rows_left[: len(mb)], mb)  # rows_left fits mb's bits in the last block
         cols_left = c.n - n0
-        last_n = cols_left <= C
+        # The last N tile: a register set wherever n0 changes (from the compare with the next
+        # tile's columns that pairs_after_2 has anyway), not a compare after the subtract.
+        last_n = Signal()
+        cols_after_1 = cols_left > 2 * C  # two or more N tiles after this one
+        one_n_tile = c.n <= C
         nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
@@ -378,8 +393,8 @@ class GemmLoop(wiring.Component):
         splits = ~streaming & (tail_q != 0) & (second_rows >= R)
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
-            (cols_left > 2 * C)
-            | (~last_m & ((c.n > C) | blocks_after_2))
+            cols_after_1
+            | (~last_m & (~one_n_tile | blocks_after_2))
             | (last_m & splits & ~last_n)  # the next pair is the last, cut in two
         )
         has_bias = (c.bias != 0) | c.acc_c
@@ -412,12 +427,10 @@ class GemmLoop(wiring.Component):
         # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
         # back; a resident A half by the M block before the previous one. EXECs finish in order.
         slot_free = ex_out < S
-        older = prev_steps + cur_steps
-        a_free = Mux(streaming, slot_free, ex_out <= Mux(older[OUTSTANDING_BITS], (1 << OUTSTANDING_BITS) - 1, older))
+        a_free = Mux(streaming, slot_free, ex_out <= older)
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = Mux(blocks_after_2, mb, rows_after[: len(mb)])  # (only read while not the last block)
         pf_kslice = _min_const(c.k - pf.k0, R)
         pf_go = (
             prefetch
@@ -558,7 +571,7 @@ class GemmLoop(wiring.Component):
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
-            return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
+            return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"]), last_n.eq(~cols_after_1)]
 
         # A pair of the group with another after it (the group is the first block's first GROUP N
         # tiles at most): its EXECs and its STORE are followed by the next pair's.
@@ -588,7 +601,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
-                    m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
@@ -606,7 +619,7 @@ class GemmLoop(wiring.Component):
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
-                m.d.sync += last_m.eq(~plan.multi)
+                m.d.sync += [last_m.eq(~plan.multi), last_n.eq(one_n_tile)]  # n0 is 0 from the command on
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -631,7 +644,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
                     m.d.sync += loaded.eq(0)
-                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
+                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps, older)
                     m.d.sync += pf.after_step(n_tiles)
                     with m.If(in_group):  # the group's next pair, at the same K tile
                         m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
@@ -642,7 +655,7 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         m.d.sync += kt.eq(Mux(kt.all(), kt, kt + 1))
                         with m.If(grp):  # back to the group's first pair
-                            m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b)]
+                            m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b), last_n.eq(one_n_tile)]
                         with m.If(last_k):
                             m.next = "STORE"
                         with m.Else():
@@ -672,13 +685,14 @@ class GemmLoop(wiring.Component):
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
+                        m.d.sync += last_n.eq(one_n_tile)
                         m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
                         with m.If(~c.conv):
                             m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
-                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
+                        m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         # The block after next, in the half the current block is leaving.
                         m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
@@ -1068,7 +1082,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += chunk.eq(0)
                     a_done()
 
-    def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
+    def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps, older) -> None:
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""
         cfg = self.cfg
         S, R = cfg.sp_layout.slots, cfg.rows
@@ -1079,7 +1093,7 @@ class GemmLoop(wiring.Component):
             # S being a power of two, as SpLayout makes it).
             assert S & (S - 1) == 0
             m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
-        m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
+        m.d.sync += [counter.eq(Mux(counter.all(), counter, counter + 1)) for counter in (cur_steps, older)]
 
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
