@@ -233,17 +233,20 @@ class _KSlice:
         self.k0 = Signal(16, name="k0")
         self.left = Signal(16, name="k_left")
         self.size = Signal(range(rows + 1), name="kslice")
+        # The last slice (left <= rows), set with left: no compare after it on the step's path.
+        self.last = Signal(name="k_last")
 
     def start(self, kdim) -> list:
-        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows))]
+        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows)), self.last.eq(kdim <= self.rows)]
 
     def next(self) -> list:
         left = (self.left - self.rows)[:16]  # only while left > rows: not the last slice
-        return [self.k0.eq(self.k0 + self.rows), self.left.eq(left), self.size.eq(_min(left, self.rows))]
-
-    @property
-    def last(self) -> Value:
-        return self.left <= self.rows
+        return [
+            self.k0.eq(self.k0 + self.rows),
+            self.left.eq(left),
+            self.size.eq(_min(left, self.rows)),
+            self.last.eq(self.left <= 2 * self.rows),
+        ]
 
 
 class GemmLoop(wiring.Component):
@@ -497,7 +500,9 @@ class GemmLoop(wiring.Component):
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
         a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
-        a_last_block = a_left <= cfg.dim
+        # Its last block, tested for each slice apart and then picked: the state's choice of the
+        # slice is then not before the subtract and the compare on the way to the loads' go.
+        a_last_block = Mux(prefetching, next_rows - pf.chunk <= cfg.dim, mb_rows - chunk <= cfg.dim)
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
@@ -938,20 +943,23 @@ class GemmLoop(wiring.Component):
         with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
             multiply(c.ldb, n_tiles - 1)
             m.next = "B_CHECK"
-        with m.State("B_CHECK"):
+        # Its rows lie in the A region, with at least one A row per weight slot below them (the
+        # least A region a loop command runs with, as SpLayout guarantees without B). Its top row,
+        # registered: its adders and compare before the multiplier's start were the loop's longest path.
+        b_top = Signal(len(c.b + mul.product + Mux(c.conv, k_all, c.k)))
+        with m.State("B_CHECK"), m.If(mul.done):
+            m.d.sync += b_top.eq(c.b + mul.product + Mux(c.conv, k_all, c.k))
+            m.next = "B_FITS"
+        with m.State("B_FITS"):
             operands(k_tiles, mb)
-            with m.If(mul.done):
-                # Its rows lie in the A region, with at least one A row per weight slot below them
-                # (the least A region a loop command runs with, as SpLayout guarantees without B).
-                top = c.b + mul.product + Mux(c.conv, k_all, c.k)
-                fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-                m.next = "STRIDES"
-                with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
-                    m.d.comb += mul.start.eq(1)
-                    m.next = "B_HALF"
-                with m.If(~fits):
-                    m.d.comb += self.sp_range.eq(1)
-                    m.next = "IDLE"
+            fits = (c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows)
+            m.next = "STRIDES"
+            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                m.d.comb += mul.start.eq(1)
+                m.next = "B_HALF"
+            with m.If(~fits):
+                m.d.comb += self.sp_range.eq(1)
+                m.next = "IDLE"
         with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
             m.d.sync += a_half.eq(mul.product)
             m.next = "STRIDES"
