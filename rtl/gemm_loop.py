@@ -372,10 +372,11 @@ class GemmLoop(wiring.Component):
         # that read them. rows_left and mb change only at a block change and in the setup, and
         # neither is read in the cycle after (no STORE follows at once; the prefetch has nothing
         # due at a block's first step), nor is the loop's clock gated before that cycle.
-        blocks_after_2, next_rows = Signal(), Signal(len(mb))
+        # rows_after > mb as rows_left > 2 mb: one compare, beside the subtract, not after it.
+        blocks_after_2, next_rows = Signal(name="blocks_after_2"), Signal(len(mb), name="next_rows")
         m.d.sync += [
-            blocks_after_2.eq(rows_after > mb),
-            next_rows.eq(Mux(rows_after > mb, mb, rows_after[: len(mb)])),
+            blocks_after_2.eq(rows_left > (mb << 1)),
+            next_rows.eq(Mux(rows_left > (mb << 1), mb, rows_after[: len(mb)])),
         ]
         mb_rows = Mux(last_m, rows_left[: len(mb)], mb)  # rows_left fits mb's bits in the last block
         cols_left = c.n - n0
@@ -871,18 +872,35 @@ class GemmLoop(wiring.Component):
             m.d.sync += k_tiles.eq(mul.product)
             divide(a_rows, mul.product)
             m.next = "BLOCK"
+        # The block's size in two cycles: its tests of M and of the quotient (BLOCK), registered,
+        # then the choice (BLOCK_SIZE); in one cycle they were the loop's longest setup path.
+        m_rows = plan.rows_left  # M
+        half_slot_bits = c_slot_rows.bit_length()
+        whole, fits_stream, below_least = (Signal(name=n) for n in ("whole", "fits_stream", "below_least"))
+        half_nz, target_narrow = Signal(name="half_nz"), Signal(name="target_narrow")
+        half_slot, target = Signal(half_slot_bits, name="half_slot"), Signal(half_slot_bits, name="target")
         with m.State("BLOCK"), m.If(div.done):
             q = div.quotient
-            m_rows = plan.rows_left  # M
-            whole = (m_rows <= q) & (m_rows <= c_slot_rows)
             half = q >> 1
-            fits_stream = m_rows <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
             rounded = m_rows + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
             quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
-            below_least = quarter < mb_min
-            target = Mux(below_least, mb_min, quarter)
+            full_target = Mux(quarter < mb_min, mb_min, quarter)
+            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
+            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
+            # (above them, a test for zero).
+            m.d.sync += [
+                whole.eq((m_rows <= q) & (m_rows <= c_slot_rows)),
+                fits_stream.eq(m_rows <= stream_rows),
+                below_least.eq(quarter < mb_min),
+                half_nz.eq(half != 0),
+                half_slot.eq(_min(half, c_slot_rows)[:half_slot_bits]),
+                target.eq(full_target[:half_slot_bits]),
+                target_narrow.eq(full_target[half_slot_bits:] == 0),
+            ]
+            m.next = "BLOCK_SIZE"
+        with m.State("BLOCK_SIZE"):
             # A GEMM shorter than four least blocks stays one block where the K-outer group can
             # take it: the group hides that block's A loads, while a second block's A, prefetched
             # during the first, would make the first block wait on the bus (and B is loaded once
@@ -892,27 +910,23 @@ class GemmLoop(wiring.Component):
             # M above the target is M above the least block: a target above that is a quarter
             # (an eighth) of M, rounded up, below any M of two or more rows.
             assert mb_min >= 1
-            split = (m_rows > mb_min) & (half != 0) & ~short
-            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
-            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
-            # (above them, a test for zero).
-            half_slot = _min(half, c_slot_rows)[: c_slot_rows.bit_length()]
-            target_fits = (target[len(half_slot) :] == 0) & (target[: len(half_slot)] <= half_slot)
+            split = (m_rows > mb_min) & half_nz & ~short
+            target_fits = target_narrow & (target <= half_slot)
             block = Mux(
                 split,
                 Mux(target_fits, target, half_slot),
-                Mux(whole, m_rows, Mux(half != 0, half_slot, Mux(fits_stream, m_rows, stream_rows))),
+                Mux(whole, m_rows, Mux(half_nz, half_slot, Mux(fits_stream, m_rows, stream_rows))),
             )
-            streaming = ~split & ~whole & (half == 0)
+            streaming = ~split & ~whole & ~half_nz
             # Several blocks (the block is below M): a split, or M more than one block holds;
             # known from the tests above, not from comparing the block just chosen with M.
-            several = split | (~whole & ((half != 0) | ~fits_stream))
+            several = split | (~whole & (half_nz | ~fits_stream))
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
                 multi.eq(several),
                 plan.streaming.eq(streaming),
-                plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
+                plan.prefetch.eq(~c.conv & ~c.b_sp & (split | half_nz)),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
                 # A resident B steps in rows: a K tile's R rows, an N tile's ldb rows.
