@@ -501,12 +501,10 @@ class GemmLoop(wiring.Component):
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
         a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
-        # Its last block, tested for each slice apart: the prefetch's (LOAD_B) and the step's
-        # (LOAD_A) each steers its own registers, with no choice by the state before the subtract
-        # and the compare; the descriptor picks one.
-        pf_last_block, own_last_block = next_rows - pf.chunk <= cfg.dim, mb_rows - chunk <= cfg.dim
-        a_last_block = Mux(prefetching, pf_last_block, own_last_block)
-        last_a, pf_last_a = ~c.trans_a | own_last_block, ~c.trans_a | pf_last_block
+        # Its last block, tested for each slice apart and then picked: the state's choice of the
+        # slice is then not before the subtract and the compare on the way to the loads' go.
+        a_last_block = Mux(prefetching, next_rows - pf.chunk <= cfg.dim, mb_rows - chunk <= cfg.dim)
+        last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
                 kind=KIND["mem_to_sp"],
@@ -517,7 +515,7 @@ class GemmLoop(wiring.Component):
                 local_addr=(Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk)[: self.sp_bits],
                 transpose=c.trans_a,
             ),
-            signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's own slice's last load
+            signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
         )
         seg.bind(c.cin, kslice)
         last_walk = ~seg.packed | seg.tile_done  # the step's last walk (segment)
@@ -642,7 +640,7 @@ class GemmLoop(wiring.Component):
                     m.d.comb += load.valid.eq(1)
                     with m.If(load.ready):
                         m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
-                        with m.If(pf_last_a):
+                        with m.If(last_a):
                             m.d.sync += pf.slice_done(R, mb, steps["a_k"])
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
@@ -961,19 +959,14 @@ class GemmLoop(wiring.Component):
             m.next = "B_CHECK"
         # Its rows lie in the A region, with at least one A row per weight slot below them (the
         # least A region a loop command runs with, as SpLayout guarantees without B). Its top row,
-        # and the test registered: its adders and compares before the multiplier's start were the
-        # loop's longest path.
+        # registered: its adders and compare before the multiplier's start were the loop's longest path.
         b_top = Signal(len(c.b + mul.product + Mux(c.conv, k_all, c.k)))
         with m.State("B_CHECK"), m.If(mul.done):
             m.d.sync += b_top.eq(c.b + mul.product + Mux(c.conv, k_all, c.k))
             m.next = "B_FITS"
-        b_fits = Signal()
         with m.State("B_FITS"):
-            m.d.sync += b_fits.eq((c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows))
-            m.next = "B_GO"
-        with m.State("B_GO"):
             operands(k_tiles, mb)
-            fits = b_fits
+            fits = (c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows)
             m.next = "STRIDES"
             with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
                 m.d.comb += mul.start.eq(1)
