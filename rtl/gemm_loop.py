@@ -233,17 +233,20 @@ class _KSlice:
         self.k0 = Signal(16, name="k0")
         self.left = Signal(16, name="k_left")
         self.size = Signal(range(rows + 1), name="kslice")
+        # The last slice (left <= rows), set with left: no compare after it on the step's path.
+        self.last = Signal(name="k_last")
 
     def start(self, kdim) -> list:
-        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows))]
+        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows)), self.last.eq(kdim <= self.rows)]
 
     def next(self) -> list:
         left = (self.left - self.rows)[:16]  # only while left > rows: not the last slice
-        return [self.k0.eq(self.k0 + self.rows), self.left.eq(left), self.size.eq(_min(left, self.rows))]
-
-    @property
-    def last(self) -> Value:
-        return self.left <= self.rows
+        return [
+            self.k0.eq(self.k0 + self.rows),
+            self.left.eq(left),
+            self.size.eq(_min(left, self.rows)),
+            self.last.eq(self.left <= 2 * self.rows),
+        ]
 
 
 class GemmLoop(wiring.Component):
@@ -351,9 +354,11 @@ class GemmLoop(wiring.Component):
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits, len(mb), len(n_tiles))
         strides_go, strides_ready = Signal(), Signal()
-        # Unfinished EXECs and STOREs, and EXECs issued in the previous and the current M block.
-        ex_out, st_out, prev_steps, cur_steps = (
-            Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "prev_steps", "cur_steps")
+        # Unfinished EXECs and STOREs, EXECs issued in the current M block, and in the previous
+        # and the current one (saturating: counted with cur_steps, not added to it on the path to
+        # the A loads' go).
+        ex_out, st_out, older, cur_steps = (
+            Signal(OUTSTANDING_BITS, name=n) for n in ("ex_out", "st_out", "older_steps", "cur_steps")
         )
 
         # The last block (rows_left <= mb): a register set with rows_left, from the tests that
@@ -362,10 +367,24 @@ class GemmLoop(wiring.Component):
         # Rows from the next block on (while this one is not the last), and whether that is more
         # than a block: two or more blocks follow.
         rows_after = rows_left - mb
-        blocks_after_2 = rows_after > mb
+        # Two or more blocks follow, and the next block's rows (only read while not the last
+        # block): copies a cycle late of their subtract-and-compare, which then is off the paths
+        # that read them. rows_left and mb change only at a block change and in the setup, and
+        # neither is read in the cycle after (no STORE follows at once; the prefetch has nothing
+        # due at a block's first step), nor is the loop's clock gated before that cycle.
+        # rows_after > mb as rows_left > 2 mb: one compare, beside the subtract, not after it.
+        blocks_after_2, next_rows = Signal(name="blocks_after_2"), Signal(len(mb), name="next_rows")
+        m.d.sync += [
+            blocks_after_2.eq(rows_left > (mb << 1)),
+            next_rows.eq(Mux(rows_left > (mb << 1), mb, rows_after[: len(mb)])),
+        ]
         mb_rows = Mux(last_m, rows_left[: len(mb)], mb)  # rows_left fits mb's bits in the last block
         cols_left = c.n - n0
-        last_n = cols_left <= C
+        # The last N tile: a register set wherever n0 changes (from the compare with the next
+        # tile's columns that pairs_after_2 has anyway), not a compare after the subtract.
+        last_n = Signal()
+        cols_after_1 = cols_left > 2 * C  # two or more N tiles after this one
+        one_n_tile = c.n <= C
         nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
@@ -378,8 +397,8 @@ class GemmLoop(wiring.Component):
         splits = ~streaming & (tail_q != 0) & (second_rows >= R)
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
-            (cols_left > 2 * C)
-            | (~last_m & ((c.n > C) | blocks_after_2))
+            cols_after_1
+            | (~last_m & (~one_n_tile | blocks_after_2))
             | (last_m & splits & ~last_n)  # the next pair is the last, cut in two
         )
         has_bias = (c.bias != 0) | c.acc_c
@@ -412,12 +431,10 @@ class GemmLoop(wiring.Component):
         # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
         # back; a resident A half by the M block before the previous one. EXECs finish in order.
         slot_free = ex_out < S
-        older = prev_steps + cur_steps
-        a_free = Mux(streaming, slot_free, ex_out <= Mux(older[OUTSTANDING_BITS], (1 << OUTSTANDING_BITS) - 1, older))
+        a_free = Mux(streaming, slot_free, ex_out <= older)
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        next_rows = Mux(blocks_after_2, mb, rows_after[: len(mb)])  # (only read while not the last block)
         pf_kslice = _min_const(c.k - pf.k0, R)
         pf_go = (
             prefetch
@@ -484,7 +501,9 @@ class GemmLoop(wiring.Component):
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
         a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
-        a_last_block = a_left <= cfg.dim
+        # Its last block, tested for each slice apart and then picked: the state's choice of the
+        # slice is then not before the subtract and the compare on the way to the loads' go.
+        a_last_block = Mux(prefetching, next_rows - pf.chunk <= cfg.dim, mb_rows - chunk <= cfg.dim)
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
@@ -558,7 +577,7 @@ class GemmLoop(wiring.Component):
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
-            return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"])]
+            return [n0.eq(n0 + C), off["b_n"].eq(off["b_n"] + steps["b_n"]), last_n.eq(~cols_after_1)]
 
         # A pair of the group with another after it (the group is the first block's first GROUP N
         # tiles at most): its EXECs and its STORE are followed by the next pair's.
@@ -588,7 +607,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
-                    m.d.sync += [prev_steps.eq(0), cur_steps.eq(0), have.eq(0)]
+                    m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
@@ -606,7 +625,7 @@ class GemmLoop(wiring.Component):
             self._setup(m, c, im2col, div, mul, plan, strides_go, seg, ks)
             with m.State("READY"):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
-                m.d.sync += last_m.eq(~plan.multi)
+                m.d.sync += [last_m.eq(~plan.multi), last_n.eq(one_n_tile)]  # n0 is 0 from the command on
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 0)
             with m.State("BIAS"):
@@ -631,7 +650,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
                     m.d.sync += loaded.eq(0)
-                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps)
+                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps, older)
                     m.d.sync += pf.after_step(n_tiles)
                     with m.If(in_group):  # the group's next pair, at the same K tile
                         m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
@@ -642,7 +661,7 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         m.d.sync += kt.eq(Mux(kt.all(), kt, kt + 1))
                         with m.If(grp):  # back to the group's first pair
-                            m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b)]
+                            m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b), last_n.eq(one_n_tile)]
                         with m.If(last_k):
                             m.next = "STORE"
                         with m.Else():
@@ -672,13 +691,14 @@ class GemmLoop(wiring.Component):
                         go_pair(0, have)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
+                        m.d.sync += last_n.eq(one_n_tile)
                         m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
                         with m.If(~c.conv):
                             m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
-                        m.d.sync += [prev_steps.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
+                        m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
                         # The block after next, in the half the current block is leaving.
                         m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
@@ -852,18 +872,35 @@ class GemmLoop(wiring.Component):
             m.d.sync += k_tiles.eq(mul.product)
             divide(a_rows, mul.product)
             m.next = "BLOCK"
+        # The block's size in two cycles: its tests of M and of the quotient (BLOCK), registered,
+        # then the choice (BLOCK_SIZE); in one cycle they were the loop's longest setup path.
+        m_rows = plan.rows_left  # M
+        half_slot_bits = c_slot_rows.bit_length()
+        whole, fits_stream, below_least = (Signal(name=n) for n in ("whole", "fits_stream", "below_least"))
+        half_nz, target_narrow = Signal(name="half_nz"), Signal(name="target_narrow")
+        half_slot, target = Signal(half_slot_bits, name="half_slot"), Signal(half_slot_bits, name="target")
         with m.State("BLOCK"), m.If(div.done):
             q = div.quotient
-            m_rows = plan.rows_left  # M
-            whole = (m_rows <= q) & (m_rows <= c_slot_rows)
             half = q >> 1
-            fits_stream = m_rows <= stream_rows
             # About four blocks (eight for CONV2D, whose A walks cost the first block more bus time
             # per row than a GEMM's A loads, and whose blocks are not prefetched).
             rounded = m_rows + Mux(c.conv, 7, 3)  # rounded up for either division: one adder for both
             quarter = Mux(c.conv, rounded >> 3, rounded >> 2)
-            below_least = quarter < mb_min
-            target = Mux(below_least, mb_min, quarter)
+            full_target = Mux(quarter < mb_min, mb_min, quarter)
+            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
+            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
+            # (above them, a test for zero).
+            m.d.sync += [
+                whole.eq((m_rows <= q) & (m_rows <= c_slot_rows)),
+                fits_stream.eq(m_rows <= stream_rows),
+                below_least.eq(quarter < mb_min),
+                half_nz.eq(half != 0),
+                half_slot.eq(_min(half, c_slot_rows)[:half_slot_bits]),
+                target.eq(full_target[:half_slot_bits]),
+                target_narrow.eq(full_target[half_slot_bits:] == 0),
+            ]
+            m.next = "BLOCK_SIZE"
+        with m.State("BLOCK_SIZE"):
             # A GEMM shorter than four least blocks stays one block where the K-outer group can
             # take it: the group hides that block's A loads, while a second block's A, prefetched
             # during the first, would make the first block wait on the bus (and B is loaded once
@@ -873,27 +910,23 @@ class GemmLoop(wiring.Component):
             # M above the target is M above the least block: a target above that is a quarter
             # (an eighth) of M, rounded up, below any M of two or more rows.
             assert mb_min >= 1
-            split = (m_rows > mb_min) & (half != 0) & ~short
-            # The split's block, min(target, half, c_slot_rows), shares min(half, c_slot_rows) with
-            # the other case; that is at most c_slot_rows, so the target is compared on its bits only
-            # (above them, a test for zero).
-            half_slot = _min(half, c_slot_rows)[: c_slot_rows.bit_length()]
-            target_fits = (target[len(half_slot) :] == 0) & (target[: len(half_slot)] <= half_slot)
+            split = (m_rows > mb_min) & half_nz & ~short
+            target_fits = target_narrow & (target <= half_slot)
             block = Mux(
                 split,
                 Mux(target_fits, target, half_slot),
-                Mux(whole, m_rows, Mux(half != 0, half_slot, Mux(fits_stream, m_rows, stream_rows))),
+                Mux(whole, m_rows, Mux(half_nz, half_slot, Mux(fits_stream, m_rows, stream_rows))),
             )
-            streaming = ~split & ~whole & (half == 0)
+            streaming = ~split & ~whole & ~half_nz
             # Several blocks (the block is below M): a split, or M more than one block holds;
             # known from the tests above, not from comparing the block just chosen with M.
-            several = split | (~whole & ((half != 0) | ~fits_stream))
+            several = split | (~whole & (half_nz | ~fits_stream))
             m.d.sync += [
                 mb.eq(block),
                 a_half.eq(a_rows >> 1),
                 multi.eq(several),
                 plan.streaming.eq(streaming),
-                plan.prefetch.eq(~c.conv & ~c.b_sp & (split | (half != 0))),
+                plan.prefetch.eq(~c.conv & ~c.b_sp & (split | half_nz)),
                 # Steps that need no multiplier: constant multiples (adders only) and shifts.
                 steps["a_k"].eq(Mux(c.trans_a, times(c.lda, R, 32), R * in_e)),
                 # A resident B steps in rows: a K tile's R rows, an N tile's ldb rows.
@@ -924,20 +957,23 @@ class GemmLoop(wiring.Component):
         with m.State("B_SPAN"):  # a resident B's last N tile starts (N tiles - 1) · ldb rows on
             multiply(c.ldb, n_tiles - 1)
             m.next = "B_CHECK"
-        with m.State("B_CHECK"):
+        # Its rows lie in the A region, with at least one A row per weight slot below them (the
+        # least A region a loop command runs with, as SpLayout guarantees without B). Its top row,
+        # registered: its adders and compare before the multiplier's start were the loop's longest path.
+        b_top = Signal(len(c.b + mul.product + Mux(c.conv, k_all, c.k)))
+        with m.State("B_CHECK"), m.If(mul.done):
+            m.d.sync += b_top.eq(c.b + mul.product + Mux(c.conv, k_all, c.k))
+            m.next = "B_FITS"
+        with m.State("B_FITS"):
             operands(k_tiles, mb)
-            with m.If(mul.done):
-                # Its rows lie in the A region, with at least one A row per weight slot below them
-                # (the least A region a loop command runs with, as SpLayout guarantees without B).
-                top = c.b + mul.product + Mux(c.conv, k_all, c.k)
-                fits = (c.b >= layout.a_base + layout.slots) & (top <= layout.a_base + layout.a_rows)
-                m.next = "STRIDES"
-                with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
-                    m.d.comb += mul.start.eq(1)
-                    m.next = "B_HALF"
-                with m.If(~fits):
-                    m.d.comb += self.sp_range.eq(1)
-                    m.next = "IDLE"
+            fits = (c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows)
+            m.next = "STRIDES"
+            with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
+                m.d.comb += mul.start.eq(1)
+                m.next = "B_HALF"
+            with m.If(~fits):
+                m.d.comb += self.sp_range.eq(1)
+                m.next = "IDLE"
         with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
             m.d.sync += a_half.eq(mul.product)
             m.next = "STRIDES"
@@ -1068,7 +1104,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += chunk.eq(0)
                     a_done()
 
-    def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps) -> None:
+    def _next_step(self, m: Module, b_slot, ring, streaming, mb, cur_steps, older) -> None:
         """After an EXEC: the next weight slot (and streaming A slot), in a ring of S."""
         cfg = self.cfg
         S, R = cfg.sp_layout.slots, cfg.rows
@@ -1079,7 +1115,7 @@ class GemmLoop(wiring.Component):
             # S being a power of two, as SpLayout makes it).
             assert S & (S - 1) == 0
             m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
-        m.d.sync += cur_steps.eq(Mux(cur_steps.all(), cur_steps, cur_steps + 1))
+        m.d.sync += [counter.eq(Mux(counter.all(), counter, counter + 1)) for counter in (cur_steps, older)]
 
     def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
