@@ -39,7 +39,7 @@ empty mask (the local memory is not changed further).
 
 import math
 
-from amaranth.hdl import C, Cat, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import C, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -330,23 +330,41 @@ class _Engine(wiring.Component):
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
         return more, fire & (segs == 1) & fits
 
-    def _beat_lanes(self, m: Module, info, beat):
-        """First lane and end lane of beat ``beat`` of a burst, and whether it is the last."""
-        first = beat == 0
-        last = beat == info.len
+    def _beat_lanes(self, m: Module, info, fire):
+        """First lane and end lane of the current beat of the burst ``info``, and whether it is the
+        last; the beat advances on ``fire``. Whether a later beat is the last is registered as the
+        beat before it goes (``beat + 1 == len``), so ``last`` is a register or, on a burst's first
+        beat, the zero test of its registered length: it feeds the gearbox's count and handshake."""
+        beat = Signal(8, name="beat")
+        first = Signal(init=1, name="beat_first")
+        later_last = Signal(name="beat_later_last")  # the current beat (not the first) is the last
+        last = Mux(first, info.len == 0, later_last)
         lane = Signal(range(self.lanes), name="beat_lane")
         end = Signal(range(self.lanes + 1), name="beat_end")
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
+        with m.If(fire):
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), first.eq(last), later_last.eq(beat + 1 == info.len)]
         return lane, end, last
 
     def _chunk_count(self, remaining, row_units):
         """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
         whether it is the last. When every row fits a beat, the only chunk is the whole row: the
-        chunk index is then constant and its multiplexers and the chunk registers vanish."""
+        chunk index is then constant and its multiplexers and the chunk registers vanish.
+        Otherwise "the last chunk" is a register kept beside ``remaining`` (``_remaining``), as it
+        feeds the gearbox's count and handshake."""
         if self.row_units_max <= self.lanes:
             return row_units, C(1, 1)
-        last = remaining <= self.lanes
+        last = Signal(name="chunk_last")
         return Mux(last, remaining, self.lanes), last
+
+    def _remaining(self, remaining, last, value=None) -> list:
+        """``remaining`` set to ``value`` (a new row), or stepped past a chunk (None), and the
+        last-chunk flag ``last`` of ``_chunk_count`` with it."""
+        if value is None:
+            value, now_last = remaining - self.lanes, remaining <= 2 * self.lanes
+        else:
+            now_last = value <= self.lanes
+        return [remaining.eq(value)] + ([] if isinstance(last, Const) else [last.eq(now_last)])
 
 
 class DmaRead(_Engine):
@@ -463,8 +481,8 @@ class DmaRead(_Engine):
         """R beats into the read gearbox, only their useful lanes; errors noted against the burst's tag."""
         axi = self.m_axi
         info = data.View(info_layout, bursts.r_data)
-        beat = Signal(8)
-        lane, end, last = self._beat_lanes(m, info, beat)
+        fire = Signal()
+        lane, end, last = self._beat_lanes(m, info, fire)
         m.d.comb += [
             rgear.inp.valid.eq(bursts.r_rdy & axi.rvalid),
             rgear.inp.payload.data.eq(axi.rdata),
@@ -472,11 +490,11 @@ class DmaRead(_Engine):
             rgear.inp.payload.count.eq(end - lane),
             axi.rready.eq(bursts.r_rdy & rgear.inp.ready),
         ]
-        fire = rgear.inp.valid & rgear.inp.ready
+        m.d.comb += fire.eq(rgear.inp.valid & rgear.inp.ready)
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
             moved = (end - lane)[: len(end)] << _log2(self.unit)
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + moved)]
+            m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
         bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
@@ -516,7 +534,7 @@ class DmaRead(_Engine):
     def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
-        nb, nu = self.beat_bytes, self.lanes
+        nb = self.beat_bytes
         d, row_units = cur.desc, cur.row_units
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
@@ -543,9 +561,9 @@ class DmaRead(_Engine):
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
             with m.If(last):
-                m.d.sync += [chunk.eq(0), remaining.eq(row_units)]
+                m.d.sync += [chunk.eq(0), *self._remaining(remaining, last, row_units)]
             with m.Else():
-                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nu)]
+                m.d.sync += [chunk.eq(chunk + 1), *self._remaining(remaining, last)]
         m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
@@ -568,7 +586,7 @@ class DmaRead(_Engine):
         with m.If(complete):
             m.d.sync += rows_in.eq(rows_in + 1)
         with m.If(setup):
-            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_units)]
+            m.d.sync += [chunk.eq(0), rows_in.eq(0), *self._remaining(remaining, last, next_row_units)]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
@@ -851,7 +869,10 @@ class DmaWrite(_Engine):
         consumed = wgear.inp.valid & wgear.inp.ready & last
         m.d.comb += rows.r_en.eq(consumed)
         with m.If(wgear.inp.valid & wgear.inp.ready):
-            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_units, remaining - self.lanes))]
+            with m.If(last):
+                m.d.sync += [chunk.eq(0), *self._remaining(remaining, last, row_units)]
+            with m.Else():
+                m.d.sync += [chunk.eq(chunk + 1), *self._remaining(remaining, last)]
         m.d.sync += credits.eq(credits + issue - consumed)
         # Full after this cycle only if full now, or one short and a row is requested, with none consumed.
         m.d.sync += room.eq(consumed | (room & ~(issue & (credits == depth - 1))))
@@ -869,15 +890,15 @@ class DmaWrite(_Engine):
                 credits.eq(0),
                 room.eq(1),
                 chunk.eq(0),
-                remaining.eq(self._row_units(d)),
+                *self._remaining(remaining, last, self._row_units(d)),
             ]
 
     def _write_beats(self, m: Module, wgear, bursts, burst_info, setup, writing, issue_more, write_done, axi_error):
         """W beats from the write gearbox at their lanes, with strobes; B responses counted."""
         axi, nu = self.m_axi, self.lanes
         info = data.View(burst_info, bursts.r_data)
-        beat = Signal(8)
-        lane, end, last = self._beat_lanes(m, info, beat)
+        fire = Signal()
+        lane, end, last = self._beat_lanes(m, info, writing & fire)
         ones = (1 << nu) - 1
         used = (C(ones, nu) << lane)[:nu] & ~(C(ones, nu) << end)[:nu]  # the beat's lanes
         m.d.comb += [
@@ -890,12 +911,12 @@ class DmaWrite(_Engine):
             axi.wlast.eq(last),
             wgear.out.ready.eq(axi.wready),
         ]
-        fire = axi.wvalid & axi.wready
+        m.d.comb += fire.eq(axi.wvalid & axi.wready)
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
         with m.If(writing & fire):
             moved = (end - lane)[: len(end)] << _log2(self.unit)
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + moved)]
+            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
         aw_fire = axi.awvalid & axi.awready
@@ -907,8 +928,6 @@ class DmaWrite(_Engine):
         with m.If(b_fire & (axi.bresp == AXI_RESP_DECERR)):
             m.d.comb += axi_error.eq(DmaError.DECERR)
         m.d.comb += write_done.eq(~issue_more & (outstanding == 0))
-        with m.If(setup):
-            m.d.sync += beat.eq(0)
 
 
 def share_axi(m: Module, port, reader: _Engine, writer: _Engine) -> None:
