@@ -453,7 +453,7 @@ class DmaRead(_Engine):
         nxt = data.View(entry, pending.r_data)
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
-        self._assemble_rows(m, cur, have, nxt.row_units, rgear, pending.r_en, finished, rows)
+        self._assemble_rows(m, cur, have, nxt, rgear, pending.r_en, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
         quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
@@ -531,11 +531,12 @@ class DmaRead(_Engine):
         col_lanes = d.col << (_log2(self.cfg.in_bits // 8) - _log2(self.unit))
         return Mux((d.kind == DmaKind.MEM_SP) & ~d.transpose, col_lanes, 0)[: max(1, _log2(self.lanes))]
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
+    def _assemble_rows(self, m: Module, cur, have, nxt, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
         nb = self.beat_bytes
         d, row_units = cur.desc, cur.row_units
+        next_row_units, next_rows = nxt.row_units, nxt.desc.rows
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
         chunk = Signal(range(max(chunks, 2)))
@@ -545,7 +546,11 @@ class DmaRead(_Engine):
         room = rows.w_rdy
 
         count, last = self._chunk_count(remaining, row_units)
-        wanted = have & (cur.code == 0) & (rows_in != d.rows)
+        # Whether rows remain and whether the next is the last, as flags kept beside `rows_in`: its
+        # compares with the descriptor's row count fed the gearbox request and the queue's release.
+        more_rows = Signal(name="more_rows")
+        last_row = Signal(name="last_row")
+        wanted = have & (cur.code == 0) & more_rows
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
             rgear.req.payload.lane.eq(self._place(d)),
@@ -564,7 +569,7 @@ class DmaRead(_Engine):
                 m.d.sync += [chunk.eq(0), *self._remaining(remaining, last, row_units)]
             with m.Else():
                 m.d.sync += [chunk.eq(chunk + 1), *self._remaining(remaining, last)]
-        m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
+        m.d.comb += finished.eq((complete & last_row) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
@@ -578,15 +583,16 @@ class DmaRead(_Engine):
             out.col.eq(d.col),
             out.transpose.eq(d.transpose),
             out.accumulate.eq(d.accumulate),
-            out.last.eq(refused | (rows_in + 1 == d.rows)),
+            out.last.eq(refused | last_row),
             out.skip.eq(refused),
             out.code.eq(cur.code),
             out.tag.eq(cur.tag),
         ]
         with m.If(complete):
-            m.d.sync += rows_in.eq(rows_in + 1)
-        with m.If(setup):
+            m.d.sync += [rows_in.eq(rows_in + 1), more_rows.eq(~last_row), last_row.eq(rows_in + 2 == d.rows)]
+        with m.If(setup):  # (a refused descriptor's flags are never used)
             m.d.sync += [chunk.eq(0), rows_in.eq(0), *self._remaining(remaining, last, next_row_units)]
+            m.d.sync += [more_rows.eq(1), last_row.eq(next_rows == 1)]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
