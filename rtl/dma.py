@@ -272,24 +272,35 @@ class _Engine(wiring.Component):
 
         lane = addr[:lu]
         page_units, page_beats = PAGE_BYTES // self.unit, PAGE_BYTES // self.beat_bytes
+        in_page = addr[: 12 - ul]
+        # A burst ends at the segment's end, the 4 KiB page end or after 256 beats, whichever comes
+        # first. The 256 beats end first exactly when the burst starts more than 256 beats before
+        # the page end (never on a bus of 16 bytes or more): one compare of the beat's place.
+        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
+        by_max = (addr[lu : 12 - ul] < before_last) if before_last > 0 else C(0, 1)
+        # The segment ends with this burst if its last lane lies within the page and within 256
+        # beats: two adders from registers, each followed by a zero test (no compare of a subtracted
+        # limit in series with them, the planner's old critical path).
+        seg_last = Signal(seg_bits, name="seg_last")  # the segment's last lane, from the burst's first beat
+        page_last = Signal(seg_bits, name="page_last")  # ... from the page start
+        m.d.comb += [seg_last.eq(lane + left - 1), page_last.eq(in_page + left - 1)]
+        fits = ~seg_last[lu + _log2(BURST_MAX_BEATS) :].any() & ~page_last[12 - ul :].any()
         to_page = Signal(range(page_units + 1))
         to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
-        m.d.comb += [to_page.eq(page_units - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
-        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats. The
-        # 256 beats end first exactly when the burst starts more than 256 beats before the page end
-        # (never on a bus of 16 bytes or more): one compare of the beat's place in its page.
+        m.d.comb += [to_page.eq(page_units - in_page), to_max.eq(BURST_MAX_BEATS * nu - lane)]
         limit = Signal(range(max(page_units, BURST_MAX_BEATS * nu) + 1))
-        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
-        m.d.comb += limit.eq(Mux(addr[lu : 12 - ul] < before_last, to_max, to_page) if before_last > 0 else to_page)
-        fits = left <= limit  # the segment ends with this burst
-        take = Signal(seg_bits)
-        m.d.comb += take.eq(Mux(fits, left, limit))
-        last_unit = Signal(range(BURST_MAX_BEATS * nu))  # offset of the burst's last lane from its first beat
-        m.d.comb += last_unit.eq(lane + take - 1)
+        m.d.comb += limit.eq(Mux(by_max, to_max, to_page))
+        # A cut burst ends on the last lane of a beat: 256 beats on, or the page's last beat.
+        cut_len = Mux(by_max, BURST_MAX_BEATS - 1, ~addr[lu : 12 - ul])[:8]
 
         layout = self._burst_info("tag" in info_fields)
         info = Signal(layout.size)
-        fields = {"len": last_unit >> lu, "lane": lane, "end": last_unit[:lu] + 1, **latched}
+        fields = {
+            "len": Mux(fits, seg_last[lu:], cut_len)[:8],
+            "lane": lane,
+            "end": Mux(fits, seg_last[:lu] + 1, nu),
+            **latched,
+        }
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
         valid = issuing & more & bursts.w_rdy
@@ -304,19 +315,22 @@ class _Engine(wiring.Component):
         ]
         fire = valid & getattr(axi, f"{channel}ready")
         m.d.comb += [bursts.w_en.eq(fire), bursts.w_data.eq(info)]
-        # One adder steps the address: to the next segment (base + stride) after its last burst,
-        # else past this burst (addr + take); the next segment's start is also its base.
-        # A transfer's setup loads its first address through the same adder (plus zero).
-        step = Mux(setup, d.dram_addr[ul:], Mux(fits, base, addr)) + Mux(setup, 0, Mux(fits, stride, take))
-        with m.If(fire | setup):
-            m.d.sync += addr.eq(step)
-        with m.If((fire & fits) | setup):
-            m.d.sync += base.eq(step)
+        # The next address, each candidate from registers and `fits` choosing last: the next
+        # segment (base + stride), or after a cut burst 256 beats on or the next page's start.
+        hi = 12 - ul
+        after_max = Cat(C(0, lu), addr[lu:] + BURST_MAX_BEATS)[: len(addr)]
+        after_page = Cat(C(0, hi), addr[hi:] + 1)[: len(addr)]
+        next_seg = Signal(len(addr))
+        m.d.comb += next_seg.eq(base + stride)
+        step = Mux(fits, next_seg, Mux(by_max, after_max, after_page))
         with m.If(fire):
+            m.d.sync += addr.eq(step)
             with m.If(fits):
-                m.d.sync += [segs.eq(segs - 1), left.eq(seg_len)]
+                m.d.sync += [base.eq(next_seg), segs.eq(segs - 1), left.eq(seg_len)]
             with m.Else():
-                m.d.sync += left.eq(left - take)
+                m.d.sync += left.eq(left - limit)
+        with m.If(setup):
+            m.d.sync += [addr.eq(d.dram_addr[ul:]), base.eq(d.dram_addr[ul:])]
         # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
         with m.If(setup):
             row = self._row_units(d)
@@ -415,7 +429,10 @@ class DmaRead(_Engine):
         d = Signal(DESCRIPTOR)
         held = Signal()
         tag = Signal(self.TAG_BITS)
-        code = self._check(m, d)
+        # The descriptor's check is registered with it, so the planner's setup (whose first address
+        # goes through the planner's adder) does not start behind the check's carry chains.
+        code = Signal(4)
+        checked = self._check(m, cmd.payload)
         planner_free = Signal()
         advance = held & pending.w_rdy & ((code != 0) | planner_free)
         queue_entry = Signal(entry)
@@ -429,7 +446,7 @@ class DmaRead(_Engine):
         with m.If(advance):
             m.d.sync += held.eq(0)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
-            m.d.sync += [d.eq(cmd.payload), tag.eq(tag + 1), held.eq(1)]
+            m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
         m.d.comb += planner_free.eq(~more | finishing)
 
@@ -792,7 +809,9 @@ class DmaWrite(_Engine):
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
         axi_error = Signal(4)  # code of an AXI error response seen this cycle, else 0
-        check = self._check(m, d)
+        # The check is registered with the descriptor (below), so the planner's setup does not
+        # start behind its carry chains.
+        check = Signal(4)
         # A plain state register compared in if-chains rather than m.FSM/m.Switch: Yosys prints
         # switches as case statements without a default, which Verilator's CASEINCOMPLETE flags.
         idle, checking, write, report = range(4)
@@ -808,7 +827,7 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += d.eq(self.cmd.payload)
+            m.d.sync += [d.eq(self.cmd.payload), check.eq(self._check(m, self.cmd.payload))]
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
         with m.If(setup):
