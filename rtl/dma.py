@@ -303,7 +303,13 @@ class _Engine(wiring.Component):
         }
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
-        valid = issuing & more & bursts.w_rdy
+        room = bursts.w_rdy
+        if self.max_reads >= 8:
+            # Room as a register: the FIFO's level is below depth - 1, so it has room next cycle
+            # whatever this cycle pushes (one entry of the many is given up for a shorter path).
+            room = Signal(init=1, name="burst_room")
+            m.d.sync += room.eq(bursts.level < self.max_reads - 1)
+        valid = issuing & more & room
         word = Cat(C(0, lb), addr[lu:])
         m.d.comb += [
             getattr(axi, f"{channel}valid").eq(valid),
@@ -356,6 +362,13 @@ class _Engine(wiring.Component):
         lane = Signal(range(self.lanes), name="beat_lane")
         end = Signal(range(self.lanes + 1), name="beat_end")
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
+        # The beat's lane count, `end - lane`, with the subtractions side by side on the registered
+        # fields and the first/last choice after them (it feeds the gearbox's handshake).
+        count = Signal(range(self.lanes + 1), name="beat_count")
+        n = len(count)
+        whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
+        m.d.comb += count.eq(Mux(first, whole, Mux(later_last, info.end, self.lanes)))
+        self._beat_count = count
         with m.If(fire):
             m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), first.eq(last), later_last.eq(beat + 1 == info.len)]
         return lane, end, last
@@ -499,18 +512,18 @@ class DmaRead(_Engine):
         axi = self.m_axi
         info = data.View(info_layout, bursts.r_data)
         fire = Signal()
-        lane, end, last = self._beat_lanes(m, info, fire)
+        lane, _end, last = self._beat_lanes(m, info, fire)
         m.d.comb += [
             rgear.inp.valid.eq(bursts.r_rdy & axi.rvalid),
             rgear.inp.payload.data.eq(axi.rdata),
             rgear.inp.payload.lane.eq(lane),
-            rgear.inp.payload.count.eq(end - lane),
+            rgear.inp.payload.count.eq(self._beat_count),
             axi.rready.eq(bursts.r_rdy & rgear.inp.ready),
         ]
         m.d.comb += fire.eq(rgear.inp.valid & rgear.inp.ready)
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
-            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            moved = self._beat_count << _log2(self.unit)
             m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
         bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
@@ -929,7 +942,7 @@ class DmaWrite(_Engine):
         m.d.comb += [
             wgear.req.valid.eq(writing & bursts.r_rdy),
             wgear.req.payload.lane.eq(lane),
-            wgear.req.payload.count.eq(end - lane),
+            wgear.req.payload.count.eq(self._beat_count),
             axi.wvalid.eq(wgear.out.valid),
             axi.wdata.eq(wgear.out.payload),
             axi.wstrb.eq(Cat(used[k].replicate(self.unit) for k in range(nu))),
@@ -940,7 +953,7 @@ class DmaWrite(_Engine):
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
         with m.If(writing & fire):
-            moved = (end - lane)[: len(end)] << _log2(self.unit)
+            moved = self._beat_count << _log2(self.unit)
             m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
