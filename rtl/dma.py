@@ -324,7 +324,8 @@ class _Engine(wiring.Component):
         # The next address, each candidate from registers and `fits` choosing last: the next
         # segment (base + stride), or after a cut burst 256 beats on or the next page's start.
         hi = 12 - ul
-        after_max = Cat(C(0, lu), addr[lu:] + BURST_MAX_BEATS)[: len(addr)]
+        # (256 beats on stays within the page: a burst is cut there only if the page end is further.)
+        after_max = Cat(C(0, lu), (addr[lu:hi] + BURST_MAX_BEATS)[: hi - lu], addr[hi:])
         after_page = Cat(C(0, hi), addr[hi:] + 1)[: len(addr)]
         next_seg = Signal(len(addr))
         m.d.comb += next_seg.eq(base + stride)
