@@ -431,7 +431,7 @@ class DmaRead(_Engine):
         info_layout = self._burst_info(tagged=True)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
         entry = data.StructLayout(
-            {"desc": DESCRIPTOR, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
+            {"desc": self.DESC, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
         errors = _AxiErrors(m, self.TAG_BITS)
@@ -440,7 +440,7 @@ class DmaRead(_Engine):
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
         # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
         cmd, cmd_level = self._input_buffer(m)
-        d = Signal(DESCRIPTOR)
+        d = Signal(self.DESC)
         held = Signal()
         tag = Signal(self.TAG_BITS)
         # The descriptor's check is registered with it, so the planner's setup (whose first address
@@ -491,16 +491,21 @@ class DmaRead(_Engine):
         m.d.comb += self.idle.eq(quiet & (cmd_level == 0))
         return m
 
+    # The descriptor as the read engine keeps it: the read-out fields (scale, act) are the write
+    # engine's, and dropping them narrows the input buffer, the descriptor register and the queue.
+    DESC = data.StructLayout({name: f.shape for name, f in DESCRIPTOR if name not in ("scale", "act")})
+
     def _input_buffer(self, m: Module):
         """Descriptors enter through a small FIFO, so ``cmd.ready`` comes from its registered level:
         the planner's last-burst logic, which lets the next descriptor in, no longer reaches back
         through the LOAD gate into the decoder (the ECP5 critical path after the decoder's). Three
         deep: its inner two entries take one descriptor per cycle while one leaves."""
-        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=DESCRIPTOR.size, depth=3)
-        cmd = stream.Signature(DESCRIPTOR).create(path=("cmd_buffered",))
+        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=self.DESC.size, depth=3)
+        cmd = stream.Signature(self.DESC).create(path=("cmd_buffered",))
+        kept = Cat(getattr(self.cmd.payload, name) for name, _ in self.DESC)
         m.d.comb += [
             buf.w_en.eq(self.cmd.valid),
-            buf.w_data.eq(self.cmd.payload),
+            buf.w_data.eq(kept),
             self.cmd.ready.eq(buf.w_rdy),
             cmd.valid.eq(buf.r_rdy),
             cmd.payload.eq(buf.r_data),
