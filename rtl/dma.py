@@ -39,7 +39,7 @@ empty mask (the local memory is not changed further).
 
 import math
 
-from amaranth.hdl import C, Cat, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import C, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -272,27 +272,44 @@ class _Engine(wiring.Component):
 
         lane = addr[:lu]
         page_units, page_beats = PAGE_BYTES // self.unit, PAGE_BYTES // self.beat_bytes
+        in_page = addr[: 12 - ul]
+        # A burst ends at the segment's end, the 4 KiB page end or after 256 beats, whichever comes
+        # first. The 256 beats end first exactly when the burst starts more than 256 beats before
+        # the page end (never on a bus of 16 bytes or more): one compare of the beat's place.
+        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
+        by_max = (addr[lu : 12 - ul] < before_last) if before_last > 0 else C(0, 1)
+        # The segment ends with this burst if its last lane lies within the page and within 256
+        # beats: two adders from registers, each followed by a zero test (no compare of a subtracted
+        # limit in series with them, the planner's old critical path).
+        seg_last = Signal(seg_bits, name="seg_last")  # the segment's last lane, from the burst's first beat
+        page_last = Signal(seg_bits, name="page_last")  # ... from the page start
+        m.d.comb += [seg_last.eq(lane + left - 1), page_last.eq(in_page + left - 1)]
+        fits = ~seg_last[lu + _log2(BURST_MAX_BEATS) :].any() & ~page_last[12 - ul :].any()
         to_page = Signal(range(page_units + 1))
         to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
-        m.d.comb += [to_page.eq(page_units - addr[: 12 - ul]), to_max.eq(BURST_MAX_BEATS * nu - lane)]
-        # Lanes of this burst: the rest of the segment, up to the 4 KiB page end and 256 beats. The
-        # 256 beats end first exactly when the burst starts more than 256 beats before the page end
-        # (never on a bus of 16 bytes or more): one compare of the beat's place in its page.
+        m.d.comb += [to_page.eq(page_units - in_page), to_max.eq(BURST_MAX_BEATS * nu - lane)]
         limit = Signal(range(max(page_units, BURST_MAX_BEATS * nu) + 1))
-        before_last = page_beats - BURST_MAX_BEATS  # the beats of a page more than 256 from its end
-        m.d.comb += limit.eq(Mux(addr[lu : 12 - ul] < before_last, to_max, to_page) if before_last > 0 else to_page)
-        fits = left <= limit  # the segment ends with this burst
-        take = Signal(seg_bits)
-        m.d.comb += take.eq(Mux(fits, left, limit))
-        last_unit = Signal(range(BURST_MAX_BEATS * nu))  # offset of the burst's last lane from its first beat
-        m.d.comb += last_unit.eq(lane + take - 1)
+        m.d.comb += limit.eq(Mux(by_max, to_max, to_page))
+        # A cut burst ends on the last lane of a beat: 256 beats on, or the page's last beat.
+        cut_len = Mux(by_max, BURST_MAX_BEATS - 1, ~addr[lu : 12 - ul])[:8]
 
         layout = self._burst_info("tag" in info_fields)
         info = Signal(layout.size)
-        fields = {"len": last_unit >> lu, "lane": lane, "end": last_unit[:lu] + 1, **latched}
+        fields = {
+            "len": Mux(fits, seg_last[lu:], cut_len)[:8],
+            "lane": lane,
+            "end": Mux(fits, seg_last[:lu] + 1, nu),
+            **latched,
+        }
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         more = segs != 0
-        valid = issuing & more & bursts.w_rdy
+        room = bursts.w_rdy
+        if self.max_reads >= 8:
+            # Room as a register: the FIFO's level is below depth - 1, so it has room next cycle
+            # whatever this cycle pushes (one entry of the many is given up for a shorter path).
+            room = Signal(init=1, name="burst_room")
+            m.d.sync += room.eq(bursts.level < self.max_reads - 1)
+        valid = issuing & more & room
         word = Cat(C(0, lb), addr[lu:])
         m.d.comb += [
             getattr(axi, f"{channel}valid").eq(valid),
@@ -304,19 +321,23 @@ class _Engine(wiring.Component):
         ]
         fire = valid & getattr(axi, f"{channel}ready")
         m.d.comb += [bursts.w_en.eq(fire), bursts.w_data.eq(info)]
-        # One adder steps the address: to the next segment (base + stride) after its last burst,
-        # else past this burst (addr + take); the next segment's start is also its base.
-        # A transfer's setup loads its first address through the same adder (plus zero).
-        step = Mux(setup, d.dram_addr[ul:], Mux(fits, base, addr)) + Mux(setup, 0, Mux(fits, stride, take))
-        with m.If(fire | setup):
-            m.d.sync += addr.eq(step)
-        with m.If((fire & fits) | setup):
-            m.d.sync += base.eq(step)
+        # The next address, each candidate from registers and `fits` choosing last: the next
+        # segment (base + stride), or after a cut burst 256 beats on or the next page's start.
+        hi = 12 - ul
+        # (256 beats on stays within the page: a burst is cut there only if the page end is further.)
+        after_max = Cat(C(0, lu), (addr[lu:hi] + BURST_MAX_BEATS)[: hi - lu], addr[hi:])
+        after_page = Cat(C(0, hi), addr[hi:] + 1)[: len(addr)]
+        next_seg = Signal(len(addr))
+        m.d.comb += next_seg.eq(base + stride)
+        step = Mux(fits, next_seg, Mux(by_max, after_max, after_page))
         with m.If(fire):
+            m.d.sync += addr.eq(step)
             with m.If(fits):
-                m.d.sync += [segs.eq(segs - 1), left.eq(seg_len)]
+                m.d.sync += [base.eq(next_seg), segs.eq(segs - 1), left.eq(seg_len)]
             with m.Else():
-                m.d.sync += left.eq(left - take)
+                m.d.sync += left.eq(left - limit)
+        with m.If(setup):
+            m.d.sync += [addr.eq(d.dram_addr[ul:]), base.eq(d.dram_addr[ul:])]
         # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
         with m.If(setup):
             row = self._row_units(d)
@@ -330,23 +351,48 @@ class _Engine(wiring.Component):
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
         return more, fire & (segs == 1) & fits
 
-    def _beat_lanes(self, m: Module, info, beat):
-        """First lane and end lane of beat ``beat`` of a burst, and whether it is the last."""
-        first = beat == 0
-        last = beat == info.len
+    def _beat_lanes(self, m: Module, info, fire):
+        """First lane and end lane of the current beat of the burst ``info``, and whether it is the
+        last; the beat advances on ``fire``. Whether a later beat is the last is registered as the
+        beat before it goes (``beat + 1 == len``), so ``last`` is a register or, on a burst's first
+        beat, the zero test of its registered length: it feeds the gearbox's count and handshake."""
+        beat = Signal(8, name="beat")
+        first = Signal(init=1, name="beat_first")
+        later_last = Signal(name="beat_later_last")  # the current beat (not the first) is the last
+        last = Mux(first, info.len == 0, later_last)
         lane = Signal(range(self.lanes), name="beat_lane")
         end = Signal(range(self.lanes + 1), name="beat_end")
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
+        # The beat's lane count, `end - lane`, with the subtractions side by side on the registered
+        # fields and the first/last choice after them (it feeds the gearbox's handshake).
+        count = Signal(range(self.lanes + 1), name="beat_count")
+        n = len(count)
+        whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
+        m.d.comb += count.eq(Mux(first, whole, Mux(later_last, info.end, self.lanes)))
+        self._beat_count = count
+        with m.If(fire):
+            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), first.eq(last), later_last.eq(beat + 1 == info.len)]
         return lane, end, last
 
     def _chunk_count(self, remaining, row_units):
         """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
         whether it is the last. When every row fits a beat, the only chunk is the whole row: the
-        chunk index is then constant and its multiplexers and the chunk registers vanish."""
+        chunk index is then constant and its multiplexers and the chunk registers vanish.
+        Otherwise "the last chunk" is a register kept beside ``remaining`` (``_remaining``), as it
+        feeds the gearbox's count and handshake."""
         if self.row_units_max <= self.lanes:
             return row_units, C(1, 1)
-        last = remaining <= self.lanes
+        last = Signal(name="chunk_last")
         return Mux(last, remaining, self.lanes), last
+
+    def _remaining(self, remaining, last, value=None) -> list:
+        """``remaining`` set to ``value`` (a new row), or stepped past a chunk (None), and the
+        last-chunk flag ``last`` of ``_chunk_count`` with it."""
+        if value is None:
+            value, now_last = remaining - self.lanes, remaining <= 2 * self.lanes
+        else:
+            now_last = value <= self.lanes
+        return [remaining.eq(value)] + ([] if isinstance(last, Const) else [last.eq(now_last)])
 
 
 class DmaRead(_Engine):
@@ -385,7 +431,7 @@ class DmaRead(_Engine):
         info_layout = self._burst_info(tagged=True)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
         entry = data.StructLayout(
-            {"desc": DESCRIPTOR, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
+            {"desc": self.DESC, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
         )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
         errors = _AxiErrors(m, self.TAG_BITS)
@@ -394,10 +440,13 @@ class DmaRead(_Engine):
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
         # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
         cmd, cmd_level = self._input_buffer(m)
-        d = Signal(DESCRIPTOR)
+        d = Signal(self.DESC)
         held = Signal()
         tag = Signal(self.TAG_BITS)
-        code = self._check(m, d)
+        # The descriptor's check is registered with it, so the planner's setup (whose first address
+        # goes through the planner's adder) does not start behind the check's carry chains.
+        code = Signal(4)
+        checked = self._check(m, cmd.payload)
         planner_free = Signal()
         advance = held & pending.w_rdy & ((code != 0) | planner_free)
         queue_entry = Signal(entry)
@@ -411,7 +460,7 @@ class DmaRead(_Engine):
         with m.If(advance):
             m.d.sync += held.eq(0)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
-            m.d.sync += [d.eq(cmd.payload), tag.eq(tag + 1), held.eq(1)]
+            m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
         more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
         m.d.comb += planner_free.eq(~more | finishing)
 
@@ -435,23 +484,28 @@ class DmaRead(_Engine):
         nxt = data.View(entry, pending.r_data)
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
-        self._assemble_rows(m, cur, have, nxt.row_units, rgear, pending.r_en, finished, rows)
+        self._assemble_rows(m, cur, have, nxt, rgear, pending.r_en, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
         quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
         m.d.comb += self.idle.eq(quiet & (cmd_level == 0))
         return m
 
+    # The descriptor as the read engine keeps it: the read-out fields (scale, act) are the write
+    # engine's, and dropping them narrows the input buffer, the descriptor register and the queue.
+    DESC = data.StructLayout({name: f.shape for name, f in DESCRIPTOR if name not in ("scale", "act")})
+
     def _input_buffer(self, m: Module):
         """Descriptors enter through a small FIFO, so ``cmd.ready`` comes from its registered level:
         the planner's last-burst logic, which lets the next descriptor in, no longer reaches back
         through the LOAD gate into the decoder (the ECP5 critical path after the decoder's). Three
         deep: its inner two entries take one descriptor per cycle while one leaves."""
-        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=DESCRIPTOR.size, depth=3)
-        cmd = stream.Signature(DESCRIPTOR).create(path=("cmd_buffered",))
+        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=self.DESC.size, depth=3)
+        cmd = stream.Signature(self.DESC).create(path=("cmd_buffered",))
+        kept = Cat(getattr(self.cmd.payload, name) for name, _ in self.DESC)
         m.d.comb += [
             buf.w_en.eq(self.cmd.valid),
-            buf.w_data.eq(self.cmd.payload),
+            buf.w_data.eq(kept),
             self.cmd.ready.eq(buf.w_rdy),
             cmd.valid.eq(buf.r_rdy),
             cmd.payload.eq(buf.r_data),
@@ -463,20 +517,20 @@ class DmaRead(_Engine):
         """R beats into the read gearbox, only their useful lanes; errors noted against the burst's tag."""
         axi = self.m_axi
         info = data.View(info_layout, bursts.r_data)
-        beat = Signal(8)
-        lane, end, last = self._beat_lanes(m, info, beat)
+        fire = Signal()
+        lane, _end, last = self._beat_lanes(m, info, fire)
         m.d.comb += [
             rgear.inp.valid.eq(bursts.r_rdy & axi.rvalid),
             rgear.inp.payload.data.eq(axi.rdata),
             rgear.inp.payload.lane.eq(lane),
-            rgear.inp.payload.count.eq(end - lane),
+            rgear.inp.payload.count.eq(self._beat_count),
             axi.rready.eq(bursts.r_rdy & rgear.inp.ready),
         ]
-        fire = rgear.inp.valid & rgear.inp.ready
+        m.d.comb += fire.eq(rgear.inp.valid & rgear.inp.ready)
         m.d.comb += bursts.r_en.eq(fire & last)
         with m.If(fire):
-            moved = (end - lane)[: len(end)] << _log2(self.unit)
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_read.eq(self.bytes_read + moved)]
+            moved = self._beat_count << _log2(self.unit)
+            m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
         bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
         errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
 
@@ -513,11 +567,12 @@ class DmaRead(_Engine):
         col_lanes = d.col << (_log2(self.cfg.in_bits // 8) - _log2(self.unit))
         return Mux((d.kind == DmaKind.MEM_SP) & ~d.transpose, col_lanes, 0)[: max(1, _log2(self.lanes))]
 
-    def _assemble_rows(self, m: Module, cur, have, next_row_units, rgear, setup, finished, rows) -> None:
+    def _assemble_rows(self, m: Module, cur, have, nxt, rgear, setup, finished, rows) -> None:
         """Row chunks from the read gearbox (or zero rows) into whole rows, handed to the writer
         through the queue ``rows``."""
-        nb, nu = self.beat_bytes, self.lanes
+        nb = self.beat_bytes
         d, row_units = cur.desc, cur.row_units
+        next_row_units, next_rows = nxt.row_units, nxt.desc.rows
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
         chunk = Signal(range(max(chunks, 2)))
@@ -527,7 +582,11 @@ class DmaRead(_Engine):
         room = rows.w_rdy
 
         count, last = self._chunk_count(remaining, row_units)
-        wanted = have & (cur.code == 0) & (rows_in != d.rows)
+        # Whether rows remain and whether the next is the last, as flags kept beside `rows_in`: its
+        # compares with the descriptor's row count fed the gearbox request and the queue's release.
+        more_rows = Signal(name="more_rows")
+        last_row = Signal(name="last_row")
+        wanted = have & (cur.code == 0) & more_rows
         m.d.comb += [
             rgear.req.valid.eq(wanted & ~d.zero),
             rgear.req.payload.lane.eq(self._place(d)),
@@ -543,10 +602,10 @@ class DmaRead(_Engine):
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
             with m.If(last):
-                m.d.sync += [chunk.eq(0), remaining.eq(row_units)]
+                m.d.sync += [chunk.eq(0), *self._remaining(remaining, last, row_units)]
             with m.Else():
-                m.d.sync += [chunk.eq(chunk + 1), remaining.eq(remaining - nu)]
-        m.d.comb += finished.eq((complete & (rows_in + 1 == d.rows)) | refused)
+                m.d.sync += [chunk.eq(chunk + 1), *self._remaining(remaining, last)]
+        m.d.comb += finished.eq((complete & last_row) | refused)
         m.d.comb += rows.w_en.eq(complete | refused)
         m.d.comb += [
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
@@ -560,15 +619,16 @@ class DmaRead(_Engine):
             out.col.eq(d.col),
             out.transpose.eq(d.transpose),
             out.accumulate.eq(d.accumulate),
-            out.last.eq(refused | (rows_in + 1 == d.rows)),
+            out.last.eq(refused | last_row),
             out.skip.eq(refused),
             out.code.eq(cur.code),
             out.tag.eq(cur.tag),
         ]
         with m.If(complete):
-            m.d.sync += rows_in.eq(rows_in + 1)
-        with m.If(setup):
-            m.d.sync += [chunk.eq(0), rows_in.eq(0), remaining.eq(next_row_units)]
+            m.d.sync += [rows_in.eq(rows_in + 1), more_rows.eq(~last_row), last_row.eq(rows_in + 2 == d.rows)]
+        with m.If(setup):  # (a refused descriptor's flags are never used)
+            m.d.sync += [chunk.eq(0), rows_in.eq(0), *self._remaining(remaining, last, next_row_units)]
+            m.d.sync += [more_rows.eq(1), last_row.eq(next_rows == 1)]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
@@ -768,7 +828,9 @@ class DmaWrite(_Engine):
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
         axi_error = Signal(4)  # code of an AXI error response seen this cycle, else 0
-        check = self._check(m, d)
+        # The check is registered with the descriptor (below), so the planner's setup does not
+        # start behind its carry chains.
+        check = Signal(4)
         # A plain state register compared in if-chains rather than m.FSM/m.Switch: Yosys prints
         # switches as case statements without a default, which Verilator's CASEINCOMPLETE flags.
         idle, checking, write, report = range(4)
@@ -784,7 +846,7 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += d.eq(self.cmd.payload)
+            m.d.sync += [d.eq(self.cmd.payload), check.eq(self._check(m, self.cmd.payload))]
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
         with m.If(setup):
@@ -851,7 +913,10 @@ class DmaWrite(_Engine):
         consumed = wgear.inp.valid & wgear.inp.ready & last
         m.d.comb += rows.r_en.eq(consumed)
         with m.If(wgear.inp.valid & wgear.inp.ready):
-            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)), remaining.eq(Mux(last, row_units, remaining - self.lanes))]
+            with m.If(last):
+                m.d.sync += [chunk.eq(0), *self._remaining(remaining, last, row_units)]
+            with m.Else():
+                m.d.sync += [chunk.eq(chunk + 1), *self._remaining(remaining, last)]
         m.d.sync += credits.eq(credits + issue - consumed)
         # Full after this cycle only if full now, or one short and a row is requested, with none consumed.
         m.d.sync += room.eq(consumed | (room & ~(issue & (credits == depth - 1))))
@@ -869,33 +934,33 @@ class DmaWrite(_Engine):
                 credits.eq(0),
                 room.eq(1),
                 chunk.eq(0),
-                remaining.eq(self._row_units(d)),
+                *self._remaining(remaining, last, self._row_units(d)),
             ]
 
     def _write_beats(self, m: Module, wgear, bursts, burst_info, setup, writing, issue_more, write_done, axi_error):
         """W beats from the write gearbox at their lanes, with strobes; B responses counted."""
         axi, nu = self.m_axi, self.lanes
         info = data.View(burst_info, bursts.r_data)
-        beat = Signal(8)
-        lane, end, last = self._beat_lanes(m, info, beat)
+        fire = Signal()
+        lane, end, last = self._beat_lanes(m, info, writing & fire)
         ones = (1 << nu) - 1
         used = (C(ones, nu) << lane)[:nu] & ~(C(ones, nu) << end)[:nu]  # the beat's lanes
         m.d.comb += [
             wgear.req.valid.eq(writing & bursts.r_rdy),
             wgear.req.payload.lane.eq(lane),
-            wgear.req.payload.count.eq(end - lane),
+            wgear.req.payload.count.eq(self._beat_count),
             axi.wvalid.eq(wgear.out.valid),
             axi.wdata.eq(wgear.out.payload),
             axi.wstrb.eq(Cat(used[k].replicate(self.unit) for k in range(nu))),
             axi.wlast.eq(last),
             wgear.out.ready.eq(axi.wready),
         ]
-        fire = axi.wvalid & axi.wready
+        m.d.comb += fire.eq(axi.wvalid & axi.wready)
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
         with m.If(writing & fire):
-            moved = (end - lane)[: len(end)] << _log2(self.unit)
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), self.bytes_written.eq(self.bytes_written + moved)]
+            moved = self._beat_count << _log2(self.unit)
+            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
         aw_fire = axi.awvalid & axi.awready
@@ -907,8 +972,6 @@ class DmaWrite(_Engine):
         with m.If(b_fire & (axi.bresp == AXI_RESP_DECERR)):
             m.d.comb += axi_error.eq(DmaError.DECERR)
         m.d.comb += write_done.eq(~issue_more & (outstanding == 0))
-        with m.If(setup):
-            m.d.sync += beat.eq(0)
 
 
 def share_axi(m: Module, port, reader: _Engine, writer: _Engine) -> None:
