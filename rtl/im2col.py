@@ -314,49 +314,62 @@ class Im2col(wiring.Component):
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
         pix = times(s.cin, in_e, 18)
-        left, local = Signal(16), Signal(16)
-        phase = Signal(2)  # 0 waiting, 1 the K slice's offsets being summed, 2 walking
+        local = Signal(16)
+        # 0 waiting; 1 and 2 the walk's start (its K slice's offsets summed, its first row's bounds);
+        # 3 walking, each piece in two cycles (``calc``: its limit; then it is taken).
+        phase = Signal(2)
+        walking = phase == 3
+        calc = Signal(name="calc")
         emitted = Signal()
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
         q = Signal(32)  # the offset of the next inside piece from cur.row
+        # The walk's end column, counted from the current output row's column 0 (past OW while the
+        # walk runs on into later rows): a piece ends at it or at the row's next limit.
+        end = Signal(OUT_BITS + 1, name="walk_end")
 
         # Whether the input row that kernel row ky reads for output row oh lies inside the input:
-        # 0 ≤ oh_s + ky − pad < H. With ``ky_pad`` = ky − pad, set as the walk starts (ky is
-        # constant through a walk), that is a sum from cur (cur.oh_s for the walk's first row, as
-        # the K slice's offsets are summed; cur.oh_s + s, nxt.oh_s's sum, for the next row) and one
-        # comparison; the next image's row 0 reads row ky − pad. None of them waits for the piece's
-        # end, so only the register's multiplexer lies on the path from the piece's limits to it.
+        # 0 ≤ oh_s + ky − pad < H. ``rel`` is registered from cur: in phase 1 for the walk's first
+        # row (read in phase 2), while walking for the next row (read as a row ends, a cycle after
+        # cur last changed); the next image's row 0 reads row ky − pad.
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
-        row_s = (cur.oh_s + Mux(phase[1], s.stride, 0))[:18]  # phase 1: this row; 2: the next
-        row_rel = row_s + ky_pad
-        row_s_inside = (row_rel >= 0) & (row_rel < s.h)
-        with m.If(phase == 1):
-            m.d.sync += row_inside.eq(row_s_inside)
+        rel = Signal(signed(OUT_BITS + 2), name="rel")
+        m.d.sync += rel.eq(cur.oh_s + Mux(walking, s.stride, 0) + ky_pad)
+        rel_inside = (rel >= 0) & (rel < s.h)
+        ky_inside = Signal(name="ky_inside")  # the same for row ky − pad
+        m.d.sync += ky_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
 
         # The walk's kernel column's inside columns, registered when the walk starts (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(LO_BITS, name="col_lo"), Signal(OUT_BITS, name="col_hi")
         lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
-        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
-        # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
-        # its end.
-        walk_end = cur.x + left
-        before_hi = row_inside & (cur.x < col_hi)
-        before_lo = cur.x < col_lo
-        inside = before_hi & ~before_lo
-        limit = Mux(before_hi, Mux(before_lo & ~lo_past, col_lo, col_hi), self.ow)
-        last = walk_end <= limit
-        piece_end = Mux(last, walk_end, limit)[:OUT_BITS]
+        hi_ow = Signal(name="hi_ow")  # hi is OW: the inside columns end the row
+        # The current piece's limit (lo, hi or OW: lo only below OW, hi at most OW), worked out in
+        # its ``calc`` cycle from its first column; whether it ends the row; whether it is inside.
+        limit, limit_ow, inside = Signal(OUT_BITS, name="limit"), Signal(name="limit_ow"), Signal(name="inside")
+        with m.If(walking & calc):
+            before_hi = row_inside & (cur.x < col_hi)
+            before_lo = cur.x < col_lo
+            to_lo = before_lo & ~lo_past
+            m.d.sync += [
+                limit.eq(Mux(before_hi, Mux(to_lo, col_lo, col_hi), self.ow)),
+                limit_ow.eq(~before_hi | (~to_lo & hi_ow)),
+                inside.eq(before_hi & ~before_lo),
+                calc.eq(0),
+            ]
+        # A piece ends at the walk's end or at its limit, whichever comes first: the walk's last
+        # piece is the one that reaches its end. Reaching a limit that is OW ends the row.
+        last = ~named(m, limit - end, "short")[-1]  # end ≤ limit, on a carry chain of its own
+        past = named(m, end - limit, "past")  # ≥ 0: the limit is reached; at OW, the next row's end
+        reach = ~past[-1]
+        piece_end = Mux(last, end, limit)[:OUT_BITS]
         length = piece_end - cur.x
-        pending = (phase == 2) & (left != 0)
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
-        # The pieces leave through a register (with their skip, first and last flags), so the
-        # piece's limits (kernel column → inside bounds → length → last → skip) end at it instead
-        # of running on into the loop's queue; a piece is taken as the register empties.
+        # The pieces leave through a register (with their skip, first and last flags); a piece is
+        # taken as the register empties.
         full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
         out = Signal(dma_desc_layout(), name="out")
         out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
-        take = pending & (~full | self.step)
+        take = walking & ~calc & (~full | self.step)
         m.d.comb += [
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
@@ -379,41 +392,47 @@ class Im2col(wiring.Component):
                 out.local_addr.eq(local),
                 out.zero.eq(~inside),
             ]
+        # The next piece's scratchpad row, from the one just taken, while its limit is worked out.
+        with m.If(walking & calc & emitted):
+            m.d.sync += local.eq(out.local_addr + out.rows)
 
         # A new walk starts at the block start once the block's column offset is known and the
-        # last walk's last piece has left (the loop's inputs then describe the new walk); its
-        # K slice's offsets take two more cycles (two adder levels each).
-        with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
-            m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.sync += ky_pad.eq(self.ky - s.pad)
-            lo_kx = lo[self.kx]
-            m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi[self.kx])]
+        # last walk's last piece has left (the loop's inputs then describe the new walk).
+        # What the walk reads from the loop's inputs follows them while the walker waits (only the
+        # walk's position and phase wait for the start), so the start's condition enables few
+        # registers.
+        with m.If(phase == 0):
+            m.d.sync += [local.eq(self.local), emitted.eq(0), ky_pad.eq(self.ky - s.pad)]
+            lo_kx, hi_kx = lo[self.kx], hi[self.kx]
+            m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi_kx)]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(self._column_offset(m, pix, in_e)),
             ]
+        with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
+            m.d.sync += [cur.eq(block), phase.eq(1)]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
-        # first offset is summed while the walk starts, the other as its first piece is taken.
-        with m.If((phase == 1) | (take & ~emitted)):
-            m.d.sync += q.eq(ty + tx + Mux(phase[1], lo_xs[self.kx], block_xs))
+        # first offset is summed while the walk starts, the other in the cycles that work out the
+        # later pieces' limits (the first piece has been taken by then).
+        with m.If((phase == 1) | (walking & calc & emitted)):
+            m.d.sync += q.eq(ty + tx + Mux(walking, lo_xs[self.kx], block_xs))
         with m.If(phase == 1):
-            m.d.sync += phase.eq(2)
-        image_end = cur.oh + 1 == self.oh
+            m.d.sync += [phase.eq(2), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
+        with m.If(phase == 2):
+            m.d.sync += [phase.eq(3), calc.eq(1), row_inside.eq(rel_inside)]
+        # Whether cur's output row is its image's last, registered from cur (read as a row ends, a
+        # cycle after cur last changed).
+        image_end = Signal(name="image_end")
+        m.d.sync += image_end.eq(cur.oh + 1 == self.oh)
         next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(take):
-            nxt = Signal(_Pos)
-            m.d.comb += nxt.eq(cur)
-            with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
-                m.d.comb += [nxt.x.eq(0), nxt.row.eq(next_row)]
+            m.d.sync += [emitted.eq(1), calc.eq(1), cur.x.eq(piece_end)]
+            with m.If(reach & limit_ow):  # the output row's end: the next row, maybe image
+                m.d.sync += [cur.x.eq(0), cur.row.eq(next_row), end.eq(past)]
                 with m.If(image_end):
-                    m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.sync += row_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
+                    m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0), row_inside.eq(ky_inside)]
                 with m.Else():
-                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(row_s)]
-                    m.d.sync += row_inside.eq(row_s_inside)
-            with m.Else():
-                m.d.comb += nxt.x.eq(piece_end)
-            m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
+                    m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(cur.oh_s + s.stride), row_inside.eq(rel_inside)]
             with m.If(last):
                 m.d.sync += phase.eq(0)
         with m.If(self.next_block):
