@@ -190,6 +190,7 @@ class Im2col(wiring.Component):
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(10))  # H − (OH − 1)·s, from −510 to 261
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
+        self._oh_last = Signal(OUT_BITS, name="oh_last")  # OH − 1: an image's last output row
         self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
@@ -234,7 +235,7 @@ class Im2col(wiring.Component):
         hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
         with m.If(running & div.done):
             with m.If(step == 0):
-                m.d.sync += self.oh.eq(q + 1)
+                m.d.sync += [self.oh.eq(q + 1), self._oh_last.eq(q)]
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
@@ -315,11 +316,14 @@ class Im2col(wiring.Component):
         in_e = cfg.in_bits // 8
         pix = times(s.cin, in_e, 18)
         local = Signal(16)
-        # 0 waiting; 1 and 2 the walk's start (its K slice's offsets summed, its first row's bounds);
-        # 3 walking, each piece in two cycles (``calc``: its limit; then it is taken).
-        phase = Signal(2)
-        walking = phase == 3
-        calc = Signal(name="calc")
+        # The walk's steps, one register each (no decoding in front of their wide enables): waiting
+        # (``idle``); two start cycles (``start``: its K slice's offsets summed; ``bounds``: its
+        # first row's bounds); then per piece ``calc`` (its limit), ``offer`` (it is taken as the
+        # output register empties) and, where it ended an output row, ``advance`` (the next row).
+        idle = Signal(init=1, name="idle")
+        start, bounds = Signal(name="start"), Signal(name="bounds")
+        calc, offer, advance = Signal(name="calc"), Signal(name="offer"), Signal(name="advance")
+        walking = Signal(name="walking")  # from the first calc on: q holds the lo offset after it
         emitted = Signal()
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
         q = Signal(32)  # the offset of the next inside piece from cur.row
@@ -328,17 +332,20 @@ class Im2col(wiring.Component):
         end = Signal(OUT_BITS + 1, name="walk_end")
 
         # Whether the input row that kernel row ky reads for output row oh lies inside the input:
-        # 0 ≤ oh_s + ky − pad < H. ``rel`` is registered from cur: in phase 1 for the walk's first
-        # row (read in phase 2), while walking for the next row (read as a row ends, a cycle after
-        # cur last changed); the next image's row 0 reads row ky − pad.
+        # 0 ≤ oh_s + ky − pad < H. ``rel`` is registered from cur: in ``start`` for the walk's first
+        # row (read in ``bounds``), while walking for the next row (read in ``advance``, cur having
+        # stayed since ``calc``); the next image's row 0 reads row ky − pad.
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
         rel = Signal(signed(OUT_BITS + 2), name="rel")
         m.d.sync += rel.eq(cur.oh_s + Mux(walking, s.stride, 0) + ky_pad)
         rel_inside = (rel >= 0) & (rel < s.h)
         ky_inside = Signal(name="ky_inside")  # the same for row ky − pad
         m.d.sync += ky_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
+        # Whether cur's output row is its image's last, likewise registered from cur.
+        image_end = Signal(name="image_end")
+        m.d.sync += image_end.eq(cur.oh == self._oh_last)
 
-        # The walk's kernel column's inside columns, registered when the walk starts (constant
+        # The walk's kernel column's inside columns, registered while the walker waits (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(LO_BITS, name="col_lo"), Signal(OUT_BITS, name="col_hi")
         lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
@@ -346,7 +353,7 @@ class Im2col(wiring.Component):
         # The current piece's limit (lo, hi or OW: lo only below OW, hi at most OW), worked out in
         # its ``calc`` cycle from its first column; whether it ends the row; whether it is inside.
         limit, limit_ow, inside = Signal(OUT_BITS, name="limit"), Signal(name="limit_ow"), Signal(name="inside")
-        with m.If(walking & calc):
+        with m.If(calc):
             before_hi = row_inside & (cur.x < col_hi)
             before_lo = cur.x < col_lo
             to_lo = before_lo & ~lo_past
@@ -355,12 +362,13 @@ class Im2col(wiring.Component):
                 limit_ow.eq(~before_hi | (~to_lo & hi_ow)),
                 inside.eq(before_hi & ~before_lo),
                 calc.eq(0),
+                offer.eq(1),
             ]
         # A piece ends at the walk's end or at its limit, whichever comes first: the walk's last
         # piece is the one that reaches its end. Reaching a limit that is OW ends the row.
         last = ~named(m, limit - end, "short")[-1]  # end ≤ limit, on a carry chain of its own
         past = named(m, end - limit, "past")  # ≥ 0: the limit is reached; at OW, the next row's end
-        reach = ~past[-1]
+        row_end = ~past[-1] & limit_ow
         piece_end = Mux(last, end, limit)[:OUT_BITS]
         length = piece_end - cur.x
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
@@ -369,7 +377,7 @@ class Im2col(wiring.Component):
         full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
         out = Signal(dma_desc_layout(), name="out")
         out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
-        take = walking & ~calc & (~full | self.step)
+        take = offer & (~full | self.step)
         m.d.comb += [
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
@@ -393,47 +401,48 @@ class Im2col(wiring.Component):
                 out.zero.eq(~inside),
             ]
         # The next piece's scratchpad row, from the one just taken, while its limit is worked out.
-        with m.If(walking & calc & emitted):
+        with m.If(calc & emitted):
             m.d.sync += local.eq(out.local_addr + out.rows)
 
-        # A new walk starts at the block start once the block's column offset is known and the
-        # last walk's last piece has left (the loop's inputs then describe the new walk).
         # What the walk reads from the loop's inputs follows them while the walker waits (only the
-        # walk's position and phase wait for the start), so the start's condition enables few
-        # registers.
-        with m.If(phase == 0):
-            m.d.sync += [local.eq(self.local), emitted.eq(0), ky_pad.eq(self.ky - s.pad)]
+        # walk's position and its start wait for the start's condition).
+        with m.If(idle):
+            m.d.sync += [local.eq(self.local), emitted.eq(0), walking.eq(0), ky_pad.eq(self.ky - s.pad)]
             lo_kx, hi_kx = lo[self.kx], hi[self.kx]
             m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi_kx)]
             m.d.sync += [
                 ty.eq(times_small(prod["row_bytes"], self.ky)),
                 tx.eq(self._column_offset(m, pix, in_e)),
             ]
-        with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
-            m.d.sync += [cur.eq(block), phase.eq(1)]
+        # A new walk starts at the block start once the block's column offset is known and the
+        # last walk's last piece has left (the loop's inputs then describe the new walk).
+        with m.If(idle & self.active & xs_ready & ~setting_up & ~full):
+            m.d.sync += [cur.eq(block), idle.eq(0), start.eq(1)]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
         # first offset is summed while the walk starts, the other in the cycles that work out the
         # later pieces' limits (the first piece has been taken by then).
-        with m.If((phase == 1) | (walking & calc & emitted)):
+        with m.If(start | (calc & emitted)):
             m.d.sync += q.eq(ty + tx + Mux(walking, lo_xs[self.kx], block_xs))
-        with m.If(phase == 1):
-            m.d.sync += [phase.eq(2), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
-        with m.If(phase == 2):
-            m.d.sync += [phase.eq(3), calc.eq(1), row_inside.eq(rel_inside)]
-        # Whether cur's output row is its image's last, registered from cur (read as a row ends, a
-        # cycle after cur last changed).
-        image_end = Signal(name="image_end")
-        m.d.sync += image_end.eq(cur.oh + 1 == self.oh)
-        next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
+        with m.If(start):
+            m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
+        with m.If(bounds):
+            m.d.sync += [bounds.eq(0), calc.eq(1), walking.eq(1), row_inside.eq(rel_inside)]
         with m.If(take):
-            m.d.sync += [emitted.eq(1), calc.eq(1), cur.x.eq(piece_end)]
-            with m.If(reach & limit_ow):  # the output row's end: the next row, maybe image
-                m.d.sync += [cur.x.eq(0), cur.row.eq(next_row), end.eq(past)]
-                with m.If(image_end):
-                    m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0), row_inside.eq(ky_inside)]
-                with m.Else():
-                    m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(cur.oh_s + s.stride), row_inside.eq(rel_inside)]
+            m.d.sync += [emitted.eq(1), offer.eq(0), cur.x.eq(piece_end)]
+            with m.If(row_end):
+                m.d.sync += [cur.x.eq(0), end.eq(past), advance.eq(1)]
+            with m.Elif(~last):
+                m.d.sync += calc.eq(1)
             with m.If(last):
-                m.d.sync += phase.eq(0)
+                m.d.sync += idle.eq(1)
+        # The output row's end: the next row, maybe image (after the walk's last piece too, where
+        # the block's next walks, or the next block, start).
+        next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
+        with m.If(advance):
+            m.d.sync += [advance.eq(0), calc.eq(~idle), cur.row.eq(next_row)]
+            with m.If(image_end):
+                m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0), row_inside.eq(ky_inside)]
+            with m.Else():
+                m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(cur.oh_s + s.stride), row_inside.eq(rel_inside)]
         with m.If(self.next_block):
             m.d.sync += block.eq(cur)
