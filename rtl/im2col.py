@@ -22,7 +22,7 @@ from a sequential shift-and-add multiplier: the per-command ones (row size, stri
 first inside column) after the divisions, and the block start's column offset once per M block.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -215,7 +215,9 @@ class Im2col(wiring.Component):
         m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
         numerator = (a + p + ~c + size)[:DIVIDER_WIDTH]
         unreachable = numerator[-1]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
-        end = 2 + 2 * s.kw
+        # Whether the step is the last (2 + 2·kw steps), registered: a step lasts a division.
+        final = Signal(name="div_final")
+        m.d.sync += final.eq(step == Cat(C(1, 1), s.kw))
         # The operands only while dividing: a shared divider's users' requests are ORed.
         with m.If(running):
             m.d.comb += [
@@ -243,7 +245,7 @@ class Im2col(wiring.Component):
             with m.Else():
                 m.d.comb += hi.write()
             m.d.sync += step.eq(step + 1)
-            with m.If(step + 1 == end):
+            with m.If(final):
                 m.d.sync += [running.eq(0), then.eq(1)]
         # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
         # row 0: with OH − 1 = (H + 2·pad − kh − r) / s, r the division's remainder, that is
@@ -269,6 +271,9 @@ class Im2col(wiring.Component):
             (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
         ]
         first_col = step >= len(_PRODUCTS)
+        # Whether the step is the last (len(_PRODUCTS) + kw steps), registered: a step lasts a product.
+        final = Signal(name="mul_final")
+        m.d.sync += final.eq(step == len(_PRODUCTS) - 1 + s.kw)
         with m.If(running):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
@@ -291,7 +296,7 @@ class Im2col(wiring.Component):
                 with m.Default():
                     m.d.comb += lo_xs.write()
             m.d.sync += step.eq(step + 1)
-            with m.If(step + 1 == len(_PRODUCTS) + s.kw):
+            with m.If(final):
                 start = (s.a - prod["pad_off"])[:32]
                 m.d.sync += [running.eq(0), block.eq(0), block.row.eq(start)]
                 m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
@@ -302,14 +307,6 @@ class Im2col(wiring.Component):
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
         with m.If(self.next_block):
             m.d.sync += xs_ready.eq(0)
-
-    def _column_offset(self, m: Module, pix: Value, in_e: int) -> Value:
-        """kx · pix + c0 · in_e, summed from c0 on: each sum's first operand (its carry chain's DI)
-        is then c0 or the sum before, which needs no LUT of its own (see `rtl.signals.named`)."""
-        total = self.c0 << (in_e - 1)
-        for bit in range(len(self.kx)):
-            total = total + named(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
-        return total
 
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
@@ -323,9 +320,10 @@ class Im2col(wiring.Component):
         idle = Signal(init=1, name="idle")
         start, bounds = Signal(name="start"), Signal(name="bounds")
         calc, offer, advance = Signal(name="calc"), Signal(name="offer"), Signal(name="advance")
-        walking = Signal(name="walking")  # from the first calc on: q holds the lo offset after it
         emitted = Signal()
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
+        k_off = Signal(32, name="k_off")  # their sum
+        lo_off = Signal(32, name="lo_off")  # lo · x_step of the walk's kernel column
         q = Signal(32)  # the offset of the next inside piece from cur.row
         # The walk's end column, counted from the current output row's column 0 (past OW while the
         # walk runs on into later rows): a piece ends at it or at the row's next limit.
@@ -337,7 +335,7 @@ class Im2col(wiring.Component):
         # stayed since ``calc``); the next image's row 0 reads row ky − pad.
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
         rel = Signal(signed(OUT_BITS + 2), name="rel")
-        m.d.sync += rel.eq(cur.oh_s + Mux(walking, s.stride, 0) + ky_pad)
+        m.d.sync += rel.eq(cur.oh_s + Mux(start, 0, s.stride) + ky_pad)
         rel_inside = (rel >= 0) & (rel < s.h)
         ky_inside = Signal(name="ky_inside")  # the same for row ky − pad
         m.d.sync += ky_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
@@ -406,14 +404,26 @@ class Im2col(wiring.Component):
 
         # What the walk reads from the loop's inputs follows them while the walker waits (only the
         # walk's position and its start wait for the start's condition).
+        # (The loop's inputs stay as they are from a walk's start until its last piece has left.)
         with m.If(idle):
-            m.d.sync += [local.eq(self.local), emitted.eq(0), walking.eq(0), ky_pad.eq(self.ky - s.pad)]
-            lo_kx, hi_kx = lo[self.kx], hi[self.kx]
-            m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi_kx)]
-            m.d.sync += [
-                ty.eq(times_small(prod["row_bytes"], self.ky)),
-                tx.eq(self._column_offset(m, pix, in_e)),
-            ]
+            m.d.sync += [local.eq(self.local), emitted.eq(0)]
+        lo_kx = lo[self.kx]
+        m.d.sync += [ky_pad.eq(self.ky - s.pad), col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS])]
+        m.d.sync += [col_hi.eq(hi[self.kx]), lo_off.eq(lo_xs[self.kx])]
+        # The K slice's offset ky · row_bytes + kx · pix + c0 · in_e, summed as a tree over the
+        # start's cycles (each register follows the inputs; the sum is ready by the first calc).
+        ty_terms = [Mux(self.ky[bit], prod["row_bytes"] << bit, 0)[:32] for bit in range(len(self.ky))]
+        tx_terms = [named(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}") for bit in range(len(self.kx))]
+        sums = [Signal(32, name=f"k_sum{i}") for i in range(4)]
+        m.d.sync += [
+            sums[0].eq(ty_terms[0] + ty_terms[1]),
+            sums[1].eq(ty_terms[2]),
+            sums[2].eq((self.c0 << (in_e - 1)) + tx_terms[0]),
+            sums[3].eq(tx_terms[1] + tx_terms[2]),
+            ty.eq(sums[0] + sums[1]),
+            tx.eq(sums[2] + sums[3]),
+            k_off.eq(ty + tx),
+        ]
         # A new walk starts at the block start once the block's column offset is known and the
         # last walk's last piece has left (the loop's inputs then describe the new walk).
         with m.If(idle & self.active & xs_ready & ~setting_up & ~full):
@@ -421,12 +431,12 @@ class Im2col(wiring.Component):
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
         # first offset is summed while the walk starts, the other in the cycles that work out the
         # later pieces' limits (the first piece has been taken by then).
-        with m.If(start | (calc & emitted)):
-            m.d.sync += q.eq(ty + tx + Mux(walking, lo_xs[self.kx], block_xs))
+        with m.If(calc):
+            m.d.sync += q.eq(k_off + Mux(emitted, lo_off, block_xs))
         with m.If(start):
             m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
         with m.If(bounds):
-            m.d.sync += [bounds.eq(0), calc.eq(1), walking.eq(1), row_inside.eq(rel_inside)]
+            m.d.sync += [bounds.eq(0), calc.eq(1), row_inside.eq(rel_inside)]
         with m.If(take):
             m.d.sync += [emitted.eq(1), offer.eq(0), cur.x.eq(piece_end)]
             with m.If(row_end):
