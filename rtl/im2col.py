@@ -334,14 +334,15 @@ class Im2col(wiring.Component):
         # row (read in ``bounds``), while walking for the next row (read in ``advance``, cur having
         # stayed since ``calc``); the next image's row 0 reads row ky − pad.
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
-        rel = Signal(signed(OUT_BITS + 2), name="rel")
-        m.d.sync += rel.eq(cur.oh_s + Mux(start, 0, s.stride) + ky_pad)
-        rel_inside = (rel >= 0) & (rel < s.h)
-        ky_inside = Signal(name="ky_inside")  # the same for row ky − pad
-        m.d.sync += ky_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
-        # Whether cur's output row is its image's last, likewise registered from cur.
+        # Whether cur's output row is its image's last, registered from cur (read by
+        # rel's register and in ``advance``, two cycles or more after cur last changed).
         image_end = Signal(name="image_end")
         m.d.sync += image_end.eq(cur.oh == self._oh_last)
+        rel = Signal(signed(OUT_BITS + 2), name="rel")
+        # (The next row is the next image's row 0 where cur's row is its image's last.)
+        row_s = (cur.oh_s + Mux(start, 0, s.stride))[:OUT_BITS]  # start: this row; then the next
+        m.d.sync += rel.eq(Mux(image_end & ~start, 0, row_s) + ky_pad)
+        rel_inside = (rel >= 0) & (rel < s.h)
 
         # The walk's kernel column's inside columns, registered while the walker waits (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
@@ -375,7 +376,7 @@ class Im2col(wiring.Component):
         full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
         out = Signal(dma_desc_layout(), name="out")
         out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
-        take = offer & (~full | self.step)
+        take = offer & (~full | out_skip | self.desc.ready)  # the register empties (step) or is empty
         m.d.comb += [
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
@@ -450,9 +451,10 @@ class Im2col(wiring.Component):
         next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(advance):
             m.d.sync += [advance.eq(0), calc.eq(~idle), cur.row.eq(next_row)]
+            m.d.sync += row_inside.eq(rel_inside)
             with m.If(image_end):
-                m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0), row_inside.eq(ky_inside)]
+                m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0)]
             with m.Else():
-                m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(cur.oh_s + s.stride), row_inside.eq(rel_inside)]
+                m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(row_s)]
         with m.If(self.next_block):
             m.d.sync += block.eq(cur)
