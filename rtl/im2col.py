@@ -316,7 +316,7 @@ class Im2col(wiring.Component):
         # The walk's steps, one register each (no decoding in front of their wide enables): waiting
         # (``idle``); two start cycles (``start``: its K slice's offsets summed; ``bounds``: its
         # first row's bounds); then per piece ``calc`` (its limit), ``offer`` (it is taken as the
-        # output register empties) and, where it ended an output row, ``advance`` (the next row).
+        # output register empties) and ``advance`` (the walk's position moves past it).
         idle = Signal(init=1, name="idle")
         start, bounds = Signal(name="start"), Signal(name="bounds")
         calc, offer, advance = Signal(name="calc"), Signal(name="offer"), Signal(name="advance")
@@ -438,23 +438,24 @@ class Im2col(wiring.Component):
             m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
         with m.If(bounds):
             m.d.sync += [bounds.eq(0), calc.eq(1), row_inside.eq(rel_inside)]
+        # What a taken piece changes is applied in the cycle after (``advance``), from registers.
+        row_end_r = Signal(name="row_end_r")
+        piece_end_r, past_r = Signal(OUT_BITS, name="piece_end_r"), Signal(len(end), name="past_r")
         with m.If(take):
-            m.d.sync += [emitted.eq(1), offer.eq(0), cur.x.eq(piece_end)]
-            with m.If(row_end):
-                m.d.sync += [cur.x.eq(0), end.eq(past), advance.eq(1)]
-            with m.Elif(~last):
-                m.d.sync += calc.eq(1)
+            m.d.sync += [emitted.eq(1), offer.eq(0), advance.eq(1)]
+            m.d.sync += [row_end_r.eq(row_end), piece_end_r.eq(piece_end), past_r.eq(past)]
             with m.If(last):
                 m.d.sync += idle.eq(1)
         # The output row's end: the next row, maybe image (after the walk's last piece too, where
         # the block's next walks, or the next block, start).
         next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
         with m.If(advance):
-            m.d.sync += [advance.eq(0), calc.eq(~idle), cur.row.eq(next_row)]
-            m.d.sync += row_inside.eq(rel_inside)
-            with m.If(image_end):
-                m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0)]
-            with m.Else():
-                m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(row_s)]
+            m.d.sync += [advance.eq(0), calc.eq(~idle), cur.x.eq(piece_end_r)]
+            with m.If(row_end_r):
+                m.d.sync += [cur.x.eq(0), end.eq(past_r), cur.row.eq(next_row), row_inside.eq(rel_inside)]
+                with m.If(image_end):
+                    m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0)]
+                with m.Else():
+                    m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(row_s)]
         with m.If(self.next_block):
             m.d.sync += block.eq(cur)
