@@ -174,7 +174,7 @@ class Im2col(wiring.Component):
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
         # First output column inside (LO_BITS); above it, whether that is OW or past it.
         lo = _Table(m, "lo", LO_BITS + 1)
-        hi = _Table(m, "hi", OUT_BITS)  # end of the columns inside
+        hi = _Table(m, "hi", OUT_BITS + 1)  # end of the columns inside; above it, whether that is OW
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
         # The walk's position registers are set by every setup before a walk reads them, so they
@@ -191,6 +191,14 @@ class Im2col(wiring.Component):
         gap = Signal(signed(10))  # H − (OH − 1)·s, from −510 to 261
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
         self._oh_last = Signal(OUT_BITS, name="oh_last")  # OH − 1: an image's last output row
+        # ``next_block`` and ``active`` come late in the loop's cycle: the walker acts on them a
+        # cycle later, from registers (``active`` cleared as a walk's last piece leaves, when the
+        # loop may let it fall or change the walk's inputs).
+        self._next_block_r, self._active_r = Signal(name="next_block_r"), Signal(name="active_r")
+        m.d.sync += [
+            self._next_block_r.eq(self.next_block),
+            self._active_r.eq(self.active & ~(self.step & self.last)),
+        ]
         self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
@@ -234,7 +242,7 @@ class Im2col(wiring.Component):
         limit = q + step[0]  # lo at even steps, hi at odd ones
         within = limit < self.ow
         lo.offer(k, Cat(q[:LO_BITS], ~within))
-        hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
+        hi.offer(k, Cat(Mux(unreachable, 0, Mux(within, limit, self.ow)), ~unreachable & ~within))
         with m.If(running & div.done):
             with m.If(step == 0):
                 m.d.sync += [self.oh.eq(q + 1), self._oh_last.eq(q)]
@@ -305,7 +313,7 @@ class Im2col(wiring.Component):
         # other users' products (they come while xs_ready is set, or before the setup).
         with m.If(~xs_ready & ~running & ~dividing & mul.done):
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
-        with m.If(self.next_block):
+        with m.If(self._next_block_r):
             m.d.sync += xs_ready.eq(0)
 
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
@@ -376,7 +384,7 @@ class Im2col(wiring.Component):
         full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
         out = Signal(dma_desc_layout(), name="out")
         out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
-        take = offer & (~full | out_skip | self.desc.ready)  # the register empties (step) or is empty
+        take = offer & ~full  # not as the register empties: desc.ready comes late in the loop's cycle
         m.d.comb += [
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
@@ -410,7 +418,8 @@ class Im2col(wiring.Component):
             m.d.sync += [local.eq(self.local), emitted.eq(0)]
         lo_kx = lo[self.kx]
         m.d.sync += [ky_pad.eq(self.ky - s.pad), col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS])]
-        m.d.sync += [col_hi.eq(hi[self.kx]), lo_off.eq(lo_xs[self.kx])]
+        hi_kx = hi[self.kx]
+        m.d.sync += [col_hi.eq(hi_kx[:OUT_BITS]), hi_ow.eq(hi_kx[OUT_BITS]), lo_off.eq(lo_xs[self.kx])]
         # The K slice's offset ky · row_bytes + kx · pix + c0 · in_e, summed as a tree over the
         # start's cycles (each register follows the inputs; the sum is ready by the first calc).
         ty_terms = [Mux(self.ky[bit], prod["row_bytes"] << bit, 0)[:32] for bit in range(len(self.ky))]
@@ -427,7 +436,7 @@ class Im2col(wiring.Component):
         ]
         # A new walk starts at the block start once the block's column offset is known and the
         # last walk's last piece has left (the loop's inputs then describe the new walk).
-        with m.If(idle & self.active & xs_ready & ~setting_up & ~full):
+        with m.If(idle & self._active_r & xs_ready & ~self._next_block_r & ~setting_up & ~full):
             m.d.sync += [cur.eq(block), idle.eq(0), start.eq(1)]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
         # first offset is summed while the walk starts, the other in the cycles that work out the
@@ -435,7 +444,7 @@ class Im2col(wiring.Component):
         with m.If(calc):
             m.d.sync += q.eq(k_off + Mux(emitted, lo_off, block_xs))
         with m.If(start):
-            m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows), hi_ow.eq(col_hi == self.ow)]
+            m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows)]
         with m.If(bounds):
             m.d.sync += [bounds.eq(0), calc.eq(1), row_inside.eq(rel_inside)]
         # What a taken piece changes is applied in the cycle after (``advance``), from registers.
@@ -457,5 +466,5 @@ class Im2col(wiring.Component):
                     m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0)]
                 with m.Else():
                     m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(row_s)]
-        with m.If(self.next_block):
+        with m.If(self._next_block_r):
             m.d.sync += block.eq(cur)
