@@ -344,8 +344,13 @@ class Im2col(wiring.Component):
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
         # Whether cur's output row is its image's last, registered from cur (read by
         # rel's register and in ``advance``, two cycles or more after cur last changed).
-        image_end = Signal(name="image_end")
-        m.d.sync += image_end.eq(cur.oh == self._oh_last)
+        # (In two halves, each registered.)
+        image_end_lo, image_end_hi = Signal(name="image_end_lo"), Signal(name="image_end_hi")
+        m.d.sync += [
+            image_end_lo.eq(cur.oh[:9] == self._oh_last[:9]),
+            image_end_hi.eq(cur.oh[9:] == self._oh_last[9:]),
+        ]
+        image_end = image_end_lo & image_end_hi
         rel = Signal(signed(OUT_BITS + 2), name="rel")
         # (The next row is the next image's row 0 where cur's row is its image's last.)
         row_s = (cur.oh_s + Mux(start, 0, s.stride))[:OUT_BITS]  # start: this row; then the next
