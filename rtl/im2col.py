@@ -242,7 +242,7 @@ class Im2col(wiring.Component):
         limit = q + step[0]  # lo at even steps, hi at odd ones
         within = limit < self.ow
         lo.offer(k, Cat(q[:LO_BITS], ~within))
-        hi.offer(k, Cat(Mux(unreachable, 0, Mux(within, limit, self.ow)), ~unreachable & ~within))
+        hi.offer(k, Cat(Mux(unreachable, 0, Mux(within, limit, self.ow))[:OUT_BITS], ~unreachable & ~within))
         with m.If(running & div.done):
             with m.If(step == 0):
                 m.d.sync += [self.oh.eq(q + 1), self._oh_last.eq(q)]
