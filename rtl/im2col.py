@@ -22,7 +22,7 @@ from a sequential shift-and-add multiplier: the per-command ones (row size, stri
 first inside column) after the divisions, and the block start's column offset once per M block.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -174,7 +174,7 @@ class Im2col(wiring.Component):
             m.submodules.div = div = Divider(DIVIDER_WIDTH)
         # First output column inside (LO_BITS); above it, whether that is OW or past it.
         lo = _Table(m, "lo", LO_BITS + 1)
-        hi = _Table(m, "hi", OUT_BITS)  # end of the columns inside
+        hi = _Table(m, "hi", OUT_BITS + 1)  # end of the columns inside; above it, whether that is OW
         lo_xs = _Table(m, "lo_xs", 32)  # lo · x_step
         prod = {name: Signal(32, name=name) for name in _PRODUCTS}
         # The walk's position registers are set by every setup before a walk reads them, so they
@@ -190,6 +190,15 @@ class Im2col(wiring.Component):
         dividing, multiplying = Signal(), Signal()
         gap = Signal(signed(10))  # H − (OH − 1)·s, from −510 to 261
         m.d.comb += self.ready.eq(~dividing & ~multiplying)
+        self._oh_last = Signal(OUT_BITS, name="oh_last")  # OH − 1: an image's last output row
+        # ``next_block`` and ``active`` come late in the loop's cycle: the walker acts on them a
+        # cycle later, from registers (``active`` cleared as a walk's last piece leaves, when the
+        # loop may let it fall or change the walk's inputs).
+        self._next_block_r, self._active_r = Signal(name="next_block_r"), Signal(name="active_r")
+        m.d.sync += [
+            self._next_block_r.eq(self.next_block),
+            self._active_r.eq(self.active & ~(self.step & self.last)),
+        ]
         self._limits(m, div, lo, hi, gap, dividing, multiplying)
         self._products(m, mul, lo, lo_xs, prod, block, cur, block_xs, xs_ready, gap, dividing, multiplying)
         self._walker(m, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, multiplying)
@@ -214,7 +223,9 @@ class Im2col(wiring.Component):
         m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
         numerator = (a + p + ~c + size)[:DIVIDER_WIDTH]
         unreachable = numerator[-1]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
-        end = 2 + 2 * s.kw
+        # Whether the step is the last (2 + 2·kw steps), registered: a step lasts a division.
+        final = Signal(name="div_final")
+        m.d.sync += final.eq(step == Cat(C(1, 1), s.kw))
         # The operands only while dividing: a shared divider's users' requests are ORed.
         with m.If(running):
             m.d.comb += [
@@ -231,10 +242,10 @@ class Im2col(wiring.Component):
         limit = q + step[0]  # lo at even steps, hi at odd ones
         within = limit < self.ow
         lo.offer(k, Cat(q[:LO_BITS], ~within))
-        hi.offer(k, Mux(unreachable, 0, Mux(within, limit, self.ow)))
+        hi.offer(k, Cat(Mux(unreachable, 0, Mux(within, limit, self.ow))[:OUT_BITS], ~unreachable & ~within))
         with m.If(running & div.done):
             with m.If(step == 0):
-                m.d.sync += self.oh.eq(q + 1)
+                m.d.sync += [self.oh.eq(q + 1), self._oh_last.eq(q)]
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
@@ -242,7 +253,7 @@ class Im2col(wiring.Component):
             with m.Else():
                 m.d.comb += hi.write()
             m.d.sync += step.eq(step + 1)
-            with m.If(step + 1 == end):
+            with m.If(final):
                 m.d.sync += [running.eq(0), then.eq(1)]
         # gap = H − (OH − 1)·s, the input rows from the last output row's first to the next image's
         # row 0: with OH − 1 = (H + 2·pad − kh − r) / s, r the division's remainder, that is
@@ -268,6 +279,9 @@ class Im2col(wiring.Component):
             (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
         ]
         first_col = step >= len(_PRODUCTS)
+        # Whether the step is the last (len(_PRODUCTS) + kw steps), registered: a step lasts a product.
+        final = Signal(name="mul_final")
+        m.d.sync += final.eq(step == len(_PRODUCTS) - 1 + s.kw)
         with m.If(running):
             m.d.comb += [
                 mul.start.eq(~mul.busy & ~mul.done),
@@ -290,7 +304,7 @@ class Im2col(wiring.Component):
                 with m.Default():
                     m.d.comb += lo_xs.write()
             m.d.sync += step.eq(step + 1)
-            with m.If(step + 1 == len(_PRODUCTS) + s.kw):
+            with m.If(final):
                 start = (s.a - prod["pad_off"])[:32]
                 m.d.sync += [running.eq(0), block.eq(0), block.row.eq(start)]
                 m.d.sync += [block_xs.eq(0), xs_ready.eq(1)]
@@ -299,64 +313,83 @@ class Im2col(wiring.Component):
         # other users' products (they come while xs_ready is set, or before the setup).
         with m.If(~xs_ready & ~running & ~dividing & mul.done):
             m.d.sync += [block_xs.eq(product), xs_ready.eq(1)]
-        with m.If(self.next_block):
+        with m.If(self._next_block_r):
             m.d.sync += xs_ready.eq(0)
-
-    def _column_offset(self, m: Module, pix: Value, in_e: int) -> Value:
-        """kx · pix + c0 · in_e, summed from c0 on: each sum's first operand (its carry chain's DI)
-        is then c0 or the sum before, which needs no LUT of its own (see `rtl.signals.named`)."""
-        total = self.c0 << (in_e - 1)
-        for bit in range(len(self.kx)):
-            total = total + named(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}")
-        return total
 
     def _walker(self, m: Module, lo, hi, lo_xs, prod, block, cur, block_xs, xs_ready, setting_up) -> None:
         cfg, s = self.cfg, self.shape
         in_e = cfg.in_bits // 8
         pix = times(s.cin, in_e, 18)
-        left, local = Signal(16), Signal(16)
-        phase = Signal(2)  # 0 waiting, 1 the K slice's offsets being summed, 2 walking
+        local = Signal(16)
+        # The walk's steps, one register each (no decoding in front of their wide enables): waiting
+        # (``idle``); two start cycles (``start``: its K slice's offsets summed; ``bounds``: its
+        # first row's bounds); then per piece ``calc`` (its limit), ``offer`` (it is taken as the
+        # output register empties) and ``advance`` (the walk's position moves past it).
+        idle = Signal(init=1, name="idle")
+        start, bounds = Signal(name="start"), Signal(name="bounds")
+        calc, offer, advance = Signal(name="calc"), Signal(name="offer"), Signal(name="advance")
         emitted = Signal()
         ty, tx = Signal(32), Signal(32)  # ky · row_bytes; kx · pix + c0 · in_e
+        k_off = Signal(32, name="k_off")  # their sum
+        lo_off = Signal(32, name="lo_off")  # lo · x_step of the walk's kernel column
         q = Signal(32)  # the offset of the next inside piece from cur.row
+        # The walk's end column, counted from the current output row's column 0 (past OW while the
+        # walk runs on into later rows): a piece ends at it or at the row's next limit.
+        end = Signal(OUT_BITS + 1, name="walk_end")
 
         # Whether the input row that kernel row ky reads for output row oh lies inside the input:
-        # 0 ≤ oh_s + ky − pad < H. With ``ky_pad`` = ky − pad, set as the walk starts (ky is
-        # constant through a walk), that is a sum from cur (cur.oh_s for the walk's first row, as
-        # the K slice's offsets are summed; cur.oh_s + s, nxt.oh_s's sum, for the next row) and one
-        # comparison; the next image's row 0 reads row ky − pad. None of them waits for the piece's
-        # end, so only the register's multiplexer lies on the path from the piece's limits to it.
+        # 0 ≤ oh_s + ky − pad < H. ``rel`` is registered from cur: in ``start`` for the walk's first
+        # row (read in ``bounds``), while walking for the next row (read in ``advance``, cur having
+        # stayed since ``calc``); the next image's row 0 reads row ky − pad.
         ky_pad, row_inside = Signal(signed(9), name="ky_pad"), Signal(name="row_inside")
-        row_s = (cur.oh_s + Mux(phase[1], s.stride, 0))[:18]  # phase 1: this row; 2: the next
-        row_rel = row_s + ky_pad
-        row_s_inside = (row_rel >= 0) & (row_rel < s.h)
-        with m.If(phase == 1):
-            m.d.sync += row_inside.eq(row_s_inside)
+        # Whether cur's output row is its image's last, registered from cur (read by
+        # rel's register and in ``advance``, two cycles or more after cur last changed).
+        # (In two halves, each registered.)
+        image_end_lo, image_end_hi = Signal(name="image_end_lo"), Signal(name="image_end_hi")
+        m.d.sync += [
+            image_end_lo.eq(cur.oh[:9] == self._oh_last[:9]),
+            image_end_hi.eq(cur.oh[9:] == self._oh_last[9:]),
+        ]
+        image_end = image_end_lo & image_end_hi
+        rel = Signal(signed(OUT_BITS + 2), name="rel")
+        # (The next row is the next image's row 0 where cur's row is its image's last.)
+        row_s = (cur.oh_s + Mux(start, 0, s.stride))[:OUT_BITS]  # start: this row; then the next
+        m.d.sync += rel.eq(Mux(image_end & ~start, 0, row_s) + ky_pad)
+        rel_inside = (rel >= 0) & (rel < s.h)
 
-        # The walk's kernel column's inside columns, registered when the walk starts (constant
+        # The walk's kernel column's inside columns, registered while the walker waits (constant
         # through a walk), so no kernel-column multiplexer sits in front of the piece logic.
         col_lo, col_hi = Signal(LO_BITS, name="col_lo"), Signal(OUT_BITS, name="col_hi")
         lo_past = Signal(name="lo_past")  # lo ≥ OW: hi is OW where it is not 0 (hi ≥ lo unclipped)
-        # A piece ends at the walk's end or at the next limit of the row (lo, hi, OW; lo only below
-        # OW, hi at most OW), whichever comes first: the walk's last piece is the one that reaches
-        # its end.
-        walk_end = cur.x + left
-        before_hi = row_inside & (cur.x < col_hi)
-        before_lo = cur.x < col_lo
-        inside = before_hi & ~before_lo
-        limit = Mux(before_hi, Mux(before_lo & ~lo_past, col_lo, col_hi), self.ow)
-        last = walk_end <= limit
-        piece_end = Mux(last, walk_end, limit)[:OUT_BITS]
+        hi_ow = Signal(name="hi_ow")  # hi is OW: the inside columns end the row
+        # The current piece's limit (lo, hi or OW: lo only below OW, hi at most OW), worked out in
+        # its ``calc`` cycle from its first column; whether it ends the row; whether it is inside.
+        limit, limit_ow, inside = Signal(OUT_BITS, name="limit"), Signal(name="limit_ow"), Signal(name="inside")
+        with m.If(calc):
+            before_hi = row_inside & (cur.x < col_hi)
+            before_lo = cur.x < col_lo
+            to_lo = before_lo & ~lo_past
+            m.d.sync += [
+                limit.eq(Mux(before_hi, Mux(to_lo, col_lo, col_hi), self.ow)),
+                limit_ow.eq(~before_hi | (~to_lo & hi_ow)),
+                inside.eq(before_hi & ~before_lo),
+                calc.eq(0),
+                offer.eq(1),
+            ]
+        # A piece ends at the walk's end or at its limit, whichever comes first: the walk's last
+        # piece is the one that reaches its end. Reaching a limit that is OW ends the row.
+        last = ~named(m, limit - end, "short")[-1]  # end ≤ limit, on a carry chain of its own
+        past = named(m, end - limit, "past")  # ≥ 0: the limit is reached; at OW, the next row's end
+        row_end = ~past[-1] & limit_ow
+        piece_end = Mux(last, end, limit)[:OUT_BITS]
         length = piece_end - cur.x
-        pending = (phase == 2) & (left != 0)
         skip = ~inside & (self.col != 0) & ~(self.keep_last & last)
-        # The pieces leave through a register (with their skip, first and last flags), so the
-        # piece's limits (kernel column → inside bounds → length → last → skip) end at it instead
-        # of running on into the loop's queue; a piece is taken as the register empties.
+        # The pieces leave through a register (with their skip, first and last flags); a piece is
+        # taken as the register empties.
         full, out_skip = Signal(name="out_full"), Signal(name="out_skip")
         out = Signal(dma_desc_layout(), name="out")
         out_first, out_last = Signal(name="out_first"), Signal(name="out_last")
-        take = pending & (~full | self.step)
+        take = offer & ~full  # not as the register empties: desc.ready comes late in the loop's cycle
         m.d.comb += [
             self.desc.valid.eq(full & ~out_skip),
             self.step.eq((self.desc.valid & self.desc.ready) | (full & out_skip)),
@@ -379,42 +412,64 @@ class Im2col(wiring.Component):
                 out.local_addr.eq(local),
                 out.zero.eq(~inside),
             ]
+        # The next piece's scratchpad row, from the one just taken, while its limit is worked out.
+        with m.If(calc & emitted):
+            m.d.sync += local.eq(out.local_addr + out.rows)
 
+        # What the walk reads from the loop's inputs follows them while the walker waits (only the
+        # walk's position and its start wait for the start's condition).
+        # (The loop's inputs stay as they are from a walk's start until its last piece has left.)
+        with m.If(idle):
+            m.d.sync += [local.eq(self.local), emitted.eq(0)]
+        lo_kx = lo[self.kx]
+        m.d.sync += [ky_pad.eq(self.ky - s.pad), col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS])]
+        hi_kx = hi[self.kx]
+        m.d.sync += [col_hi.eq(hi_kx[:OUT_BITS]), hi_ow.eq(hi_kx[OUT_BITS]), lo_off.eq(lo_xs[self.kx])]
+        # The K slice's offset ky · row_bytes + kx · pix + c0 · in_e, summed as a tree over the
+        # start's cycles (each register follows the inputs; the sum is ready by the first calc).
+        ty_terms = [Mux(self.ky[bit], prod["row_bytes"] << bit, 0)[:32] for bit in range(len(self.ky))]
+        tx_terms = [named(m, Mux(self.kx[bit], pix << bit, 0), f"x_term{bit}") for bit in range(len(self.kx))]
+        sums = [Signal(32, name=f"k_sum{i}") for i in range(4)]
+        m.d.sync += [
+            sums[0].eq(ty_terms[0] + ty_terms[1]),
+            sums[1].eq(ty_terms[2]),
+            sums[2].eq((self.c0 << (in_e - 1)) + tx_terms[0]),
+            sums[3].eq(tx_terms[1] + tx_terms[2]),
+            ty.eq(sums[0] + sums[1]),
+            tx.eq(sums[2] + sums[3]),
+            k_off.eq(ty + tx),
+        ]
         # A new walk starts at the block start once the block's column offset is known and the
-        # last walk's last piece has left (the loop's inputs then describe the new walk); its
-        # K slice's offsets take two more cycles (two adder levels each).
-        with m.If((phase == 0) & self.active & xs_ready & ~setting_up & ~full):
-            m.d.sync += [cur.eq(block), left.eq(self.rows), local.eq(self.local), emitted.eq(0), phase.eq(1)]
-            m.d.sync += ky_pad.eq(self.ky - s.pad)
-            lo_kx = lo[self.kx]
-            m.d.sync += [col_lo.eq(lo_kx[:LO_BITS]), lo_past.eq(lo_kx[LO_BITS]), col_hi.eq(hi[self.kx])]
-            m.d.sync += [
-                ty.eq(times_small(prod["row_bytes"], self.ky)),
-                tx.eq(self._column_offset(m, pix, in_e)),
-            ]
+        # last walk's last piece has left (the loop's inputs then describe the new walk).
+        with m.If(idle & self._active_r & xs_ready & ~self._next_block_r & ~setting_up & ~full):
+            m.d.sync += [cur.eq(block), idle.eq(0), start.eq(1)]
         # An inside piece starts at the walk's first pixel (its first piece) or at column lo: the
-        # first offset is summed while the walk starts, the other as its first piece is taken.
-        with m.If((phase == 1) | (take & ~emitted)):
-            m.d.sync += q.eq(ty + tx + Mux(phase[1], lo_xs[self.kx], block_xs))
-        with m.If(phase == 1):
-            m.d.sync += phase.eq(2)
-        image_end = cur.oh + 1 == self.oh
-        next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
+        # first offset is summed while the walk starts, the other in the cycles that work out the
+        # later pieces' limits (the first piece has been taken by then).
+        with m.If(calc):
+            m.d.sync += q.eq(k_off + Mux(emitted, lo_off, block_xs))
+        with m.If(start):
+            m.d.sync += [start.eq(0), bounds.eq(1), end.eq(cur.x + self.rows)]
+        with m.If(bounds):
+            m.d.sync += [bounds.eq(0), calc.eq(1), row_inside.eq(rel_inside)]
+        # What a taken piece changes is applied in the cycle after (``advance``), from registers.
+        row_end_r = Signal(name="row_end_r")
+        piece_end_r, past_r = Signal(OUT_BITS, name="piece_end_r"), Signal(len(end), name="past_r")
         with m.If(take):
-            nxt = Signal(_Pos)
-            m.d.comb += nxt.eq(cur)
-            with m.If(piece_end == self.ow):  # the output row's end: the next row, maybe image
-                m.d.comb += [nxt.x.eq(0), nxt.row.eq(next_row)]
-                with m.If(image_end):
-                    m.d.comb += [nxt.oh.eq(0), nxt.oh_s.eq(0)]
-                    m.d.sync += row_inside.eq((ky_pad >= 0) & (ky_pad < s.h))
-                with m.Else():
-                    m.d.comb += [nxt.oh.eq(cur.oh + 1), nxt.oh_s.eq(row_s)]
-                    m.d.sync += row_inside.eq(row_s_inside)
-            with m.Else():
-                m.d.comb += nxt.x.eq(piece_end)
-            m.d.sync += [cur.eq(nxt), left.eq(left - length), local.eq(local + length), emitted.eq(1)]
+            m.d.sync += [emitted.eq(1), offer.eq(0), advance.eq(1)]
+            m.d.sync += [row_end_r.eq(row_end), piece_end_r.eq(piece_end), past_r.eq(past)]
             with m.If(last):
-                m.d.sync += phase.eq(0)
-        with m.If(self.next_block):
+                m.d.sync += idle.eq(1)
+        # The output row's end: the next row, maybe image (after the walk's last piece too, where
+        # the block's next walks, or the next block, start).
+        next_row = cur.row + named(m, Mux(image_end, prod["wrap"], prod["row_step"]), "row_advance")
+        with m.If(advance):
+            m.d.sync += [advance.eq(0), calc.eq(~idle), cur.x.eq(piece_end_r)]
+            with m.If(row_end_r):
+                m.d.sync += [cur.x.eq(0), end.eq(past_r), cur.row.eq(next_row), row_inside.eq(rel_inside)]
+                with m.If(image_end):
+                    m.d.sync += [cur.oh.eq(0), cur.oh_s.eq(0)]
+                with m.Else():
+                    m.d.sync += [cur.oh.eq(cur.oh + 1), cur.oh_s.eq(row_s)]
+        with m.If(self._next_block_r):
             m.d.sync += block.eq(cur)
