@@ -16,8 +16,12 @@ No multiplier sits in the per-cycle path (strength reduction): the walk keeps th
 the input row its output row starts from and steps it by additions (one stride of rows per output
 row; from an image's last output row, on to the next image's first). A piece that reads the input
 starts either at the walk's first pixel (the M block's start) or at the first column inside the
-input for this kw, so its address is that row address plus an offset summed in two registered
-steps when the walk starts, and again for column lo as its first piece leaves. The products come
+input for this kw, so its address is that row address plus an offset summed over the walk's start
+cycles from registered terms. For the ECP5 clock every step of a walk is a register of its own:
+a piece's limit is registered in a calc cycle, the piece is offered from the output register, and
+once taken its end is applied in an advance cycle (a row's end in a cycle of its own), so no
+compare or sum runs on into the next one; a walk costs a few cycles more, hidden behind the
+EXECs of a CONV2D (docs/tile.md). The products come
 from a sequential shift-and-add multiplier: the per-command ones (row size, strides, each kw's
 first inside column) after the divisions, and the block start's column offset once per M block.
 """

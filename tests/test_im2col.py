@@ -79,10 +79,11 @@ def walk(shape: dict, block: int, tiles: list[tuple[int, ...]]) -> list[list[dic
 def apply(loads: list[dict], memory: np.ndarray, rows: int, width: int, sp: np.ndarray | None = None) -> np.ndarray:
     """The scratchpad rows the loads write (int8 elements: addresses are element indices), as the
     DMA writes them: a row at column 0 zero-fills the rest of the row, one at ``col`` > 0 only its
-    own elements."""
+    own elements. A load of no rows or no elements is one the DMA refuses (ZERO_DIM)."""
     sp = np.full((rows, CFG.dim), -99, dtype=np.int64) if sp is None else sp
     for d in loads:
         col, elems = d["col"], d["elems"]
+        assert d["rows"] > 0 and elems > 0, f"a load the DMA refuses (ZERO_DIM): {d}"
         assert col + elems <= CFG.dim
         for r in range(d["rows"]):
             start = d["dram_addr"] + r * d["dram_stride"]
@@ -194,6 +195,7 @@ def apply_all(loads: list[dict], memory: np.ndarray, rows: int) -> np.ndarray:
     sp = np.full(rows, -99, dtype=np.int64)
     for d in loads:
         assert d["col"] == 0 and d["elems"] == 1
+        assert d["rows"] > 0, f"a load the DMA refuses (ZERO_DIM): {d}"
         where = slice(d["local_addr"], d["local_addr"] + d["rows"])
         sp[where] = 0 if d["zero"] else memory[d["dram_addr"] + d["dram_stride"] * np.arange(d["rows"])]
     return sp
