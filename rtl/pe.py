@@ -11,14 +11,13 @@ the index of the row it belongs to, so each PE picks its own out of the passing 
 bubble.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.fp import PRODUCT_FLAGS
+from rtl.fp import RoundProduct
 from rtl.mac import acc_mant_bits, adder_registers, make_adder, make_multiplier, product_flagged
-from rtl.signals import delayed
 
 __all__ = ["PE", "tag_bits", "weight_layout"]
 
@@ -39,7 +38,7 @@ class PE(wiring.Component):
 
     def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
         """``zero_acc``: ``ps_in`` is always +0 (the top row of a mesh whose ``d`` is zero): a bf16
-        PE then rounds its product (``+0 + p``, see ``_round_product``) instead of adding it."""
+        PE then rounds its product (``+0 + p``, see ``rtl.fp.RoundProduct``) instead of adding it."""
         self.cfg = cfg
         self.zero_acc = zero_acc and cfg.dtype == "bf16"
         w = weight_layout(cfg)
@@ -62,7 +61,7 @@ class PE(wiring.Component):
         cfg = self.cfg
         m.submodules.mul = mul = make_multiplier(cfg)
         if self.zero_acc:
-            add = _RoundProduct(cfg, adder_registers(cfg))
+            add = RoundProduct(acc_mant_bits(cfg), adder_registers(cfg), flagged_x=product_flagged(cfg))
             m.submodules.round = add
         else:
             m.submodules.add = add = make_adder(cfg, adder_registers(cfg))
@@ -100,47 +99,4 @@ class PE(wiring.Component):
             reg = self.w_out if k == cfg.pe_stages - 1 else Signal.like(self.w_in, name=f"w_d{k}")
             m.d.sync += reg.eq(w)
             w = reg
-        return m
-
-
-class _RoundProduct(wiring.Component):
-    """What a bf16 PE's ``FpAdd`` gives for ``+0 + x`` (x a product), with its interface less
-    ``acc`` and its latency (``registers``): x rounded to the accumulator's precision, nearest
-    even (a carry into the exponent gives the next binade or ±Inf); a zero x (a zero operand or an
-    underflow) gives +0, as ``+0 + ±0`` does; ±Inf stays; a NaN is the canonical one. A product
-    is normal or one of those, so no flush follows the rounding. (xc7: the 4x4-bf16 EXEC unit
-    4,487 -> 4,423 LUTs: constant propagation alone leaves part of the adders of its top row.)"""
-
-    def __init__(self, cfg: AccelConfig, registers: int) -> None:
-        self.cfg, self.registers = cfg, registers
-        self.flagged = product_flagged(cfg)
-        self.mant = acc_mant_bits(cfg)
-        width = self.mant + 9
-        flags = {"x_flags": In(PRODUCT_FLAGS)} if self.flagged else {}
-        super().__init__({"x": In(32), **flags, "o": Out(width)})
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        mant, x = self.mant, self.x
-        if self.flagged:
-            zero, inf, nan = self.x_flags.zero, self.x_flags.inf, self.x_flags.nan
-        else:
-            exp, frac = x[23:31], x[:23]
-            zero, inf, nan = exp == 0, (exp == 0xFF) & (frac == 0), (exp == 0xFF) & (frac != 0)
-        drop = 23 - mant  # fraction bits below the kept ones (x has only PRODUCT_FRAC_BITS of them)
-        rounded = Signal(mant + 9, name="rounded")
-        if drop:
-            m.d.comb += rounded.eq(x[drop:] + (x[drop - 1] & (x[: drop - 1].any() | x[drop])))
-        else:  # fp32: a bf16 product is exact
-            m.d.comb += rounded.eq(x)
-        out = Signal(mant + 9, name="rounded_out")
-        with m.If(nan):
-            m.d.comb += out.eq(Cat(Const(0, mant - 1), Const(1, 1), Const(0xFF, 8), Const(0, 1)))
-        with m.Elif(inf):
-            m.d.comb += out.eq(Cat(Const(0, mant), Const(0xFF, 8), x[31]))
-        with m.Elif(zero):
-            m.d.comb += out.eq(0)
-        with m.Else():
-            m.d.comb += out.eq(rounded)
-        m.d.comb += self.o.eq(delayed(m, out, self.registers, "rounded"))
         return m

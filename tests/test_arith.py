@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtl.config import AccelConfig
-from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Add, Bf16Mul, Fp32Mul, FpAdd
+from rtl.fp import ADD_CUTS, PRODUCT_FRAC_BITS, Bf16Add, Bf16Mul, Fp32Mul, FpAdd, RoundProduct
 from rtl.fp_model import F32_NAN, bf16_bits_to_f64, bf16_mul, f32_bits_to_f64, fp_add, ftz32
-from rtl.mac import IntAdd, IntMul, product_flagged
+from rtl.mac import IntAdd, IntMul, acc_mant_bits, product_flagged
 from rtl.mac_model import accumulate, multiply
 from rtl.mesh_model import mesh_tile
-from rtl.pe import _RoundProduct
 from tb.comb_eval import evaluate
 from tb.stimulus import accumulators, inputs
 
@@ -198,7 +197,7 @@ def check_product_add(a, b, acc, mant: int, registers: int = 0, serial: bool = F
 
 
 class _RoundedProduct(wiring.Component):
-    """A top-row PE's multiply and rounding (``rtl.pe._RoundProduct``), ``acc_dtype``'s width."""
+    """A top-row PE's multiply and rounding (``rtl.fp.RoundProduct``), ``acc_dtype``'s width."""
 
     def __init__(self, acc_dtype: str, pe_stages: int) -> None:
         self.cfg = AccelConfig(dtype="bf16", acc_dtype=acc_dtype, pe_stages=pe_stages)
@@ -208,7 +207,7 @@ class _RoundedProduct(wiring.Component):
         m = Module()
         flagged = product_flagged(self.cfg)
         m.submodules.mul = mul = Bf16Mul(flagged=flagged)
-        m.submodules.round = rnd = _RoundProduct(self.cfg, 0)
+        m.submodules.round = rnd = RoundProduct(acc_mant_bits(self.cfg), 0, flagged_x=flagged)
         m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), self.o.eq(rnd.o)]
         if flagged:
             m.d.comb += [rnd.x.eq(mul.p_bits), rnd.x_flags.eq(mul.p_flags)]
