@@ -99,7 +99,7 @@ class Accumulator(wiring.Component):
         add_a, add0, plain0 = self._accept_writes(m)
         read_a = self._accept_read(m, add_a)
         read0 = delayed(m, read_a, 1, "read")
-        self._drive_read_ports(m, ports, (read0, add0))
+        self._drive_read_ports(m, ports, (read_a, add_a))
 
         # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
@@ -174,13 +174,16 @@ class Accumulator(wiring.Component):
 
     @staticmethod
     def _drive_read_ports(m: Module, ports, users) -> None:
-        """Read port address per bank; ``users`` in rising priority (read, accumulate)."""
+        """Read port address per bank, registered from the ops as accepted (A), so that S0's read
+        starts from flip-flops of the bank's own (their enables differ, so synthesis keeps one copy
+        per bank) and not from the lanes' multiplexers; ``users`` in rising priority (read,
+        accumulate). The address holds between reads; only an op's own read is ever used."""
         for b, (rp, _wp) in enumerate(ports):
-            m.d.comb += rp.en.eq(0)  # the port's enable is 1 unless driven: read only when asked
+            m.d.sync += rp.en.eq(0)
             for i, user in enumerate(users):
                 needs = user.valid & (user.bank == b) if i == 0 else user.valid & user.acc & (user.bank == b)
                 with m.If(needs):
-                    m.d.comb += [rp.addr.eq(user.index), rp.en.eq(1)]
+                    m.d.sync += [rp.addr.eq(user.index), rp.en.eq(1)]
 
     def _drive_write_ports(self, m: Module, ports, ops1, result, plain_data) -> list[Signal]:
         """S2's write per bank, from registers: its enable, address and lane are chosen in S1 from
