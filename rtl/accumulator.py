@@ -105,7 +105,7 @@ class Accumulator(wiring.Component):
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
         old2 = Signal(self.row)
         m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
-        next_addrs = self._drive_write_ports(m, ports, (add1, plain1), self._sum(m, add2, old2), plain2.data)
+        next_addrs = self._drive_write_ports(m, ports, (add0, plain0), self._sum(m, add2, old2), plain2.data)
         rows = self._bank_rows(m, ports, next_addrs)
         m.d.sync += old2.eq(self._pick(m, rows, add1.bank))
         self._read_out(m, rows, read0)
@@ -185,29 +185,29 @@ class Accumulator(wiring.Component):
                 with m.If(needs):
                     m.d.sync += [rp.addr.eq(user.index), rp.en.eq(1)]
 
-    def _drive_write_ports(self, m: Module, ports, ops1, result, plain_data) -> list[Signal]:
-        """S2's write per bank, from registers: its enable, address and lane are chosen in S1 from
-        the lanes' ops ``ops1`` about to enter S2 (the adding lane's first), so that the ports and
-        the forwarding read registers, not multiplexers of the ops in S2. (xc7, 4x4-bf16, measured
-        with the one-bit late compare of ``_bank_rows``: the accumulator synthesized alone 2,138 ->
-        2,033 LUTs, but the flat tile only 14,420 -> 14,407, where its forwarding was already mapped
-        about as well.) Returns each bank's address chosen in S1, which ``_bank_rows`` compares a
-        cycle ahead."""
-        add1, plain1 = ops1
+    def _drive_write_ports(self, m: Module, ports, ops0, result, plain_data) -> list[Signal]:
+        """S2's write per bank, from registers: its enable, address and lane are chosen in S0 from
+        the lanes' ops ``ops0`` (the adding lane's first) and carried through S1, so that the ports,
+        the forwarding and the late compare of ``_bank_rows`` start from registers, not from
+        multiplexers of the ops. (xc7, 4x4-bf16, measured with the one-bit late compare of
+        ``_bank_rows``: the accumulator synthesized alone 2,138 -> 2,033 LUTs, but the flat tile
+        only 14,420 -> 14,407, where its forwarding was already mapped about as well.) Returns each
+        bank's address held in S1, which ``_bank_rows`` compares a cycle ahead."""
+        add0, plain0 = ops0
         next_addrs = []
         for b, (_rp, wp) in enumerate(ports):
-            add_here, plain_here = (op.valid & (op.bank == b) for op in ops1)  # never both (S0 refuses it)
-            en_n, addr_n = (
-                Signal.like(wp.en, name=f"bank{b}_wen_next"),
-                Signal.like(wp.addr, name=f"bank{b}_waddr_next"),
-            )
-            for op, here in ((add1, add_here), (plain1, plain_here)):
+            add_here, plain_here = (op.valid & (op.bank == b) for op in ops0)  # never both (S0 refuses it)
+            en_0, addr_0 = Signal.like(wp.en, name=f"bank{b}_wen_s0"), Signal.like(wp.addr, name=f"bank{b}_waddr_s0")
+            for op, here in ((add0, add_here), (plain0, plain_here)):
                 with m.If(here):
-                    m.d.comb += [en_n.eq(op.mask), addr_n.eq(op.index)]
+                    m.d.comb += [en_0.eq(op.mask), addr_0.eq(op.index)]
+            en_n = delayed(m, en_0, 1, f"bank{b}_wen_next")
+            addr_n = delayed(m, addr_0, 1, f"bank{b}_waddr_next")
+            from_add_n = delayed(m, add_here, 1, f"bank{b}_from_add_next")
             en = Signal.like(wp.en, name=f"bank{b}_wen")
             addr = Signal.like(wp.addr, name=f"bank{b}_waddr")
             from_add = Signal(name=f"bank{b}_from_add")
-            m.d.sync += [en.eq(en_n), addr.eq(addr_n), from_add.eq(add_here)]
+            m.d.sync += [en.eq(en_n), addr.eq(addr_n), from_add.eq(from_add_n)]
             # Kept: ``_bank_rows`` forwards it too, and without the attribute ABC builds it again
             # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
             wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
