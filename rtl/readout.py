@@ -5,11 +5,14 @@ in docs/arithmetic.md, "Read-out"). The row pipeline has no backpressure: a row 
 leaves on ``result`` exactly ``READOUT_LATENCY`` cycles later. Stages:
 
 1. register the row and its controls (the accumulator's memory and bank multiplexer feed it);
-2. the arithmetic: right shift (int32: the shifted value with its guard and sticky bits; the
-   rounding increment waits for stage 3, so no clock period holds both a shifter and an adder)
+2. the arithmetic: right shift by the scale's multiple of four (int32: the shifted value with the
+   sticky bit of what it dropped; the rest of the shift waits for stage 2b, the rounding increment
+   for stage 3, so no clock period holds a whole barrel shifter, nor a shifter and an adder)
    or fp32 multiply by the scale (floats); a bf16 accumulator's product is also rounded to bf16
    here, in the same unit (``Bf16ScaleMul``: the same bits as the fp32 product's bf16 rounding in
    stage 3, with no fp32 value formed); a float's ReLU is applied to the product here;
+2b. an int32's shift by the scale's two low bits, with the guard and sticky bits; a float's value
+   waits a cycle;
 3. narrowing (an int32's rounding increment, ReLU, then saturation to int8; rounding to bf16);
    for float accumulators the sigmoid and tanh activations (codes 2 and 3) take the bf16-rounded
    value through the correctly rounded function unit (``rtl/vector/function_unit.py``) and give
@@ -26,11 +29,12 @@ from amaranth.lib.wiring import In, Out
 from rtl.config import AccelConfig
 from rtl.fp import Bf16ScaleMul, Fp32Mul, round_bf16
 from rtl.shared import add_shared
+from rtl.signals import delayed
 from rtl.vector.function_unit import FunctionUnit
 
 __all__ = ["READOUT_LATENCY", "Readout", "readout_controls"]
 
-READOUT_LATENCY = 3
+READOUT_LATENCY = 4
 ACT_RELU = 1
 # Float accumulators only: act 2 and 3 are these functions, in this order.
 ACT_FUNCTIONS = ("sigmoid", "tanh")
@@ -46,21 +50,33 @@ def _valid_only(layout: data.Layout) -> wiring.Signature:
     return wiring.Signature({"valid": Out(1), "payload": Out(layout)})
 
 
-def _shift_bits(m: Module, x, s, name: str) -> Value:
-    """Stage 2 of ``round_half_even(x / 2^s)`` for a signed 32-bit ``x``: an arithmetic shift of
-    ``x`` with one extra low bit, which then holds the guard bit, and the sticky bit (any bit below
-    it), as ``Cat(sticky, guard, q)``: 34 bits for ``_round``."""
+def _coarse_shift(m: Module, x, s, name: str) -> Value:
+    """Stage 2 of ``round_half_even(x / 2^s)`` for a signed 32-bit ``x``: ``x`` with one extra low
+    bit (the guard bit's place) shifted arithmetically by ``s``'s multiple of four, and the sticky
+    bit of what that shifts out, as ``Cat(sticky, u)``: 34 bits for ``_fine_shift``."""
     ext = Cat(Const(0, 1), x).as_signed()
+    u = Signal(signed(33), name=f"{name}_u")
+    m.d.comb += u.eq(ext >> Cat(Const(0, 2), s[2:]))
+    # ext's bits below 4g are shifted out when s[2:] > g: each group of four ORed once, then the
+    # groups compared with constants, where a mask ``(1 << s) - 1`` would put a carry chain in the way.
+    # (The shift is at most 28: the top group is never dropped.)
+    sticky = Cat(ext[4 * g : 4 * g + 4].any() & (s[2:] > g) for g in range(7)).any()
+    return Cat(sticky, u)
+
+
+def _fine_shift(m: Module, bits, s, name: str) -> Value:
+    """Stage 2b: ``_coarse_shift``'s value shifted on by ``s``'s low two bits, with its sticky bit:
+    ``Cat(sticky, guard, q)`` (34 bits) for ``_round``. Below the guard bit (the shift's bit 0) lie
+    the bits the coarse shift dropped and the fine shift's own."""
+    coarse_sticky, u = bits[0], bits[1:34].as_signed()
     shifted = Signal(signed(33), name=f"{name}_sh")
-    m.d.comb += shifted.eq(ext >> s)
-    # Bit i of ext (x's bit i - 1) is shifted out below the guard bit when i < s: constant
-    # compares and an OR tree, where a mask ``(1 << s) - 1`` would put a carry chain in the way.
-    sticky = Cat(x[i - 1] & (s > i) for i in range(1, (1 << len(s)) - 1)).any()
-    return Cat(sticky, shifted)
+    m.d.comb += shifted.eq(u >> s[:2])
+    dropped = Cat(u[i] & (s[:2] > i) for i in range(3)).any()
+    return Cat(coarse_sticky | dropped, shifted)
 
 
 def _round(m: Module, bits, name: str) -> Signal:
-    """Stage 3: ``_shift_bits``'s quotient rounded half to even."""
+    """Stage 3: ``_fine_shift``'s quotient rounded half to even."""
     sticky, guard, q = bits[0], bits[1], bits[2:34]
     y = Signal(32, name=f"{name}_y")
     # No overflow: q + 1 needs 32 bits only when s = 0, and then the guard bit is 0.
@@ -120,18 +136,26 @@ class Readout(wiring.Component):
         m.d.sync += [s1.valid.eq(self.inp.valid), s1.payload.eq(self.inp.payload)]
 
         ys = data.ArrayLayout(34 if cfg.acc_dtype == "int32" else 32, self.width)
-        y = Signal(ys)
-        relu, function, fn, full, valid2 = Signal(), Signal(), Signal(), Signal(), Signal()
+        y2, y = Signal(ys), Signal(ys)
         relu_now = s1.payload.act == ACT_RELU  # stage 2's (a float's); ``relu`` is stage 3's (an int32's)
-        m.d.sync += [
-            valid2.eq(s1.valid),
-            relu.eq(relu_now),
-            function.eq(s1.payload.act >= 2),
-            fn.eq(s1.payload.act[0]),
-            full.eq(s1.payload.out != OUT_NARROW),
-        ]
         for k in range(self.width):
-            m.d.sync += y[k].eq(self._arith(m, s1.payload.data[k], s1.payload.scale, relu_now, k))
+            m.d.sync += y2[k].eq(self._arith(m, s1.payload.data[k], s1.payload.scale, relu_now, k))
+        # Stage 2b: an int32's shift by the scale's two low bits (stage 2 shifted by its multiple
+        # of four: a 33-bit barrel shifter and its sticky bit are too deep for one ECP5 period at
+        # 100 MHz); a float's value waits beside it, so every accumulator has one latency.
+        fine = delayed(m, s1.payload.scale[:2], 1, "fine")
+        for k in range(self.width):
+            m.d.sync += y[k].eq(_fine_shift(m, y2[k], fine, f"e{k}") if cfg.acc_dtype == "int32" else y2[k])
+        relu, function, fn, full, valid2 = (
+            delayed(m, value, 2, name)
+            for value, name in (
+                (relu_now, "relu"),
+                (s1.payload.act >= 2, "function"),
+                (s1.payload.act[0], "fn"),
+                (s1.payload.out != OUT_NARROW, "full"),
+                (s1.valid, "valid"),
+            )
+        )
 
         m.d.sync += self.result.valid.eq(valid2)
         if cfg.acc_dtype == "int32":
@@ -156,7 +180,7 @@ class Readout(wiring.Component):
         values (77 LUTs fewer in the 4x4-bf16 read-out than a ReLU of its own in stage 3, xc7,
         measured). An int32's ReLU stays in stage 3, in front of its saturation."""
         if self.cfg.acc_dtype == "int32":
-            return _shift_bits(m, x.as_signed(), scale[:5], f"e{k}")
+            return _coarse_shift(m, x.as_signed(), scale[:5], f"e{k}")
         if self.cfg.acc_bits == 16:
             # The fp32 product and its bf16 rounding in one unit (the same bits), in y's top half.
             scaled = m.submodules[f"mul{k}"] = Bf16ScaleMul()
