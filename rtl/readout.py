@@ -75,23 +75,23 @@ def _fine_shift(m: Module, bits, s, name: str) -> Value:
     return Cat(coarse_sticky | dropped, shifted)
 
 
-def _round(m: Module, bits, name: str) -> Signal:
-    """Stage 3: ``_fine_shift``'s quotient rounded half to even."""
+def _narrow_int(m: Module, bits, relu, full, name: str) -> Value:
+    """Stage 3 of an int32: ``_fine_shift``'s quotient rounded half to even, ReLU, then the full
+    value or the int8 saturation of it. The rounded value ``y = q + inc`` (``inc`` 0 or 1) is
+    classified from ``q`` and ``inc``, beside the adder and not after it, so only a multiplexer
+    follows the carry chain: y > 127 iff q ≥ 128 or q = 127 and inc; y ≤ −128 if q < −128; y ≤ 0
+    if q < 0."""
     sticky, guard, q = bits[0], bits[1], bits[2:34]
+    inc = Signal(name=f"{name}_inc")
     y = Signal(32, name=f"{name}_y")
     # No overflow: q + 1 needs 32 bits only when s = 0, and then the guard bit is 0.
-    m.d.comb += y.eq(q + (guard & (sticky | q[0])))
-    return y
-
-
-def _narrow_int(m: Module, bits, relu, full, name: str) -> Value:
-    """Stage 3 of an int32: rounding, ReLU, then the full value or the int8 saturation of it."""
-    y = _round(m, bits, name)
-    value = Signal(32, name=f"{name}_r")
-    m.d.comb += value.eq(Mux(relu & y[31], 0, y))
-    sv = value.as_signed()
-    sat = Mux(sv > 127, 127, Mux(sv < -128, -128, sv))[:8]
-    return Mux(full, value, Cat(sat, Const(0, 24)))
+    m.d.comb += [inc.eq(guard & (sticky | q[0])), y.eq(q + inc)]
+    neg, upper = q[31], q[7:31]  # q in [−128, 127] iff its bits 7 to 31 are all equal
+    above = ~neg & (upper.any() | ((q[:7] == 127) & inc))
+    below = neg & ~upper.all()  # y = −128 when q = −129 and inc: the same low byte as saturated
+    zero = relu & neg  # y = 0 when q = −1 and inc: zeroed all the same
+    narrow = Mux(above, 127, Mux(below, 0x80, y[:8]))
+    return Mux(full, Mux(zero, 0, y), Cat(Mux(zero, 0, narrow), Const(0, 24)))
 
 
 def _narrow_fp(m: Module, value, fn, full, acc_bits: int, name: str) -> tuple[Value, Value]:
