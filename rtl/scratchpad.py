@@ -15,11 +15,14 @@ FPGA block RAM does across its two ports: transparency there is emulated with a 
 multiplexer per bank bit (410 LUTs and 272 flip-flops of the 4x4-bf16 scratchpad, xc7).
 Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
 
-Requests and answers are registered (``SP_READ_LATENCY`` = 3: request, block RAM, answer). Each
-bank's port is driven by flip-flops of its own, so the arbitration never shares a clock period
-with the wires to the block RAMs, which spread over the FPGA (a 256 KiB scratchpad is 128 of an
-ECP5-85F's 208 DP16KD); the answer multiplexer likewise gets a period after the block RAMs'
-clock-to-out. Writes take the same request stage as reads, so the order between them is kept.
+Requests and answers are registered (``SP_READ_LATENCY`` = 3: request, block RAM, answer). A bank
+is one memory per column (element), and each column's ports are driven by flip-flops of their own,
+so the arbitration never shares a clock period with the wires to the block RAMs, which spread over
+the FPGA (a 256 KiB scratchpad is 128 of an ECP5-85F's 208 DP16KD), and no register drives more
+block RAMs than one column's (8 DP16KD for int8 at 16 Ki rows a bank): one register per bank drove
+32 of them, and its 19 ns of routing across the device was the 4x4-int8 tile's ECP5 critical path.
+The answer multiplexer likewise gets a period after the block RAMs' clock-to-out. Writes take the
+same request stage as reads, so the order between them is kept.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -96,45 +99,50 @@ class Scratchpad(wiring.Component):
         l_bank, l_index = split_address(m, lo.payload.addr, self.bank_rows, cfg.sp_banks, "wl")
         m.d.comb += [hi.ready.eq(1), lo.ready.eq(~(hi.valid & (w_bank == l_bank)))]
 
-        read_ports = []
+        banks = []  # per bank, its columns' (read port, write enable as requested)
         for b in range(cfg.sp_banks):
-            mem = Memory(shape=row, depth=self.bank_rows, init=[])
-            m.submodules[f"bank{b}"] = mem
-            wp = mem.write_port(granularity=1)
-            rp = mem.read_port()
             hit, hit_low = hi.valid & (w_bank == b), lo.valid & (l_bank == b)
             # Address and data follow `write` unless only `write_low` writes the bank (without
             # an enable they are not used): a tile that never drives `write_low` (no vector
             # engine) then has no multiplexer in front of its banks.
             low_only = hit_low & ~hit
-            m.d.sync += wp.en.eq(Mux(hit, hi.payload.mask, Mux(hit_low, lo.payload.mask, 0)))
-            # Loaded only when the bank is written: the banks' address and data registers then
-            # differ, so synthesis keeps one copy per bank (equal registers are merged into one,
-            # which drove every bank's block RAMs across the FPGA: a 19 ns ECP5 net).
-            with m.If(hit | hit_low):
-                m.d.sync += [
-                    wp.addr.eq(Mux(low_only, l_index, w_index)),
-                    wp.data.eq(Mux(low_only, lo.payload.data, hi.payload.data)),
-                ]
-            read_ports.append(rp)
+            columns = []
+            for k in range(self.dim):
+                mem = Memory(shape=cfg.in_bits, depth=self.bank_rows, init=[])
+                m.submodules[f"bank{b}_col{k}"] = mem
+                wp, rp = mem.write_port(), mem.read_port()
+                en = Signal(name=f"bank{b}_col{k}_wen")
+                m.d.comb += en.eq(Mux(hit, hi.payload.mask[k], hit_low & lo.payload.mask[k]))
+                m.d.sync += wp.en.eq(en)
+                with m.If(en):  # loaded only when the column is written: see below
+                    m.d.sync += [
+                        wp.addr.eq(Mux(low_only, l_index, w_index)),
+                        wp.data.eq(Mux(low_only, lo.payload.data[k], hi.payload.data[k])),
+                    ]
+                columns.append((rp, en))
+            banks.append(columns)
 
-        banks = self._arbitrate(m, read_ports)
+        requested = self._arbitrate(m, banks)
         for p in range(self.n_read):
             # The answer's bank and valid, two cycles on: request register, then block RAM.
             valid = delayed(m, self.read[p].valid & self.read[p].ready, 2, f"resp{p}_valid")
-            bank = delayed(m, banks[p], 2, f"resp{p}_bank")
+            bank = delayed(m, requested[p], 2, f"resp{p}_bank")
             m.d.sync += self.read_data[p].valid.eq(valid)
             answer = Signal(row, name=f"answer{p}")
             with m.Switch(bank):
-                for b, rp in enumerate(read_ports):
+                for b, columns in enumerate(banks):
                     with m.Case(b):
-                        m.d.comb += answer.eq(rp.data)
+                        m.d.comb += answer.eq(Cat(rp.data for rp, _ in columns))
             with m.If(valid):  # the register holds between answers (consumers read it only on valid)
                 m.d.sync += self.read_data[p].payload.data.eq(answer)
         return m
 
-    def _arbitrate(self, m: Module, read_ports: list) -> list[Signal]:
-        """Fixed priority per bank: a port is ready unless a lower-numbered valid port wants its bank."""
+    def _arbitrate(self, m: Module, banks: list) -> list[Signal]:
+        """Fixed priority per bank: a port is ready unless a lower-numbered valid port wants its bank;
+        returns each port's requested bank. Each column's read address is loaded when its bank is
+        read, and also when the column is written (the port reads only on a request, so the address
+        it holds otherwise is free): the columns' registers then differ, and synthesis keeps one
+        per column."""
         split = [
             split_address(m, r.payload.addr, self.bank_rows, self.cfg.sp_banks, f"r{p}")
             for p, r in enumerate(self.read)
@@ -142,9 +150,18 @@ class Scratchpad(wiring.Component):
         for p in range(self.n_read):
             blocked = [self.read[q].valid & (split[q][0] == split[p][0]) for q in range(p)]
             m.d.comb += self.read[p].ready.eq(~Cat(*blocked).any() if blocked else 1)
-        for b, rp in enumerate(read_ports):
-            m.d.sync += rp.en.eq(0)  # read only on a request, one cycle after it is accepted
-            for p in reversed(range(self.n_read)):  # the lowest port is assigned last and wins
-                with m.If(self.read[p].valid & (split[p][0] == b)):
-                    m.d.sync += [rp.addr.eq(split[p][1]), rp.en.eq(1)]
+        for b, columns in enumerate(banks):
+            wants = [self.read[p].valid & (split[p][0] == b) for p in range(self.n_read)]
+            read = Signal(name=f"bank{b}_read")
+            index = Signal(range(self.bank_rows), name=f"bank{b}_read_index")
+            # The last port's index unless another wants the bank (no zero when none does: the
+            # address is loaded only with a request or a write, so its default is free).
+            m.d.comb += [read.eq(Cat(*wants).any()), index.eq(split[-1][1])]
+            for p in reversed(range(self.n_read - 1)):  # the lowest port is assigned last and wins
+                with m.If(wants[p]):
+                    m.d.comb += index.eq(split[p][1])
+            for rp, written in columns:
+                m.d.sync += rp.en.eq(read)  # read only on a request, one cycle after it is accepted
+                with m.If(read | written):
+                    m.d.sync += rp.addr.eq(index)
         return [bank for bank, _ in split]
