@@ -134,16 +134,20 @@ class _Prefetch:
         # Its place: the other half's first row, then on (no half's row added per load).
         self.res = Signal(sp_bits, name="pf_res")
         self.step = Signal(name="pf_step")  # a slice went out in this step
+        # done == 0 and done <= 1, kept beside it (read at a block change, not compared there).
+        self.none, self.le1 = Signal(name="pf_none"), Signal(name="pf_le1")
 
     def restart(self) -> list:
         """The next block's first slice (``res`` is set where the other half is known)."""
         regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step)
-        return [sig.eq(0) for sig in regs]
+        return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
             self.chunk.eq(0),
             self.done.eq(self.done + 1),
+            self.none.eq(0),
+            self.le1.eq(self.none),
             self.k0.eq(self.k0 + rows),
             self.k_off.eq(self.k_off + k_step),
             self.res.eq(self.res + mb),
@@ -271,6 +275,7 @@ class GemmLoop(wiring.Component):
                 # An EXEC / a STORE completed (any: the loop runs alone).
                 "exec_finished": In(1),
                 "store_finished": In(1),
+                # A command refused (a pulse, from a register, with its `seq`; `busy` meanwhile):
                 "too_large": Out(1),  # CONV2D with more than 2**32 - 1 output pixels: nothing issued
                 "sp_range": Out(1),  # a resident B outside the A region's rows it may use: nothing issued
                 "seq": Out(16),  # sequence number of the loop command being run
@@ -349,8 +354,10 @@ class GemmLoop(wiring.Component):
         # The weight slot's first row (from the slots' base on, so no base is added per use), and
         # the A rows' offsets in the A region.
         b_slot, ring, res = Signal(self.sp_bits), Signal(self.sp_bits), Signal(self.sp_bits)
-        kt = Signal(16)  # K tile within the pair (saturates; compared with `have` only)
-        have = Signal(16)  # K slices of the current block's A already in place (prefetched)
+        # K rows of the current block's A already in place (prefetched): their slices' count times
+        # R, compared with the K position k0 (which in a GEMM, the only command prefetched, is the
+        # step's K tile times R), so no K tile count of its own is kept.
+        have = Signal(16, name="have_k")
         loaded = Signal()  # resident B: this step's last load (bias or A) gave EXEC its token
         pf = _Prefetch(self.sp_bits, len(mb), len(n_tiles))
         strides_go, strides_ready = Signal(), Signal()
@@ -501,9 +508,13 @@ class GemmLoop(wiring.Component):
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
         a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
-        # Its last block, tested for each slice apart and then picked: the state's choice of the
-        # slice is then not before the subtract and the compare on the way to the loads' go.
-        a_last_block = Mux(prefetching, next_rows - pf.chunk <= cfg.dim, mb_rows - chunk <= cfg.dim)
+        # Its last block, registered (the subtract and the compare were on the way to the loads'
+        # go and the prefetch's registers' enables). The register is a cycle behind the slice's
+        # registers, so a transposed A load waits until they stood still for a cycle (`a_settled`:
+        # in the load state in the cycle before, with no load taken); the other A loads are never cut.
+        a_last_block, a_settled = Signal(name="a_last_block"), Signal(name="a_settled")
+        m.d.sync += a_last_block.eq(a_left <= cfg.dim)
+        a_go = ~c.trans_a | a_settled
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
@@ -554,26 +565,36 @@ class GemmLoop(wiring.Component):
             signal_prev=~grp & pairs_after_2,
         )
 
-        def go_data_loads(first_n, k_tile, prefetched) -> None:
+        # Whether the step being entered finds its A slice not prefetched (its K rows at or past
+        # `have`), from registers: the compare behind the state's choice was on the loop's longest
+        # ECP5 paths. After an EXEC (the next K tile, k0 + R): k0 + R >= have, registered, as
+        # neither changed in the cycle before (an EXEC follows an EXEC at once only with a resident
+        # B, which is never prefetched: `have` is 0). At a pair's bias load (K tile 0, tested as the
+        # one after it, as the bias load always has): at most one slice prefetched, a flag set where
+        # `have` is. At a block change without bias (K tile 0): no slice prefetched.
+        next_unloaded, have_le1 = Signal(name="next_unloaded"), Signal(name="have_le1")
+        m.d.sync += next_unloaded.eq(k0 + R >= have)
+
+        def go_data_loads(first_n, unloaded) -> None:
             """A step's loads: its A slice (first N tile of a block unless prefetched, or every step
             when streaming), then its weight tile (and maybe a slice of the next block's A). The
             arguments are those of the step being entered, not the registers still being updated."""
-            with m.If((first_n & (k_tile >= prefetched)) | streaming):
+            with m.If((first_n & unloaded) | streaming):
                 m.next = "LOAD_A"
             with m.Elif(c.b_sp):  # no weight load: the tile is in the scratchpad
                 m.next = "EXEC"
             with m.Else():
                 m.next = "LOAD_B"
 
-        def go_pair(first_n, prefetched) -> None:
+        def go_pair(first_n, unloaded) -> None:
             with m.If(has_bias):
                 m.next = "BIAS"
             with m.Else():
-                go_data_loads(first_n, 0, prefetched)
+                go_data_loads(first_n, unloaded)
 
         def restart_k() -> None:
             """The first K tile of a pair."""
-            m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), kt.eq(0), *seg.restart()]
+            m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), *seg.restart()]
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
@@ -594,6 +615,7 @@ class GemmLoop(wiring.Component):
                 off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
                 off["d_m"].eq(off["d_m"] + Mux(tail_step, bias_stride, steps["d_m"])),
             ]
+        m.d.sync += [self.too_large.eq(0), self.sp_range.eq(0)]  # pulses (set by the setup)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -607,7 +629,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += off["d_m"].eq(p.d)
                     m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
-                    m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0)]
+                    m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0), have_le1.eq(1)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
@@ -627,18 +649,18 @@ class GemmLoop(wiring.Component):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += [last_m.eq(~plan.multi), last_n.eq(one_n_tile)]  # n0 is 0 from the command on
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
-                go_pair(1, 0)
+                go_pair(1, 1)
             with m.State("BIAS"):
                 m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
                 with m.If(load.valid & load.ready):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
-                    go_data_loads(n0 == 0, kt + 1, have)
+                    go_data_loads(n0 == 0, have_le1)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, seg, last_walk, loaded)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
-                    m.d.comb += load.valid.eq(1)
-                    with m.If(load.ready):
+                    m.d.comb += load.valid.eq(a_go)
+                    with m.If(load.valid & load.ready):
                         m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
                         with m.If(last_a):
                             m.d.sync += pf.slice_done(R, mb, steps["a_k"])
@@ -657,16 +679,15 @@ class GemmLoop(wiring.Component):
                         with m.If(first_k & has_bias):
                             m.next = "BIAS"
                         with m.Else():
-                            go_data_loads(0, 0, 0)
+                            go_data_loads(0, 0)
                     with m.Else():
-                        m.d.sync += kt.eq(Mux(kt.all(), kt, kt + 1))
                         with m.If(grp):  # back to the group's first pair
                             m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b), last_n.eq(one_n_tile)]
                         with m.If(last_k):
                             m.next = "STORE"
                         with m.Else():
                             self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps)
-                            go_data_loads(grp | (n0 == 0), kt + 1, have)
+                            go_data_loads(grp | (n0 == 0), next_unloaded)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
                 m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & (tail_left == 0))
@@ -684,11 +705,11 @@ class GemmLoop(wiring.Component):
                     with m.If(~last_n):
                         m.d.sync += next_n_tile()
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
-                        go_pair(0, have)
+                        go_pair(0, 0)
                     with m.Elif(tail & ~second):  # the last pair's second part
                         m.d.sync += [second.eq(1), tail_left.eq(first_rows)]
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
-                        go_pair(0, have)
+                        go_pair(0, 0)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
                         m.d.sync += last_n.eq(one_n_tile)
@@ -698,15 +719,17 @@ class GemmLoop(wiring.Component):
                             m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
-                        m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.done)]
+                        m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.k0), have_le1.eq(pf.le1)]
                         # The block after next, in the half the current block is leaving.
                         m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
-                        go_pair(1, pf.done)
+                        go_pair(1, pf.none)
                     with m.Else():
                         m.next = "IDLE"
         self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready)
         m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
+        a_states = fsm.ongoing("LOAD_A") | fsm.ongoing("LOAD_B")
+        m.d.sync += a_settled.eq(a_states & ~(load.valid & load.ready))
         # The load's source, encoded once: each bit of the descriptor is then one four-way
         # multiplexer on two shared select bits, not a chain of the states' tests.
         source = Signal(range(4))  # the A descriptor (the step's slice or the prefetch's), bias, weights, walker
@@ -733,7 +756,9 @@ class GemmLoop(wiring.Component):
         ]
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
         queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
-        m.d.comb += self.busy.eq(~self.cmd.ready | queued)
+        # A refusal is reported in the cycle after the loop went back to IDLE: busy until then, so
+        # the decoder issues nothing meanwhile (and `seq` stays the refused command's).
+        m.d.comb += self.busy.eq(~self.cmd.ready | queued | self.too_large | self.sp_range)
         walking = im2col.setup | (self.busy & c.conv) | self.halt
         if not self.gate_idle:
             m.submodules.im2col = im2col
@@ -818,7 +843,7 @@ class GemmLoop(wiring.Component):
                 m.next = "CONV_M"
                 # batch · OH reaches 33 bits (OH up to 66,045): above 2^32 − 1, so is M (OW ≥ 1).
                 with m.If(mul.product[32]):
-                    m.d.comb += self.too_large.eq(1)
+                    m.d.sync += self.too_large.eq(1)
                     m.next = "IDLE"
         with m.State("CONV_M"):
             # B from one kernel position to the next: C_in rows (resident B) or C_in · ldb bytes.
@@ -828,7 +853,7 @@ class GemmLoop(wiring.Component):
                 m.d.comb += mul.start.eq(1)
                 m.next = "CONV_POS"
                 with m.If(mul.product[32:] != 0):
-                    m.d.comb += self.too_large.eq(1)
+                    m.d.sync += self.too_large.eq(1)
                     m.next = "IDLE"
         with m.State("CONV_POS"):
             operands(kernel_area(c.kh, c.kw), c.cin)
@@ -960,19 +985,24 @@ class GemmLoop(wiring.Component):
         # Its rows lie in the A region, with at least one A row per weight slot below them (the
         # least A region a loop command runs with, as SpLayout guarantees without B). Its top row,
         # registered: its adders and compare before the multiplier's start were the loop's longest path.
+        # Then the test of it, registered too: its compare before the refusal and the multiplier's
+        # start was the next longest.
         b_top = Signal(len(c.b + mul.product + Mux(c.conv, k_all, c.k)))
+        fits = Signal(name="b_fits")
         with m.State("B_CHECK"), m.If(mul.done):
             m.d.sync += b_top.eq(c.b + mul.product + Mux(c.conv, k_all, c.k))
+            m.next = "B_TOP"
+        with m.State("B_TOP"):
+            m.d.sync += fits.eq((c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows))
             m.next = "B_FITS"
         with m.State("B_FITS"):
             operands(k_tiles, mb)
-            fits = (c.b >= layout.a_base + layout.slots) & (b_top <= layout.a_base + layout.a_rows)
             m.next = "STRIDES"
             with m.If(fits & multi):  # an M block's A rows, every K slice (one block reads no half)
                 m.d.comb += mul.start.eq(1)
                 m.next = "B_HALF"
             with m.If(~fits):
-                m.d.comb += self.sp_range.eq(1)
+                m.d.sync += self.sp_range.eq(1)
                 m.next = "IDLE"
         with m.State("B_HALF"), m.If(mul.done):  # (only read with two or more blocks: at most a_rows / 2)
             m.d.sync += a_half.eq(mul.product)
@@ -1074,7 +1104,7 @@ class GemmLoop(wiring.Component):
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, seg, last_walk, loaded) -> None:
+    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
         or one per segment when packed), or up to ``dim`` rows per load (a transposed A). Then the
         weight tile's load, or with a resident B the EXEC, which the last A load gave its token."""
@@ -1085,19 +1115,26 @@ class GemmLoop(wiring.Component):
             with m.If(c.b_sp):
                 m.next = "EXEC"
 
+        # The step's last walk has ended (its last piece left in the cycle before): the state
+        # changes from this register, not from the piece's handshake through the walker's flags
+        # (a long ECP5 path into the state's and `loaded`'s enables). The walker is not let start
+        # another walk meanwhile.
+        walked = Signal(name="a_walked")
+        m.d.sync += walked.eq(0)
         with m.If(c.conv):
             m.d.comb += [
-                im2col.active.eq(a_free),
+                im2col.active.eq(a_free & ~walked),
                 load.valid.eq(im2col.desc.valid),
                 im2col.desc.ready.eq(load.ready),
             ]
             with m.If(im2col.step & im2col.last):
                 with m.If(seg.packed):
                     m.d.sync += seg.advance(c.kw)
-                with m.If(last_walk):
-                    a_done()
+                m.d.sync += walked.eq(last_walk)
+            with m.If(walked):
+                a_done()
         with m.Else():
-            m.d.comb += load.valid.eq(a_free)
+            m.d.comb += load.valid.eq(a_free & a_go)
             with m.If(load.valid & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):

@@ -26,7 +26,13 @@ def times(value: Value, k: int, width: int) -> Value:
 
 class Multiplier(wiring.Component):
     """``product = a · b`` (exact, ``a_width + b_width`` bits) ``b_width`` cycles after ``start``;
-    ``start`` latches the operands, ``done`` pulses with the result."""
+    ``start`` takes the operands, ``done`` pulses with the result, which ``product`` holds only in
+    that cycle. ``start`` while ``busy`` is ignored.
+
+    The operands are taken into the shift-and-add registers in every cycle the unit is idle, not
+    only by ``start``: the wide registers' enables are then ``busy``, a register, and a user's start
+    condition (a compare after an adder, say) only sets ``busy`` and the step count (it reached the
+    accumulator's enable, the loop's longest ECP5 path)."""
 
     def __init__(self, a_width: int, b_width: int) -> None:
         self.a_width, self.b_width = a_width, b_width
@@ -50,9 +56,11 @@ class Multiplier(wiring.Component):
         acc = Signal(wa + wb)
         step = Signal(range(wb + 1))
         m.d.sync += self.done.eq(0)
-        with m.If(self.start & ~self.busy):
-            m.d.sync += [a.eq(self.a), acc.eq(self.b), step.eq(wb), self.busy.eq(1)]
-        with m.Elif(self.busy):
+        with m.If(~self.busy):
+            m.d.sync += [a.eq(self.a), acc.eq(self.b)]
+            with m.If(self.start):
+                m.d.sync += [step.eq(wb), self.busy.eq(1)]
+        with m.Else():
             # Least significant multiplier bit first: the upper part gains a or not, then all of
             # acc moves down a bit.
             upper = acc[wb:] + Mux(acc[0], a, 0)
