@@ -523,6 +523,10 @@ class DmaRead(_Engine):
             self.cmd.ready.eq(buf.w_rdy),
             cmd.valid.eq(buf.r_rdy),
             cmd.payload.eq(buf.r_data),
+            # A load's kind is 0 or 1 and its read-out field unused (rtl/decode.py): the check
+            # and the row length need not decode the store kinds.
+            cmd.payload.kind[1].eq(0),
+            cmd.payload.out.eq(0),
             buf.r_en.eq(cmd.ready),
         ]
         return cmd, buf.level
@@ -837,7 +841,12 @@ class DmaWrite(_Engine):
         info_layout = self._burst_info(tagged=False)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
 
+        # The descriptor register; the engine reads it as a store's (`d`): kind 2 or 3, not
+        # transposed, no zero-fill, no accumulation (rtl/decode.py), so the check and the
+        # planner do not decode the load-only cases.
+        held = Signal(DESCRIPTOR)
         d = Signal(DESCRIPTOR)
+        m.d.comb += [d.eq(held), d.kind[1].eq(1), d.transpose.eq(0), d.zero.eq(0), d.accumulate.eq(0)]
         code = Signal(4)
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
@@ -862,7 +871,7 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += d.eq(self.cmd.payload)
+            m.d.sync += held.eq(self.cmd.payload)
         m.d.comb += check.eq(self._check(m, d))
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
