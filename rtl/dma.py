@@ -894,7 +894,7 @@ class DmaWrite(_Engine):
         """Local rows (under credits) into a FIFO, then as chunks into the write gearbox."""
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
-        m.submodules.rows = rows = fifo.SyncFIFOBuffered(width=self.row_bits, depth=depth)
+        m.submodules.rows = rows = fifo.SyncFIFO(width=self.row_bits, depth=depth)
         # The read request comes straight from registers (it feeds the memories' arbitration and
         # block RAM address): the next row's address is kept as it counts up, and "rows left to
         # request" and "room for another row" as flags, each updated from the handshake.
