@@ -266,6 +266,10 @@ class _Engine(wiring.Component):
         # then each is one row.
         seg_len = Signal(range(self.row_units_max + 1))
         segs = Signal(16)  # segments not yet finished
+        # `segs != 0` and `segs == 1` as flags kept beside it: they feed AR/AW valid and the last
+        # burst's handshake, which lets the next descriptor in (the load engine's setup).
+        more = Signal(name="segs_more")
+        last_seg = Signal(name="segs_last")
 
         stride = Signal(32 - ul)
         latched = {name: Signal(len(Value.cast(value)), name=f"burst_{name}") for name, value in info_fields.items()}
@@ -302,7 +306,6 @@ class _Engine(wiring.Component):
             **latched,
         }
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
-        more = segs != 0
         room = bursts.w_rdy
         if self.max_reads >= 8:
             # Room as a register: the FIFO's level is below depth - 1, so it has room next cycle
@@ -334,6 +337,7 @@ class _Engine(wiring.Component):
             m.d.sync += addr.eq(step)
             with m.If(fits):
                 m.d.sync += [base.eq(next_seg), segs.eq(segs - 1), left.eq(seg_len)]
+                m.d.sync += [more.eq(~last_seg), last_seg.eq(segs == 2)]
             with m.Else():
                 m.d.sync += left.eq(left - limit)
         with m.If(setup):
@@ -347,9 +351,11 @@ class _Engine(wiring.Component):
                 left.eq(Mux(contiguous, d.rows * row, row)),
                 seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
+                more.eq(~d.zero & (d.rows != 0)),
+                last_seg.eq(~d.zero & contiguous),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
-        return more, fire & (segs == 1) & fits
+        return more, fire & last_seg & fits
 
     def _beat_lanes(self, m: Module, info, fire):
         """First lane and end lane of the current beat of the burst ``info``, and whether it is the
@@ -433,7 +439,7 @@ class DmaRead(_Engine):
         entry = data.StructLayout(
             {"desc": self.DESC, "code": 4, "row_units": range(self.row_units_max + 1), "tag": self.TAG_BITS}
         )
-        m.submodules.pending = pending = fifo.SyncFIFOBuffered(width=entry.size, depth=self.PENDING)
+        m.submodules.pending = pending = fifo.SyncFIFO(width=entry.size, depth=self.PENDING)
         errors = _AxiErrors(m, self.TAG_BITS)
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
@@ -471,23 +477,31 @@ class DmaRead(_Engine):
         # bubble. Two rows, not one: the assembler's room is then the queue's registered level, not
         # the writer's release, which came from the local write ports' ready (shared with the mesh
         # and the vector engine) and ran through the gearbox to `rready`: a long path on FPGAs.
-        cur = Signal(entry)
-        have = Signal()
+        # The queue's head is read into `nxt` whenever that is empty or `cur` is, so the queue's
+        # read does not wait for the assembler's handover (`finished` comes through the read
+        # gearbox's handshake): `cur` takes `nxt` as its descriptor is finished. A descriptor of
+        # one row (or a refused one) right after another may then wait a cycle for `nxt`.
+        cur, nxt = Signal(entry), Signal(entry)
+        have, nxt_valid = Signal(), Signal()
         finished = Signal()  # the assembler hands over the current descriptor's last row (or its refusal)
-        m.d.comb += pending.r_en.eq(pending.r_rdy & (~have | finished))
-        with m.If(pending.r_en):
-            m.d.sync += [cur.eq(pending.r_data), have.eq(1)]
+        setup = nxt_valid & (~have | finished)
+        m.d.comb += pending.r_en.eq(pending.r_rdy & ~(nxt_valid & have))
+        with m.If(setup):
+            m.d.sync += [cur.eq(nxt), have.eq(1)]
         with m.Elif(finished):
             m.d.sync += have.eq(0)
+        with m.If(pending.r_en):
+            m.d.sync += [nxt.eq(pending.r_data), nxt_valid.eq(1)]
+        with m.Elif(setup):
+            m.d.sync += nxt_valid.eq(0)
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
-        nxt = data.View(entry, pending.r_data)
         held_row = self._held_layout()
         m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
-        self._assemble_rows(m, cur, have, nxt, rgear, pending.r_en, finished, rows)
+        self._assemble_rows(m, cur, have, nxt, rgear, setup, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
-        quiet = ~held & ~more & ~have & (pending.level == 0) & ~rows.r_rdy & ~writing_block
+        quiet = ~held & ~more & ~have & ~nxt_valid & (pending.level == 0) & ~rows.r_rdy & ~writing_block
         m.d.comb += self.idle.eq(quiet & (cmd_level == 0))
         return m
 
@@ -509,6 +523,10 @@ class DmaRead(_Engine):
             self.cmd.ready.eq(buf.w_rdy),
             cmd.valid.eq(buf.r_rdy),
             cmd.payload.eq(buf.r_data),
+            # A load's kind is 0 or 1 and its read-out field unused (rtl/decode.py): the check
+            # and the row length need not decode the store kinds.
+            cmd.payload.kind[1].eq(0),
+            cmd.payload.out.eq(0),
             buf.r_en.eq(cmd.ready),
         ]
         return cmd, buf.level
@@ -823,13 +841,20 @@ class DmaWrite(_Engine):
         info_layout = self._burst_info(tagged=False)
         m.submodules.bursts = bursts = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self.max_reads)
 
+        # The descriptor register; the engine reads it as a store's (`d`): kind 2 or 3, not
+        # transposed, no zero-fill, no accumulation (rtl/decode.py), so the check and the
+        # planner do not decode the load-only cases.
+        held = Signal(DESCRIPTOR)
         d = Signal(DESCRIPTOR)
+        m.d.comb += [d.eq(held), d.kind[1].eq(1), d.transpose.eq(0), d.zero.eq(0), d.accumulate.eq(0)]
         code = Signal(4)
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
         axi_error = Signal(4)  # code of an AXI error response seen this cycle, else 0
-        # The check is registered with the descriptor (below), so the planner's setup does not
-        # start behind its carry chains.
+        # The check runs on the registered descriptor in `checking` (what is offered comes through
+        # the store gate from the loop's queues): the planner and the row reader are set up in that
+        # state whatever the check says, so their setup does not wait for its carry chains, and a
+        # refused descriptor goes to `report` without issuing anything.
         check = Signal(4)
         # A plain state register compared in if-chains rather than m.FSM/m.Switch: Yosys prints
         # switches as case statements without a default, which Verilator's CASEINCOMPLETE flags.
@@ -846,7 +871,8 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += [d.eq(self.cmd.payload), check.eq(self._check(m, self.cmd.payload))]
+            m.d.sync += held.eq(self.cmd.payload)
+        m.d.comb += check.eq(self._check(m, d))
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
         with m.If(setup):
@@ -859,7 +885,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more, _ = self._planner(m, d, setup & (check == 0), writing, "aw", bursts, {})
+        more, _ = self._planner(m, d, setup, writing, "aw", bursts, {})
         self._read_local(m, d, wgear, row_units, setup, writing)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
@@ -868,7 +894,7 @@ class DmaWrite(_Engine):
         """Local rows (under credits) into a FIFO, then as chunks into the write gearbox."""
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
-        m.submodules.rows = rows = fifo.SyncFIFOBuffered(width=self.row_bits, depth=depth)
+        m.submodules.rows = rows = fifo.SyncFIFO(width=self.row_bits, depth=depth)
         # The read request comes straight from registers (it feeds the memories' arbitration and
         # block RAM address): the next row's address is kept as it counts up, and "rows left to
         # request" and "room for another row" as flags, each updated from the handshake.

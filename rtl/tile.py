@@ -205,17 +205,25 @@ class Tile(wiring.Component):
         )
         m.submodules.dma_store = store = self._clocked_while_busy(m, DmaWrite(self.cfg), "dma_store")
         share_axi(m, self.m_axi, load, store)
-        for gate, engine in ((g_load, load), (g_store, store)):
+        for gate, engine, name in ((g_load, load, "load"), (g_store, store, "store")):
             connect(m, gate.engine, engine.cmd)
-            code = Signal(8)
-            for dma_code, isa_code in DMA_TO_ISA.items():
-                with m.If(engine.done.payload.code == dma_code):
-                    m.d.comb += code.eq(isa_code)
+            # The done report is registered before its gate: the load engine's comes from its row
+            # writer (the rows queue's output, the AXI error queue, the local write handshake) and
+            # ran on into the gate's in-flight queue and dependency tokens in the same cycle.
+            # The gate always takes a report, so the register never holds one back.
+            valid = Signal(name=f"{name}_done_valid")
+            error = Signal(name=f"{name}_done_error")
+            code = Signal(8, name=f"{name}_done_code")
+            with m.If(engine.done.ready):
+                m.d.sync += [valid.eq(engine.done.valid), error.eq(engine.done.payload.error), code.eq(0)]
+                for dma_code, isa_code in DMA_TO_ISA.items():
+                    with m.If(engine.done.payload.code == dma_code):
+                        m.d.sync += code.eq(isa_code)
             m.d.comb += [
-                gate.engine_done.valid.eq(engine.done.valid),
-                gate.engine_done.payload.error.eq(engine.done.payload.error),
+                gate.engine_done.valid.eq(valid),
+                gate.engine_done.payload.error.eq(error),
                 gate.engine_done.payload.code.eq(code),
-                engine.done.ready.eq(gate.engine_done.ready),
+                engine.done.ready.eq(~valid | gate.engine_done.ready),
             ]
         return load, store
 
