@@ -5,14 +5,15 @@ no unit ever sees an invalid address or size. LOAD and STORE become DMA descript
 (docs/tile.md), EXEC becomes an EXEC operation; each carries its dependency flags and sequence
 number. FENCE waits until every unit is idle before letting later commands through.
 
-Each command at the head of the queue takes four steps, each ending in registers, so that
+Each command at the head of the queue takes five steps, each ending in registers, so that
 neither the rule checks nor the units' ready signals reach across it into the queue or the units
 (they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
-the command's local range), VERIFY the error code of the head command (the range compares and
-the rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its
-error) from those registers until taken, POP removes it from the queue. A split transfer counts
-its local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the
-command until it is handed over, and a command takes at least four cycles here.
+the command's local range), VERIFY the range compares and each group of rules' verdict, DECIDE
+the error code of the head command (the rules' priority) and which unit it goes to, ISSUE offers
+it to that unit (or reports its error) from those registers until taken, POP removes it from the
+queue. A split transfer counts its local rows (SPAN) after its first VERIFY, then is checked
+again. So the queue holds the command until it is handed over, and a command takes at least five
+cycles here.
 """
 
 from dataclasses import dataclass
@@ -165,11 +166,11 @@ class Decoder(wiring.Component):
             m.d.comb += [port.p.op.eq(payload), port.p.seq.eq(self.cmd.p.seq)]
             m.d.comb += port.p.deps.eq(blocks.deps if port in (self.load, self.store) else deps)
 
-        check, verify, issue, pop, span = range(5)
-        state = Signal(range(5))
+        check, verify, issue, pop, span, decide = range(6)
+        state = Signal(range(6))
         code, ok = self._verified(m, rules)
-        checked = Signal(8)  # the head command's error code, registered in VERIFY
-        # Registered in VERIFY, cleared as ISSUE ends: the command is offered to this unit (its
+        checked = Signal(8)  # the head command's error code, registered in DECIDE
+        # Registered in DECIDE, cleared as ISSUE ends: the command is offered to this unit (its
         # code 0), or its error reported. The offers and their ends below read only these.
         units = ("load", "store", "exec", "vec", "loop", "fence")
         go = {name: Signal(name=f"go_{name}") for name in units}
@@ -179,7 +180,8 @@ class Decoder(wiring.Component):
             self.load.valid.eq(go["load"] & valid),
             self.store.valid.eq(go["store"] & valid),
             self.exec.valid.eq(go["exec"] & valid),
-            self.vec.valid.eq(go["vec"] & valid),
+            # (Without the vector engine every VEC is refused: none is offered.)
+            self.vec.valid.eq(go["vec"] & valid if self.cfg.vector else 0),
             # A loop command starts only when everything before it has finished (it owns the tile).
             self.loop.valid.eq(go["loop"] & self.units_idle & valid),
             self.error.valid.eq(failed & valid),
@@ -205,7 +207,7 @@ class Decoder(wiring.Component):
         ends = {name: taken[name] & (blocks.last if name in ("load", "store") else 1) for name in units}
         # A split transfer is told in CHECK (registered), counted after VERIFY, then checked.
         to_span = named(m, blocks.wide, "split_told", "sync") & ~blocks.counted
-        starts = (state == verify) & valid & ~to_span & ~self.flush  # (a flush goes to CHECK)
+        starts = (state == decide) & valid & ~self.flush  # (a flush goes to CHECK)
         for name in units:
             m.d.sync += go[name].eq(Mux(starts, ok & rules.op[name], go[name] & ~ends[name] & valid & ~self.flush))
         m.d.sync += failed.eq(starts & ~ok)  # reported in the one ISSUE cycle, or dropped
@@ -216,6 +218,11 @@ class Decoder(wiring.Component):
                 m.d.sync += state.eq(check)
             with m.Elif(to_span):  # count a split transfer's local rows first (then CHECK again)
                 m.d.sync += state.eq(span)
+            with m.Else():
+                m.d.sync += state.eq(decide)
+        with m.Elif(state == decide):
+            with m.If(~valid):
+                m.d.sync += state.eq(check)
             with m.Else():
                 m.d.sync += [checked.eq(code), state.eq(issue)]
                 m.d.comb += blocks.start.eq(1)
@@ -232,7 +239,7 @@ class Decoder(wiring.Component):
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & valid)
-        m.d.comb += blocks.checking.eq(state == verify)
+        m.d.comb += blocks.checking.eq(state == decide)
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
@@ -581,6 +588,8 @@ class Decoder(wiring.Component):
         # No elements left, or beyond the memory (refused anyway).
         stop = begun & (~more | over)
         short = begun & ~stop & ~two  # fewer than w left: the rest
+        # (The sum kept: the count's enable then only enables the register, not the adder's operand.)
+        tail_next = _kept(m, tail + named(m, h.block_bytes, "split_tail_step"), "split_tail_next")
         with m.If(b.counting & ~b.counted):
             m.d.sync += begun.eq(1)
             # `ahead` moves to the element count, then on by w (tested only after a full row).
@@ -598,7 +607,7 @@ class Decoder(wiring.Component):
             with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
             with m.If(~stop & ~short):
-                m.d.sync += [full.eq(full + 1), tail.eq(tail + named(m, h.block_bytes, "split_tail_step"))]
+                m.d.sync += [full.eq(full + 1), tail.eq(tail_next)]
                 m.d.sync += ahead.eq(Mux(begun, ahead - h.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
         # `row_local` is the offered block's first local row: it moves on by the full rows, then
@@ -720,7 +729,7 @@ class Decoder(wiring.Component):
             sp_end=reg(dma & sp_target, "sp_end"),
             acc_end=reg((dma & ~sp_target) | ex, "acc_end"),
             ex_b=reg(ex & b_over & ~w[0][13], "ex_b"),
-            a_over=reg(w[2][:16] + rows > cfg.sp_rows, "a_over"),  # an EXEC's A (VERIFY reads its opcode)
+            a_end=reg(w[2][:16] + rows, "a_end"),  # an EXEC's A's end (VERIFY reads its opcode)
             op={
                 name: reg(value, f"is_{name}")
                 for name, value in (
@@ -735,19 +744,26 @@ class Decoder(wiring.Component):
         )
 
     def _verified(self, m: Module, rules: SimpleNamespace) -> tuple[Value, Value]:
-        """VERIFY: the command's error code from CHECK's registers (the rules before the range
-        rules, the range rules, a compare of the registered end with each memory's size, the
-        rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
+        """VERIFY: from CHECK's registers, the rules before the range rules, the range rules (a
+        compare of each registered end with its memory's size) and the rules after them, each
+        group's verdict and first broken rule registered; DECIDE: from those, the command's error
+        code, and whether it is 0 (from the groups' flags, not a compare of it). Two steps, so
+        neither the compares nor the rules' priority run on into the offer flags."""
         cfg = self.cfg
-        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
-        acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
-        before_any = Cat(cond for cond, _ in rules.before).any()
-        after_any = Cat(cond for cond, _ in rules.after).any()
+
+        def reg(value, name: str) -> Signal:
+            return named(m, value, f"verified_{name}", "sync")
+
+        a_over = rules.op["exec"] & (rules.a_end > cfg.sp_rows)
+        sp_range = reg((rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | a_over, "sp_range")
+        acc_range = reg(rules.acc_end & (rules.end > cfg.acc_rows), "acc_range")
+        before_any = reg(Cat(cond for cond, _ in rules.before).any(), "before_any")
+        after_any = reg(Cat(cond for cond, _ in rules.after).any(), "after_any")
         # The rules on the command's words alone are two signals of their own around the range
         # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
         # evaluates them only when the head command changes, not in every cycle.
-        first_before = _first_broken(m, rules.before, "broken_before")
-        first_after = _first_broken(m, rules.after, "broken_after")
+        first_before = reg(_first_broken(m, rules.before, "broken_before"), "first_before")
+        first_after = reg(_first_broken(m, rules.after, "broken_after"), "first_after")
         after = Mux(sp_range, ERR["SP_RANGE"], Mux(acc_range, ERR["ACC_RANGE"], first_after))
         ok = ~(before_any | sp_range | acc_range | after_any)
         return Mux(before_any, first_before, after), ok

@@ -137,7 +137,7 @@ class Tile(wiring.Component):
         connect(m, vec.done, g_vec.engine_done)
         self._memories(m, sp, acc, dma_load, dma_store, ex)
         self._vector_memories(m, sp, acc, dma_load, dma_store, vec)
-        self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush)
+        self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush, cfg.vector)
 
         gates = (g_load, g_exec, g_store, g_vec)
         engine_error = self._engine_error(m, gates, cmdif.flush)
@@ -153,11 +153,14 @@ class Tile(wiring.Component):
         # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
         # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
         # rises in the next cycle, and the decoder issues nothing while its head command waits for
-        # idle, nor in the three cycles (POP, CHECK, VERIFY) before it offers the next.
+        # idle, nor in the four cycles (POP, CHECK, VERIFY, DECIDE) before it offers the next.
+        # The command interface sees it a cycle late too (its `done`, the busy counter): work that
+        # leaves its queue is in a gate a cycle before the queue's count drops, so the flag does
+        # not dip. No `done` before a held error is recorded.
         idle = Signal()
-        m.d.sync += idle.eq(~busy)
+        m.d.sync += idle.eq(~(busy | engine_error.valid | error.valid))
         m.d.comb += [
-            cmdif.busy.eq(busy | engine_error.valid | error.valid),  # no `done` before a held error is recorded
+            cmdif.busy.eq(~idle),
             dec.units_idle.eq(idle),
             dec.flush.eq(cmdif.flush),
             self.irq.eq(cmdif.irq),
@@ -348,7 +351,7 @@ class Tile(wiring.Component):
         return count == 4  # held for several cycles: not a token in transit
 
     @staticmethod
-    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush) -> None:
+    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush, vector: bool) -> None:
         """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC, and the vector unit's with
         EXEC (its previous unit), STORE (its next) and LOAD (its side link, as the vector unit is
         LOAD's, EXEC's and STORE's); a flush empties them. A full counter makes the giving operation
@@ -366,6 +369,9 @@ class Tile(wiring.Component):
             ("vec_load", g_vec.give_side, g_vec.side_full, g_load.take_side, g_load.side_avail),
         )
         for name, give, full, take, avail in links:
+            if name.startswith("vec_") and not vector:  # the vector unit is left out: never a token
+                m.d.comb += [avail.eq(0), full.eq(0)]
+                continue
             count = Signal(TOKEN_BITS, name=f"tokens_{name}")
             m.d.comb += [avail.eq(count != 0), full.eq(count.all())]
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
