@@ -225,7 +225,6 @@ class Decoder(wiring.Component):
                 m.d.sync += state.eq(check)
             with m.Else():
                 m.d.sync += [checked.eq(code), state.eq(issue)]
-                m.d.comb += blocks.start.eq(1)
         with m.Elif(state == span):
             with m.If(~valid):
                 m.d.sync += state.eq(check)
@@ -239,7 +238,9 @@ class Decoder(wiring.Component):
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & valid)
-        m.d.comb += blocks.checking.eq(state == decide)
+        # (Not in the branch above: its enable would read the earlier branches' conditions, CHECK's
+        # `hold` among them, the loop's busy.)
+        m.d.comb += [blocks.start.eq((state == decide) & valid), blocks.checking.eq(state == decide)]
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)

@@ -373,8 +373,15 @@ class Tile(wiring.Component):
                 m.d.comb += [avail.eq(0), full.eq(0)]
                 continue
             count = Signal(TOKEN_BITS, name=f"tokens_{name}")
-            m.d.comb += [avail.eq(count != 0), full.eq(count.all())]
+            # `avail` is a register of its own (count ≠ 0 after the update, from the old count's
+            # compare with 1, not the sum's with 0): the taker's token test then starts at a
+            # flip-flop, not at a reduction of the count. A token is taken only while one is there.
+            # `full` likewise (a give to a full counter fails, so it is never given then).
+            has, at_max = Signal(name=f"tokens_{name}_avail"), Signal(name=f"tokens_{name}_full")
+            m.d.comb += [avail.eq(has), full.eq(at_max)]
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
+            m.d.sync += has.eq(~flush & (give | (has & ~(take & (count == 1)))))
+            m.d.sync += at_max.eq(~flush & ~take & (at_max | (give & (count == 2**TOKEN_BITS - 2))))
 
     def _events(
         self, m: Module, cmdif, load: DmaRead, store: DmaWrite, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate
