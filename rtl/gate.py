@@ -79,8 +79,8 @@ class Gate(wiring.Component):
         m.d.comb += [
             self.engine.valid.eq(go),
             self.engine.payload.eq(held.op),
-            # A flush drops the held operation and takes (drops) one offered in its cycle.
-            self.inp.ready.eq(~holding | self.flush),
+            # From the register alone (not the flush: the sources drop their own offers then).
+            self.inp.ready.eq(~holding),
         ]
         started = go & self.engine.ready
         m.d.comb += [

@@ -97,11 +97,12 @@ def test_flush_drops_waiting_operation() -> None:
         ctx.set(dut.inp.valid, 0)
         assert ctx.get(dut.waiting_next) and not ctx.get(dut.inp.ready) and ctx.get(dut.busy)
         ctx.set(dut.flush, 1)
-        assert ctx.get(dut.inp.ready) and not ctx.get(dut.engine.valid)
+        ctx.set(dut.next_avail, 1)
+        assert not ctx.get(dut.engine.valid)
         await ctx.tick()
         ctx.set(dut.flush, 0)
-        ctx.set(dut.next_avail, 1)
-        assert not ctx.get(dut.busy) and not ctx.get(dut.engine.valid), "the held operation is dropped"
+        assert ctx.get(dut.inp.ready) and not ctx.get(dut.busy), "the held operation is dropped"
+        assert not ctx.get(dut.engine.valid)
 
     run(bench)
 
