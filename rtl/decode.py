@@ -5,15 +5,14 @@ no unit ever sees an invalid address or size. LOAD and STORE become DMA descript
 (docs/tile.md), EXEC becomes an EXEC operation; each carries its dependency flags and sequence
 number. FENCE waits until every unit is idle before letting later commands through.
 
-Each command at the head of the queue takes five steps, each ending in registers, so that
+Each command at the head of the queue takes four steps, each ending in registers, so that
 neither the rule checks nor the units' ready signals reach across it into the queue or the units
 (they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
-the command's local range), VERIFY the range compares and each group of rules' verdict, DECIDE
-the error code of the head command (the rules' priority) and which unit it goes to, ISSUE offers
-it to that unit (or reports its error) from those registers until taken, POP removes it from the
-queue. A split transfer counts its local rows (SPAN) after its first VERIFY, then is checked
-again. So the queue holds the command until it is handed over, and a command takes at least five
-cycles here.
+the command's local range), VERIFY the error code of the head command (the range compares and
+the rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its
+error) from those registers until taken, POP removes it from the queue. A split transfer counts
+its local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the
+command until it is handed over, and a command takes at least four cycles here.
 """
 
 from dataclasses import dataclass
@@ -166,11 +165,11 @@ class Decoder(wiring.Component):
             m.d.comb += [port.p.op.eq(payload), port.p.seq.eq(self.cmd.p.seq)]
             m.d.comb += port.p.deps.eq(blocks.deps if port in (self.load, self.store) else deps)
 
-        check, verify, issue, pop, span, decide = range(6)
-        state = Signal(range(6))
+        check, verify, issue, pop, span = range(5)
+        state = Signal(range(5))
         code, ok = self._verified(m, rules)
-        checked = Signal(8)  # the head command's error code, registered in DECIDE
-        # Registered in DECIDE, cleared as ISSUE ends: the command is offered to this unit (its
+        checked = Signal(8)  # the head command's error code, registered in VERIFY
+        # Registered in VERIFY, cleared as ISSUE ends: the command is offered to this unit (its
         # code 0), or its error reported. The offers and their ends below read only these.
         units = ("load", "store", "exec", "vec", "loop", "fence")
         go = {name: Signal(name=f"go_{name}") for name in units}
@@ -207,7 +206,7 @@ class Decoder(wiring.Component):
         ends = {name: taken[name] & (blocks.last if name in ("load", "store") else 1) for name in units}
         # A split transfer is told in CHECK (registered), counted after VERIFY, then checked.
         to_span = named(m, blocks.wide, "split_told", "sync") & ~blocks.counted
-        starts = (state == decide) & valid & ~self.flush  # (a flush goes to CHECK)
+        starts = (state == verify) & valid & ~to_span & ~self.flush  # (a flush goes to CHECK)
         for name in units:
             m.d.sync += go[name].eq(Mux(starts, ok & rules.op[name], go[name] & ~ends[name] & valid & ~self.flush))
         m.d.sync += failed.eq(starts & ~ok)  # reported in the one ISSUE cycle, or dropped
@@ -218,11 +217,6 @@ class Decoder(wiring.Component):
                 m.d.sync += state.eq(check)
             with m.Elif(to_span):  # count a split transfer's local rows first (then CHECK again)
                 m.d.sync += state.eq(span)
-            with m.Else():
-                m.d.sync += state.eq(decide)
-        with m.Elif(state == decide):
-            with m.If(~valid):
-                m.d.sync += state.eq(check)
             with m.Else():
                 m.d.sync += [checked.eq(code), state.eq(issue)]
         with m.Elif(state == span):
@@ -240,7 +234,7 @@ class Decoder(wiring.Component):
         m.d.comb += blocks.counting.eq((state == span) & valid)
         # (Not in the branch above: its enable would read the earlier branches' conditions, CHECK's
         # `hold` among them, the loop's busy.)
-        m.d.comb += [blocks.start.eq((state == decide) & valid), blocks.checking.eq(state == decide)]
+        m.d.comb += [blocks.start.eq(starts), blocks.checking.eq(state == verify)]
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
@@ -589,8 +583,8 @@ class Decoder(wiring.Component):
         # No elements left, or beyond the memory (refused anyway).
         stop = begun & (~more | over)
         short = begun & ~stop & ~two  # fewer than w left: the rest
-        # (The sum kept: the count's enable then only enables the register, not the adder's operand.)
-        tail_next = _kept(m, tail + named(m, h.block_bytes, "split_tail_step"), "split_tail_next")
+        # (The step named outside the count's branch: not gated by its enable.)
+        tail_next = tail + named(m, h.block_bytes, "split_tail_step")
         with m.If(b.counting & ~b.counted):
             m.d.sync += begun.eq(1)
             # `ahead` moves to the element count, then on by w (tested only after a full row).
@@ -730,7 +724,7 @@ class Decoder(wiring.Component):
             sp_end=reg(dma & sp_target, "sp_end"),
             acc_end=reg((dma & ~sp_target) | ex, "acc_end"),
             ex_b=reg(ex & b_over & ~w[0][13], "ex_b"),
-            a_end=reg(w[2][:16] + rows, "a_end"),  # an EXEC's A's end (VERIFY reads its opcode)
+            a_over=reg(w[2][:16] + rows > cfg.sp_rows, "a_over"),  # an EXEC's A (VERIFY reads its opcode)
             op={
                 name: reg(value, f"is_{name}")
                 for name, value in (
@@ -745,26 +739,19 @@ class Decoder(wiring.Component):
         )
 
     def _verified(self, m: Module, rules: SimpleNamespace) -> tuple[Value, Value]:
-        """VERIFY: from CHECK's registers, the rules before the range rules, the range rules (a
-        compare of each registered end with its memory's size) and the rules after them, each
-        group's verdict and first broken rule registered; DECIDE: from those, the command's error
-        code, and whether it is 0 (from the groups' flags, not a compare of it). Two steps, so
-        neither the compares nor the rules' priority run on into the offer flags."""
+        """VERIFY: the command's error code from CHECK's registers (the rules before the range
+        rules, the range rules, a compare of the registered end with each memory's size, the
+        rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
         cfg = self.cfg
-
-        def reg(value, name: str) -> Signal:
-            return named(m, value, f"verified_{name}", "sync")
-
-        a_over = rules.op["exec"] & (rules.a_end > cfg.sp_rows)
-        sp_range = reg((rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | a_over, "sp_range")
-        acc_range = reg(rules.acc_end & (rules.end > cfg.acc_rows), "acc_range")
-        before_any = reg(Cat(cond for cond, _ in rules.before).any(), "before_any")
-        after_any = reg(Cat(cond for cond, _ in rules.after).any(), "after_any")
+        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
+        acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
+        before_any = Cat(cond for cond, _ in rules.before).any()
+        after_any = Cat(cond for cond, _ in rules.after).any()
         # The rules on the command's words alone are two signals of their own around the range
         # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
         # evaluates them only when the head command changes, not in every cycle.
-        first_before = reg(_first_broken(m, rules.before, "broken_before"), "first_before")
-        first_after = reg(_first_broken(m, rules.after, "broken_after"), "first_after")
+        first_before = _first_broken(m, rules.before, "broken_before")
+        first_after = _first_broken(m, rules.after, "broken_after")
         after = Mux(sp_range, ERR["SP_RANGE"], Mux(acc_range, ERR["ACC_RANGE"], first_after))
         ok = ~(before_any | sp_range | acc_range | after_any)
         return Mux(before_any, first_before, after), ok
