@@ -31,27 +31,40 @@ class AxiLiteRegs(wiring.Component):
         with m.If(bus.wvalid & bus.wready):
             m.d.sync += [have_w.eq(1), wdata.eq(bus.wdata)]
 
-        reading = Signal()  # a read request went to the registers last cycle
-        write_go = have_aw & have_w
-        read_go = bus.arvalid & ~bus.rvalid & ~reading & ~write_go
+        # The request is registered: the register file's address decode (the command push, the
+        # staging words, the queue's counters) then starts from registers, not from this adapter's
+        # handshake flags through the address multiplexer. A write's effect and a read's answer
+        # come a cycle later; the order of accesses is kept (one request register).
+        reading = Signal()  # a read request is with the registers, not yet answered
+        req_valid, req_write, req_addr = Signal(), Signal(), Signal(10)
+        room = ~req_valid | self.req.ready
+        write_go = have_aw & have_w & room
+        read_go = bus.arvalid & ~bus.rvalid & ~reading & ~write_go & room
         m.d.comb += [
             bus.arready.eq(read_go),
-            self.req.valid.eq(write_go | read_go),
-            self.req.p.write.eq(write_go),
-            self.req.p.addr.eq(0),
+            self.req.valid.eq(req_valid),
+            self.req.p.write.eq(req_write),
+            self.req.p.addr.eq(req_addr),
+            # The write's data register holds until a cycle after the request's: the next W
+            # beat is accepted only once the B response has been taken.
             self.req.p.wdata.eq(wdata),
         ]
-        with m.If(write_go):
-            m.d.comb += self.req.p.addr.eq(waddr)
-        with m.Else():
-            m.d.comb += self.req.p.addr.eq(bus.araddr[2:12])
+        with m.If(room):
+            m.d.sync += [req_valid.eq(write_go | read_go), req_write.eq(write_go)]
+            with m.If(write_go):
+                m.d.sync += req_addr.eq(waddr)
+            with m.Else():
+                m.d.sync += req_addr.eq(bus.araddr[2:12])
 
-        with m.If(write_go & self.req.ready):
+        with m.If(write_go):
             m.d.sync += [have_aw.eq(0), have_w.eq(0), bus.bvalid.eq(1), bus.bresp.eq(0)]
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
 
-        m.d.sync += reading.eq(read_go & self.req.ready)
+        with m.If(read_go):
+            m.d.sync += reading.eq(1)
+        with m.Elif(self.rsp.valid):
+            m.d.sync += reading.eq(0)
         with m.If(self.rsp.valid):
             m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(self.rsp.rdata), bus.rresp.eq(0)]
         with m.If(bus.rvalid & bus.rready):

@@ -174,7 +174,10 @@ class CommandInterface(wiring.Component):
         m.d.comb += [
             self.cmd.p.eq(queue.r_data),
             self.cmd.valid.eq(queue.r_rdy & ~status["error"] & ~draining),
-            queue.r_en.eq((self.cmd.ready & self.cmd.valid) | draining),
+            # Not from cmd.valid: a pop while an error holds the head back (the dispatcher pops only
+            # a head it has handed over) or a drain takes it all the same; the FIFO ignores a read
+            # while empty.
+            queue.r_en.eq(self.cmd.ready | draining),
         ]
         with m.If(draining & ~queue.r_rdy):
             m.d.sync += draining.eq(0)

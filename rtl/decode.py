@@ -179,7 +179,8 @@ class Decoder(wiring.Component):
             self.load.valid.eq(go["load"] & valid),
             self.store.valid.eq(go["store"] & valid),
             self.exec.valid.eq(go["exec"] & valid),
-            self.vec.valid.eq(go["vec"] & valid),
+            # (Without the vector engine every VEC is refused: none is offered.)
+            self.vec.valid.eq(go["vec"] & valid if self.cfg.vector else 0),
             # A loop command starts only when everything before it has finished (it owns the tile).
             self.loop.valid.eq(go["loop"] & self.units_idle & valid),
             self.error.valid.eq(failed & valid),
@@ -218,7 +219,6 @@ class Decoder(wiring.Component):
                 m.d.sync += state.eq(span)
             with m.Else():
                 m.d.sync += [checked.eq(code), state.eq(issue)]
-                m.d.comb += blocks.start.eq(1)
         with m.Elif(state == span):
             with m.If(~valid):
                 m.d.sync += state.eq(check)
@@ -232,7 +232,9 @@ class Decoder(wiring.Component):
         with m.Else():  # POP (or CHECK waiting for a command)
             m.d.sync += state.eq(check)
         m.d.comb += blocks.counting.eq((state == span) & valid)
-        m.d.comb += blocks.checking.eq(state == verify)
+        # (Not in the branch above: its enable would read the earlier branches' conditions, CHECK's
+        # `hold` among them, the loop's busy.)
+        m.d.comb += [blocks.start.eq(starts), blocks.checking.eq(state == verify)]
         m.d.comb += blocks.forget.eq((state == pop) | self.flush | ~valid)
         with m.If(self.flush):
             m.d.sync += state.eq(check)
@@ -581,6 +583,8 @@ class Decoder(wiring.Component):
         # No elements left, or beyond the memory (refused anyway).
         stop = begun & (~more | over)
         short = begun & ~stop & ~two  # fewer than w left: the rest
+        # (The step named outside the count's branch: not gated by its enable.)
+        tail_next = tail + named(m, h.block_bytes, "split_tail_step")
         with m.If(b.counting & ~b.counted):
             m.d.sync += begun.eq(1)
             # `ahead` moves to the element count, then on by w (tested only after a full row).
@@ -598,7 +602,7 @@ class Decoder(wiring.Component):
             with m.If(~stop):
                 m.d.sync += b.span.eq(b.span + rows)
             with m.If(~stop & ~short):
-                m.d.sync += [full.eq(full + 1), tail.eq(tail + named(m, h.block_bytes, "split_tail_step"))]
+                m.d.sync += [full.eq(full + 1), tail.eq(tail_next)]
                 m.d.sync += ahead.eq(Mux(begun, ahead - h.width, elems))
         # ISSUE: one descriptor for the whole transfer, or per memory row its full rows then its rest.
         # `row_local` is the offered block's first local row: it moves on by the full rows, then

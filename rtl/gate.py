@@ -1,13 +1,15 @@
 """A unit's dependency gate (docs/isa.md, "Dependency tokens").
 
-Holds the unit's next operation until the tokens it waits for are available, takes them as it
-hands the operation to the engine (DMA or EXEC unit), and gives the tokens it promises when the
+Holds the unit's next operation (in a register: an offer ends here, so a source's handshake does
+not run on through the token test into the engine, nor the engine's ready back into the source)
+until the tokens it waits for are available, takes them as it hands the operation to the engine
+(DMA or EXEC unit), and gives the tokens it promises when the
 engine reports the operation finished. An engine error becomes an error event for the tile's
 status. A flush drops the operation that has not started; operations already with the engine
 finish and still report.
 """
 
-from amaranth.hdl import Cat, Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -50,14 +52,22 @@ class Gate(wiring.Component):
                 "waiting_side": Out(1),
                 "busy": Out(1),
                 "running": Out(1),  # an operation is with the engine
+                "holding": Out(1),  # an operation is held, not yet handed to the engine
                 "flush": In(1),
             }
         )
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        deps = self.inp.p.deps
         m.submodules.flight = flight = fifo.SyncFIFOBuffered(width=deps_layout.size + 16, depth=self.in_flight)
+        # The held operation. Taken only while none is held (from a register: a source sees its
+        # offer taken regardless of tokens or the engine), so operations pass at most one every
+        # two cycles; an operation waiting for a token is held, and goes in the cycle it arrives.
+        held = Signal(self.inp.p.shape(), name="held")
+        holding = self.holding
+        deps = held.deps
+        with m.If(self.inp.valid & ~holding & ~self.flush):
+            m.d.sync += [held.eq(self.inp.payload), holding.eq(1)]
 
         tokens_ok = (
             (~deps.wait_prev | self.prev_avail)
@@ -65,13 +75,12 @@ class Gate(wiring.Component):
             & (~deps.wait_side | self.side_avail)
         )
         can = tokens_ok & flight.w_rdy & ~self.flush
-        go = self.inp.valid & can
+        go = holding & can
         m.d.comb += [
             self.engine.valid.eq(go),
-            self.engine.payload.eq(self.inp.p.op),
-            # Not from inp.valid: the offer does not run on through the gate into its source's
-            # read enable (a loop queue's, behind the tile's longest ECP5 paths).
-            self.inp.ready.eq((can & self.engine.ready) | self.flush),
+            self.engine.payload.eq(held.op),
+            # From the register alone (not the flush: the sources drop their own offers then).
+            self.inp.ready.eq(~holding),
         ]
         started = go & self.engine.ready
         m.d.comb += [
@@ -79,8 +88,10 @@ class Gate(wiring.Component):
             self.take_next.eq(started & deps.wait_next),
             self.take_side.eq(started & deps.wait_side),
             flight.w_en.eq(started),
-            flight.w_data.eq(Cat(deps.as_value(), self.inp.p.seq)),
+            flight.w_data.eq(Cat(deps.as_value(), held.seq)),
         ]
+        with m.If(started | self.flush):
+            m.d.sync += holding.eq(0)
 
         done = self.engine_done
         fin = data.View(data.StructLayout({"deps": deps_layout, "seq": 16}), flight.r_data)
@@ -100,11 +111,11 @@ class Gate(wiring.Component):
             self.error.payload.unit.eq(self.unit),
             self.error.payload.code.eq(Mux(done.p.error, done.p.code, ERR["BAD_DEPS"])),
             self.error.payload.seq.eq(fin.seq),
-            self.waiting_prev.eq(self.inp.valid & deps.wait_prev & ~self.prev_avail),
-            self.waiting_next.eq(self.inp.valid & deps.wait_next & ~self.next_avail),
-            self.waiting_side.eq(self.inp.valid & deps.wait_side & ~self.side_avail),
+            self.waiting_prev.eq(holding & deps.wait_prev & ~self.prev_avail),
+            self.waiting_next.eq(holding & deps.wait_next & ~self.next_avail),
+            self.waiting_side.eq(holding & deps.wait_side & ~self.side_avail),
             # The level, not r_rdy: the FIFO's output lags a write and busy must not dip meanwhile.
-            self.busy.eq(self.inp.valid | (flight.level != 0)),
+            self.busy.eq(holding | (flight.level != 0)),
             self.running.eq(flight.level != 0),
         ]
         return m

@@ -8,7 +8,7 @@ neighbouring units.
 
 from typing import TypeVar
 
-from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal, Value
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -137,37 +137,30 @@ class Tile(wiring.Component):
         connect(m, vec.done, g_vec.engine_done)
         self._memories(m, sp, acc, dma_load, dma_store, ex)
         self._vector_memories(m, sp, acc, dma_load, dma_store, vec)
-        self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush)
+        self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush, cfg.vector)
 
         gates = (g_load, g_exec, g_store, g_vec)
         engine_error = self._engine_error(m, gates, cmdif.flush)
-        for source in (engine_error, dec.error):  # the decoder's error wins a tie: it is the oldest command
-            with m.If(source.valid):
-                m.d.comb += [cmdif.error.valid.eq(1), cmdif.error.payload.eq(source.payload)]
-        self._deadlock(m, dec, gates, ex, vec, gemm, cmdif)
-        for refused, code in ((gemm.too_large, "TOO_LARGE"), (gemm.sp_range, "SP_RANGE")):
-            with m.If(refused):  # the loop refused a command it had accepted: nothing was issued
-                m.d.comb += [
-                    cmdif.error.valid.eq(1),
-                    cmdif.error.payload.unit.eq(1),
-                    cmdif.error.payload.code.eq(ERR[code]),
-                    cmdif.error.payload.seq.eq(gemm.seq),
-                ]
+        deadlock = self._deadlock(m, dec, gates, ex, vec, gemm)
+        error = self._errors(m, engine_error, dec, deadlock, gemm, cmdif)
         # Work anywhere, from registers only: an operation offered to a unit is still held by its
         # source, the command queue (which the command interface counts itself) or a loop queue
-        # (gemm.busy), until the cycle after the unit takes it, when the gate's in-flight count
-        # has it. So the offers, a chain of handshakes from the loop's queues through the decoder,
-        # the gates and the units, do not run on into `done`, the idle flag and the activity
-        # counter (the tile's longest ECP5 path, 26 ns).
-        busy = Cat(g.running for g in gates).any() | ex.working | vec.running | gemm.busy
+        # (gemm.busy), until the cycle after its gate takes it, when the gate holds it. So the
+        # offers, a chain of handshakes from the loop's queues through the decoder, the gates and
+        # the units, do not run on into `done`, the idle flag and the activity counter (the
+        # tile's longest ECP5 path, 26 ns).
+        busy = Cat(g.busy for g in gates).any() | ex.working | vec.running | gemm.busy
         # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
         # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
         # rises in the next cycle, and the decoder issues nothing while its head command waits for
         # idle, nor in the three cycles (POP, CHECK, VERIFY) before it offers the next.
+        # The command interface sees it a cycle late too (its `done`, the busy counter): work that
+        # leaves its queue is in a gate a cycle before the queue's count drops, so the flag does
+        # not dip. No `done` before a held error is recorded.
         idle = Signal()
-        m.d.sync += idle.eq(~busy)
+        m.d.sync += idle.eq(~(busy | engine_error.valid | error.valid))
         m.d.comb += [
-            cmdif.busy.eq(busy | engine_error.valid),  # no `done` before a held error is recorded
+            cmdif.busy.eq(~idle),
             dec.units_idle.eq(idle),
             dec.flush.eq(cmdif.flush),
             self.irq.eq(cmdif.irq),
@@ -317,11 +310,44 @@ class Tile(wiring.Component):
         return out
 
     @staticmethod
-    def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop, cmdif) -> None:
-        """Raise DEADLOCK when nothing can ever move: no engine runs, every unit holding an operation
-        waits for a token, and the next command cannot be dispatched (so it cannot bring one).
-        An empty queue is not a deadlock: software may still push the command that gives the token."""
-        waiting = [~g.inp.valid | g.waiting_prev | g.waiting_next | g.waiting_side for g in gates]
+    def _errors(m: Module, engine_error, dec: Decoder, deadlock, gemm: GemmLoop, cmdif) -> wiring.PureInterface:
+        """The error events into the command interface, through a register: the engines' (held
+        already), the decoder's (it wins a tie with them: its command is the oldest), DEADLOCK and
+        the loop's refusals, the later ones first. So no source's logic runs on through this
+        priority into the status register's enables. An event is recorded a cycle later;
+        ``cmdif.busy`` holds meanwhile, and nothing an error stops is issued in that cycle (the
+        decoder pops the bad command first; the loop has issued nothing for a command it refuses).
+        Events of the flush's cycle and the one before it are dropped, like the engines' in
+        ``_engine_error``: they were raised before the clear."""
+        raised = ERROR_EVENTS.create(path=("error_raised",))
+        for source in (engine_error, dec.error):
+            with m.If(source.valid):
+                m.d.comb += [raised.valid.eq(1), raised.payload.eq(source.payload)]
+        refusals = (
+            (deadlock, "DEADLOCK", dec.cmd.payload.seq),
+            (gemm.too_large, "TOO_LARGE", gemm.seq),  # the loop refused a command it had accepted
+            (gemm.sp_range, "SP_RANGE", gemm.seq),
+        )
+        for cond, code, seq in refusals:
+            with m.If(cond):
+                m.d.comb += [
+                    raised.valid.eq(1),
+                    raised.payload.unit.eq(1),
+                    raised.payload.code.eq(ERR[code]),
+                    raised.payload.seq.eq(seq),
+                ]
+        held = ERROR_EVENTS.create(path=("error_held",))
+        m.d.sync += [held.valid.eq(raised.valid & ~cmdif.flush), held.payload.eq(raised.payload)]
+        m.d.comb += [cmdif.error.valid.eq(held.valid & ~cmdif.flush), cmdif.error.payload.eq(held.payload)]
+        return held
+
+    @staticmethod
+    def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop) -> Value:
+        """DEADLOCK (a pulse) when nothing can ever move: no engine runs, every gate holding an
+        operation waits for a token, and the next command cannot be dispatched (so it cannot bring
+        one). An empty queue is not a deadlock: software may still push the command that gives the
+        token."""
+        waiting = [~g.holding | g.waiting_prev | g.waiting_next | g.waiting_side for g in gates]
         quiet = ~ex.busy & ~vec.busy & ~gemm.busy
         for g in gates:
             quiet = quiet & ~g.running
@@ -330,16 +356,10 @@ class Tile(wiring.Component):
         stuck = quiet & dec.cmd.valid & ~dec.cmd.ready & Cat(g.busy for g in gates).any()
         count = Signal(3)
         m.d.sync += count.eq(Mux(stuck, Mux(count == 7, 7, count + 1), 0))
-        with m.If(count == 4):  # held for several cycles: not a token in transit
-            m.d.comb += [
-                cmdif.error.valid.eq(1),
-                cmdif.error.payload.unit.eq(1),
-                cmdif.error.payload.code.eq(ERR["DEADLOCK"]),
-                cmdif.error.payload.seq.eq(dec.cmd.payload.seq),
-            ]
+        return count == 4  # held for several cycles: not a token in transit
 
     @staticmethod
-    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush) -> None:
+    def _tokens(m: Module, g_load: Gate, g_exec: Gate, g_store: Gate, g_vec: Gate, flush, vector: bool) -> None:
         """Token counters LOAD→EXEC, EXEC→LOAD, EXEC→STORE, STORE→EXEC, and the vector unit's with
         EXEC (its previous unit), STORE (its next) and LOAD (its side link, as the vector unit is
         LOAD's, EXEC's and STORE's); a flush empties them. A full counter makes the giving operation
@@ -357,9 +377,19 @@ class Tile(wiring.Component):
             ("vec_load", g_vec.give_side, g_vec.side_full, g_load.take_side, g_load.side_avail),
         )
         for name, give, full, take, avail in links:
+            if name.startswith("vec_") and not vector:  # the vector unit is left out: never a token
+                m.d.comb += [avail.eq(0), full.eq(0)]
+                continue
             count = Signal(TOKEN_BITS, name=f"tokens_{name}")
-            m.d.comb += [avail.eq(count != 0), full.eq(count.all())]
+            # `avail` is a register of its own (count ≠ 0 after the update, from the old count's
+            # compare with 1, not the sum's with 0): the taker's token test then starts at a
+            # flip-flop, not at a reduction of the count. A token is taken only while one is there.
+            # `full` likewise (a give to a full counter fails, so it is never given then).
+            has, at_max = Signal(name=f"tokens_{name}_avail"), Signal(name=f"tokens_{name}_full")
+            m.d.comb += [avail.eq(has), full.eq(at_max)]
             m.d.sync += count.eq(Mux(flush, 0, count + give - take))
+            m.d.sync += has.eq(~flush & (give | (has & ~(take & (count == 1)))))
+            m.d.sync += at_max.eq(~flush & ~take & (at_max | (give & (count == 2**TOKEN_BITS - 2))))
 
     def _events(
         self, m: Module, cmdif, load: DmaRead, store: DmaWrite, ex: ExecUnit, g_load: Gate, g_exec: Gate, g_store: Gate

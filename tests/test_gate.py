@@ -31,16 +31,36 @@ def offer(ctx, dut, x: int, wait_prev=0, wait_next=0, signal_prev=0, signal_next
     ctx.set(d.signal_next, signal_next)
 
 
+async def hand_over(ctx, dut, x: int, **deps) -> None:
+    """Offer an operation that waits for nothing: the gate takes it, then gives it to the engine."""
+    offer(ctx, dut, x, **deps)
+    assert ctx.get(dut.inp.ready)
+    await ctx.tick()
+    ctx.set(dut.inp.valid, 0)
+    assert ctx.get(dut.engine.valid) and ctx.get(dut.engine.payload.x) == x
+    await ctx.tick()
+
+
 def test_waits_for_token_then_takes_it() -> None:
     async def bench(ctx, dut):
         ctx.set(dut.engine.ready, 1)
         offer(ctx, dut, 42, wait_prev=1)
+        assert ctx.get(dut.inp.ready) and not ctx.get(dut.engine.valid), "taken into the gate's register first"
+        await ctx.tick()
+        offer(ctx, dut, 43)
         for _ in range(3):
             assert not ctx.get(dut.engine.valid) and ctx.get(dut.waiting_prev)
+            assert not ctx.get(dut.inp.ready), "one operation is held at a time"
             await ctx.tick()
         ctx.set(dut.prev_avail, 1)
         assert ctx.get(dut.engine.valid) and ctx.get(dut.engine.payload.x) == 42
-        assert ctx.get(dut.take_prev) and not ctx.get(dut.take_next) and ctx.get(dut.inp.ready)
+        assert ctx.get(dut.take_prev) and not ctx.get(dut.take_next) and not ctx.get(dut.inp.ready)
+        await ctx.tick()
+        ctx.set(dut.prev_avail, 0)
+        assert ctx.get(dut.inp.ready) and not ctx.get(dut.engine.valid)
+        await ctx.tick()
+        ctx.set(dut.inp.valid, 0)
+        assert ctx.get(dut.engine.valid) and ctx.get(dut.engine.payload.x) == 43 and not ctx.get(dut.take_prev)
 
     run(bench)
 
@@ -48,11 +68,8 @@ def test_waits_for_token_then_takes_it() -> None:
 def test_gives_tokens_on_success_only() -> None:
     async def bench(ctx, dut):
         ctx.set(dut.engine.ready, 1)
-        offer(ctx, dut, 1, signal_next=1, seq=5)
-        await ctx.tick()
-        offer(ctx, dut, 2, signal_prev=1, seq=6)
-        await ctx.tick()
-        ctx.set(dut.inp.valid, 0)
+        await hand_over(ctx, dut, 1, signal_next=1, seq=5)
+        await hand_over(ctx, dut, 2, signal_prev=1, seq=6)
         assert ctx.get(dut.busy)
         ctx.set(dut.engine_done.valid, 1)
         assert ctx.get(dut.give_next) and not ctx.get(dut.give_prev) and not ctx.get(dut.error.valid)
@@ -76,9 +93,16 @@ def test_gives_tokens_on_success_only() -> None:
 def test_flush_drops_waiting_operation() -> None:
     async def bench(ctx, dut):
         offer(ctx, dut, 9, wait_next=1)
-        assert ctx.get(dut.waiting_next) and not ctx.get(dut.inp.ready)
+        await ctx.tick()
+        ctx.set(dut.inp.valid, 0)
+        assert ctx.get(dut.waiting_next) and not ctx.get(dut.inp.ready) and ctx.get(dut.busy)
         ctx.set(dut.flush, 1)
-        assert ctx.get(dut.inp.ready) and not ctx.get(dut.engine.valid)
+        ctx.set(dut.next_avail, 1)
+        assert not ctx.get(dut.engine.valid)
+        await ctx.tick()
+        ctx.set(dut.flush, 0)
+        assert ctx.get(dut.inp.ready) and not ctx.get(dut.busy), "the held operation is dropped"
+        assert not ctx.get(dut.engine.valid)
 
     run(bench)
 
@@ -89,9 +113,7 @@ def test_full_counter_fails_the_giver() -> None:
 
     async def bench(ctx, dut):
         ctx.set(dut.engine.ready, 1)
-        offer(ctx, dut, 1, signal_next=1, seq=9)
-        await ctx.tick()
-        ctx.set(dut.inp.valid, 0)
+        await hand_over(ctx, dut, 1, signal_next=1, seq=9)
         await ctx.tick()  # the in-flight record reaches the buffered FIFO's output
         ctx.set(dut.next_full, 1)
         ctx.set(dut.prev_full, 1)  # not this operation's direction: ignored
