@@ -63,7 +63,8 @@ def test_tile_with_256_kib_scratchpad_has_no_zero_initial_rows() -> None:
 
     cfg = AccelConfig.from_name("4x4-int8").replace(sp_kib=256)
     text = shared.convert(top_component("tile", cfg), "tile")
-    assert "reg [31:0] bank0 [16383:0];" in text  # one of the four 64 KiB scratchpad banks
+    # Each of the four 64 KiB scratchpad banks is four 16 KiB column memories, all declared.
+    assert all(f"reg [7:0] bank{b}_col{k} [16383:0];" in text for b in range(4) for k in range(4))
     blocks = re.findall(r"^ *initial begin\n(.*?)^ *end\n", text, re.M | re.S)
     zero_rows = re.compile(r"^ *\S+ ?\[\d+\] = \d+'[hdb]0+;$")
     assert not [b for b in blocks if all(zero_rows.match(line) for line in b.splitlines())]
