@@ -3,10 +3,9 @@
 Holds the unit's next operation (in a register: an offer ends here, so a source's handshake does
 not run on through the token test into the engine, nor the engine's ready back into the source)
 until the tokens it waits for are available, takes them as it hands the operation to the engine
-(DMA or EXEC unit), and gives the tokens it promises when the
-engine reports the operation finished. An engine error becomes an error event for the tile's
-status. A flush drops the operation that has not started; operations already with the engine
-finish and still report.
+(DMA or EXEC unit), and gives the tokens it promises when the engine reports the operation
+finished. An engine error becomes an error event for the tile's status. A flush drops the
+operation that has not started; operations already with the engine finish and still report.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal

@@ -66,7 +66,7 @@ def _coarse_shift(m: Module, x, s, name: str) -> Value:
 
 def _fine_shift(m: Module, bits, s, name: str) -> Value:
     """Stage 2b: ``_coarse_shift``'s value shifted on by ``s``'s low two bits, with its sticky bit:
-    ``Cat(sticky, guard, q)`` (34 bits) for ``_round``. Below the guard bit (the shift's bit 0) lie
+    ``Cat(sticky, guard, q)`` (34 bits) for ``_narrow_int``. Below the guard bit (the shift's bit 0) lie
     the bits the coarse shift dropped and the fine shift's own."""
     coarse_sticky, u = bits[0], bits[1:34].as_signed()
     shifted = Signal(signed(33), name=f"{name}_sh")

@@ -114,7 +114,7 @@ class Scratchpad(wiring.Component):
                 en = Signal(name=f"bank{b}_col{k}_wen")
                 m.d.comb += en.eq(Mux(hit, hi.payload.mask[k], hit_low & lo.payload.mask[k]))
                 m.d.sync += wp.en.eq(en)
-                with m.If(en):  # loaded only when the column is written: see below
+                with m.If(en):  # only when the column is written: the columns' registers differ
                     m.d.sync += [
                         wp.addr.eq(Mux(low_only, l_index, w_index)),
                         wp.data.eq(Mux(low_only, lo.payload.data[k], hi.payload.data[k])),
