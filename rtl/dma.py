@@ -149,9 +149,15 @@ class Gearbox(wiring.Component):
         m.d.comb += self.req.ready.eq(out_fire)
         # Accepting only when at most one beat stays buffered keeps ready independent of the
         # input's payload and can never deadlock: an output waits only while fewer than `nb` lanes
-        # are held. `level - taken <= nb`, both cases compared against the registered level side by
-        # side, so the request's count does not pass two carry chains in series on its way to `ready`.
-        m.d.comb += self.inp.ready.eq(Mux(out_fire, cnt <= nb + req.count, cnt <= nb))
+        # are held. `level - taken <= nb`, written without the output's `level >= count`: above
+        # `nb` lanes held the output has enough for any request, so it fires exactly when it is
+        # requested and taken, and below that the input is ready anyway. The request's count then
+        # passes one compare with the registered level (not two carry chains in series) on its way
+        # to `ready`, which the read engine's `rready` and its FIFO levels follow.
+        # With more than `nb` held (`level` at most 2 · nb, `count` at most nb), `level - nb <= count`
+        # is the low bits' compare, or at 2 · nb a whole-beat request: no adder.
+        over_le = req.count[lg] | (~cnt[lg + 1] & (cnt[:lg] <= req.count[:lg]))
+        m.d.comb += self.inp.ready.eq((cnt <= nb) | (self.req.valid & self.out.ready & over_le))
         in_fire = self.inp.valid & self.inp.ready
 
         # Output. Of ring positions c and c + nb exactly one lies among the nb from head on:
@@ -384,21 +390,27 @@ class _Engine(wiring.Component):
         """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
         whether it is the last. When every row fits a beat, the only chunk is the whole row: the
         chunk index is then constant and its multiplexers and the chunk registers vanish.
-        Otherwise "the last chunk" is a register kept beside ``remaining`` (``_remaining``), as it
-        feeds the gearbox's count and handshake."""
+        Otherwise "the last chunk" and the chunk's count are registers kept beside ``remaining``
+        (``_remaining``), as they feed the gearbox's count and handshake (the read engine's
+        ``rready``): no multiplexer before the gearbox's compare."""
         if self.row_units_max <= self.lanes:
             return row_units, C(1, 1)
         last = Signal(name="chunk_last")
-        return Mux(last, remaining, self.lanes), last
+        count = Signal(range(self.lanes + 1), name="chunk_count")
+        self._chunk_counts = {**getattr(self, "_chunk_counts", {}), id(last): count}
+        return count, last
 
     def _remaining(self, remaining, last, value=None) -> list:
         """``remaining`` set to ``value`` (a new row), or stepped past a chunk (None), and the
-        last-chunk flag ``last`` of ``_chunk_count`` with it."""
+        last-chunk flag ``last`` of ``_chunk_count`` and the chunk's count with it."""
         if value is None:
             value, now_last = remaining - self.lanes, remaining <= 2 * self.lanes
         else:
             now_last = value <= self.lanes
-        return [remaining.eq(value)] + ([] if isinstance(last, Const) else [last.eq(now_last)])
+        if isinstance(last, Const):
+            return [remaining.eq(value)]
+        count = self._chunk_counts[id(last)]
+        return [remaining.eq(value), last.eq(now_last), count.eq(Mux(now_last, value, self.lanes))]
 
 
 class DmaRead(_Engine):
@@ -668,7 +680,9 @@ class DmaRead(_Engine):
             Mux(((i >= place) if i < self.lanes - 1 else 1) & (i < ends), out.data.word_select(i, w), 0)
             for i in range(self.row_units_max)
         )
-        sp = self.sp_write
+        sp = self._sp_request = stream.Signature(self.sp_write.payload.shape()).create(path=("sp_request",))
+        self._done_request = stream.Signature(DONE).create(path=("done_request",))
+        held = self._register_sp_write(m, sp, self._done_request)
         to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
         block = _Block(cfg.in_bits, n)
@@ -695,7 +709,7 @@ class DmaRead(_Engine):
         # Every other row waits for the block stage and a block waiting for it: the stage owns the
         # write port and reports its block first, so descriptors complete in order.
         free = ~busy & ~block.complete
-        may = free & (~out.last | self.done.ready)  # the last write waits until `done` can be taken
+        may = free & (~out.last | self._done_request.ready)  # the last write waits until `done` can be taken
         # A row placed at column `col` > 0 writes only its own elements (the CONV2D loop packs
         # several kernel positions into one row; the one at column 0 zero-fills the rest).
         if self.row_units_max <= self.lanes:  # the gearbox placed the row at its column
@@ -722,19 +736,36 @@ class DmaRead(_Engine):
         written = (free & sp.valid & sp.ready) | (acc.valid & acc.ready)
         reported = (full & out.skip & may) | written  # rows that end their descriptor here
         m.d.comb += [
-            release.eq(keeping | (reported & (~out.last | self.done.ready))),
-            self.done.valid.eq(block_done | (full & out.last & reported)),
+            release.eq(keeping | (reported & (~out.last | self._done_request.ready))),
+            self._done_request.valid.eq(block_done | (full & out.last & reported)),
         ]
         with m.If(free):
-            m.d.comb += [self.done.payload.code.eq(error), self.done.payload.error.eq(error != 0)]
-        return busy | block.complete
+            m.d.comb += [self._done_request.payload.code.eq(error), self._done_request.payload.error.eq(error != 0)]
+        return busy | block.complete | held
+
+    def _register_sp_write(self, m: Module, request, done) -> Value:
+        """``sp_write`` and ``done`` from registers that take ``request`` and ``done`` whenever they
+        are empty or taken: the scratchpad's column enables, addresses and data then start at
+        flip-flops, not at the rows queue's LUT-RAM through the writer's masks (the tile's
+        scratchpad always takes a write, and its gate a report, so neither register holds one
+        back). A descriptor's last row and its report leave together, so ``done`` still comes
+        after the write it reports (a reader told by it reads the row as written). Returns whether
+        a write or a report is held (the engine is not idle)."""
+        out = self.sp_write
+        m.d.comb += request.ready.eq(~out.valid | out.ready)
+        with m.If(request.ready):
+            m.d.sync += [out.valid.eq(request.valid), out.payload.eq(request.payload)]
+        m.d.comb += done.ready.eq(~self.done.valid | self.done.ready)
+        with m.If(done.ready):
+            m.d.sync += [self.done.valid.eq(done.valid), self.done.payload.eq(done.payload)]
+        return out.valid | self.done.valid
 
     def _write_block(self, m: Module, block: "_Block"):
         """The transposed block stage: takes a complete block when it is free or writing its last
         row, writes one local row per cycle, then reports the descriptor. Returns (busy, done):
         busy while it owns the write port, done when its descriptor is reported (``done`` carries
         its code). Drives ``block.taken``."""
-        cfg, n, sp = self.cfg, self.dim, self.sp_write
+        cfg, n, sp = self.cfg, self.dim, self._sp_request
         rows = Signal(data.ArrayLayout(data.ArrayLayout(cfg.in_bits, n), n))
         busy = Signal()
         row = Signal(range(n))
@@ -746,12 +777,12 @@ class DmaRead(_Engine):
         final = row + 1 == count
         with m.If(busy):
             m.d.comb += [
-                sp.valid.eq(~final | self.done.ready),
+                sp.valid.eq(~final | self._done_request.ready),
                 sp.payload.addr.eq(local + row),
                 sp.payload.data.eq(Cat(Mux(inside[k], rows[row][k], 0) for k in range(n))),
                 sp.payload.mask.eq(Mux(kept, (1 << n) - 1, 0)),
-                self.done.payload.code.eq(code),
-                self.done.payload.error.eq(code != 0),
+                self._done_request.payload.code.eq(code),
+                self._done_request.payload.error.eq(code != 0),
             ]
         written = busy & sp.valid & sp.ready
         done = written & final
