@@ -291,10 +291,14 @@ class _Engine(wiring.Component):
         # The segment ends with this burst if its last lane lies within the page and within 256
         # beats: two adders from registers, each followed by a zero test (no compare of a subtracted
         # limit in series with them, the planner's old critical path).
-        seg_last = Signal(seg_bits, name="seg_last")  # the segment's last lane, from the burst's first beat
-        page_last = Signal(seg_bits, name="page_last")  # ... from the page start
-        m.d.comb += [seg_last.eq(lane + left - 1), page_last.eq(in_page + left - 1)]
-        fits = ~seg_last[lu + _log2(BURST_MAX_BEATS) :].any() & ~page_last[12 - ul :].any()
+        # Both limits are below 2^low lanes, so only `left`'s low bits go through the adders: its
+        # high bits are a zero test of registers beside them, and the sums' tests a few bits wide.
+        low = max(lu + _log2(BURST_MAX_BEATS), 12 - ul)
+        left_high = left[low:].any() if seg_bits > low else C(0, 1)
+        seg_last = Signal(low + 1, name="seg_last")  # the segment's last lane, from the burst's first beat
+        page_last = Signal(low + 1, name="page_last")  # ... from the page start
+        m.d.comb += [seg_last.eq(lane + left[:low] - 1), page_last.eq(in_page + left[:low] - 1)]
+        fits = ~left_high & ~seg_last[lu + _log2(BURST_MAX_BEATS) :].any() & ~page_last[12 - ul :].any()
         to_page = Signal(range(page_units + 1))
         to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
         m.d.comb += [to_page.eq(page_units - in_page), to_max.eq(BURST_MAX_BEATS * nu - lane)]
