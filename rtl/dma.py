@@ -394,27 +394,21 @@ class _Engine(wiring.Component):
         """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
         whether it is the last. When every row fits a beat, the only chunk is the whole row: the
         chunk index is then constant and its multiplexers and the chunk registers vanish.
-        Otherwise "the last chunk" and the chunk's count are registers kept beside ``remaining``
-        (``_remaining``), as they feed the gearbox's count and handshake (the read engine's
-        ``rready``): no multiplexer before the gearbox's compare."""
+        Otherwise "the last chunk" is a register kept beside ``remaining`` (``_remaining``), as it
+        feeds the gearbox's count and handshake."""
         if self.row_units_max <= self.lanes:
             return row_units, C(1, 1)
         last = Signal(name="chunk_last")
-        count = Signal(range(self.lanes + 1), name="chunk_count")
-        self._chunk_counts = {**getattr(self, "_chunk_counts", {}), id(last): count}
-        return count, last
+        return Mux(last, remaining, self.lanes), last
 
     def _remaining(self, remaining, last, value=None) -> list:
         """``remaining`` set to ``value`` (a new row), or stepped past a chunk (None), and the
-        last-chunk flag ``last`` of ``_chunk_count`` and the chunk's count with it."""
+        last-chunk flag ``last`` of ``_chunk_count`` with it."""
         if value is None:
             value, now_last = remaining - self.lanes, remaining <= 2 * self.lanes
         else:
             now_last = value <= self.lanes
-        if isinstance(last, Const):
-            return [remaining.eq(value)]
-        count = self._chunk_counts[id(last)]
-        return [remaining.eq(value), last.eq(now_last), count.eq(Mux(now_last, value, self.lanes))]
+        return [remaining.eq(value)] + ([] if isinstance(last, Const) else [last.eq(now_last)])
 
 
 class DmaRead(_Engine):
