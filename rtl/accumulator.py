@@ -101,7 +101,7 @@ class Accumulator(wiring.Component):
         read_a = self._accept_read(m, mesh_a)
         self._dma_ready(m, mesh_a, dma_a, read_a)
         read0 = delayed(m, read_a, 1, "read")
-        self._drive_read_ports(m, ports, (read_a, add_a))
+        self._drive_read_ports(m, ports, (add_a, read_a))
 
         # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
@@ -116,10 +116,11 @@ class Accumulator(wiring.Component):
     def _accept_writes(self, m: Module):
         """A of both lanes: the mesh always, on the adding lane; the DMA when ``_dma_ready`` lets
         it. Returns the mesh's and the DMA's ops as offered (the DMA's valid only if accepted), the
-        adding lane's op as accepted, and both lanes' ops in S0, from the accepted ops registered."""
+        adding lane's op as offered (for the read ports), and both lanes' ops in S0, from the
+        accepted ops registered."""
         cfg = self.cfg
         mesh, dma = self.mesh_write, self.dma_write
-        add_a = Signal(self._op, name="add_a")
+        add_a = Signal(self._op, name="add_a")  # as offered: a DMA accumulate before its ready
         add0, plain0 = Signal(self._op, name="add0"), Signal(self._op, name="plain0")
         mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
         dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
@@ -142,10 +143,10 @@ class Accumulator(wiring.Component):
         m.d.sync += [mesh0.eq(mesh_a), dma0.eq(dma_a)]
         # The DMA op goes down the adding lane when it accumulates (ready only without a mesh
         # write), else down the plain lane.
-        for add, mesh_op, dma_op in ((add_a, mesh_a, dma_a), (add0, mesh0, dma0)):
+        for add, mesh_op, dma_op, dma_valid in ((add_a, mesh_a, dma_a, dma.valid), (add0, mesh0, dma0, dma0.valid)):
             m.d.comb += [
                 add.eq(Mux(mesh_op.valid, mesh_op, dma_op)),
-                add.valid.eq(mesh_op.valid | (dma_op.valid & dma_op.acc)),
+                add.valid.eq(mesh_op.valid | (dma_valid & dma_op.acc)),
             ]
         m.d.comb += [plain0.eq(dma0), plain0.valid.eq(dma0.valid & ~dma0.acc)]
         return mesh_a, dma_a, add_a, add0, plain0
@@ -186,14 +187,17 @@ class Accumulator(wiring.Component):
 
     @staticmethod
     def _drive_read_ports(m: Module, ports, users) -> None:
-        """Read port address per bank, registered from the ops as accepted (A), so that S0's read
-        starts from flip-flops of the bank's own (their enables differ, so synthesis keeps one copy
-        per bank) and not from the lanes' multiplexers; ``users`` in rising priority (read,
-        accumulate). The address holds between reads; only an op's own read is ever used."""
+        """Read port address per bank, registered from the ops of A, so that S0's read starts from
+        flip-flops of the bank's own (their enables differ, so synthesis keeps one copy per bank)
+        and not from the lanes' multiplexers; ``users`` in rising priority (the adding lane's op as
+        offered, the read as accepted). A DMA accumulate offered is refused exactly when a read
+        accepted takes its bank (``_dma_ready``; the mesh's accumulate refuses the read), so the
+        read's address wins there, and the DMA's handshake is not on the way to the ports. The
+        address holds between reads; only an op's own read is ever used."""
         for b, (rp, _wp) in enumerate(ports):
             m.d.sync += rp.en.eq(0)
             for i, user in enumerate(users):
-                needs = user.valid & (user.bank == b) if i == 0 else user.valid & user.acc & (user.bank == b)
+                needs = user.valid & (user.bank == b) if i == 1 else user.valid & user.acc & (user.bank == b)
                 with m.If(needs):
                     m.d.sync += [rp.addr.eq(user.index), rp.en.eq(1)]
 
