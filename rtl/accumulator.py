@@ -4,9 +4,10 @@ Ports (docs/tile.md, "Accumulator"):
 
 * ``mesh_write`` (valid-only, never stalls): ``{addr, data, accumulate}``.
 * ``dma_write`` (stream): ``{addr, data, mask, accumulate}``; ready unless ``mesh_write`` is valid
-  for the same bank in that cycle.
-* ``read`` (stream): ``{addr, scale, act, out}``; ready unless a write of that cycle needs the
-  bank's read port for an accumulate, and while fewer than ``ACC_READ_DEPTH`` reads are waiting
+  for the same bank in that cycle, or, for an accumulate, valid at all or a read is accepted from
+  the same bank in that cycle.
+* ``read`` (stream): ``{addr, scale, act, out}``; ready unless the mesh's write of that cycle needs
+  the bank's read port for an accumulate, and while fewer than ``ACC_READ_DEPTH`` reads are waiting
   to be taken from ``read_data``.
 * ``read_data`` (stream): ``{data}``, the row after ``rtl.readout``; without backpressure it is
   valid exactly ``ACC_READ_LATENCY`` cycles after its request was accepted.
@@ -96,10 +97,11 @@ class Accumulator(wiring.Component):
             # Not transparent: ``_bank_rows`` forwards the write of the read's cycle with the next one.
             ports.append((mem.read_port(), mem.write_port(granularity=1)))
 
-        add_a, add0, plain0 = self._accept_writes(m)
-        read_a = self._accept_read(m, add_a)
+        mesh_a, dma_a, add_a, add0, plain0 = self._accept_writes(m)
+        read_a = self._accept_read(m, mesh_a)
+        self._dma_ready(m, mesh_a, dma_a, read_a)
         read0 = delayed(m, read_a, 1, "read")
-        self._drive_read_ports(m, ports, (read_a, add_a))
+        self._drive_read_ports(m, ports, (add_a, read_a))
 
         # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
         add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
@@ -112,17 +114,16 @@ class Accumulator(wiring.Component):
         return m
 
     def _accept_writes(self, m: Module):
-        """A of both lanes: the mesh always, on the adding lane; the DMA unless the mesh writes to
-        the same bank, or, for an accumulate (which needs the adding lane), writes at all. Returns
-        the adding lane's op as accepted (for the read's arbitration in the same cycle) and both
-        lanes' ops in S0, from the accepted ops registered."""
+        """A of both lanes: the mesh always, on the adding lane; the DMA when ``_dma_ready`` lets
+        it. Returns the mesh's and the DMA's ops as offered (the DMA's valid only if accepted), the
+        adding lane's op as offered (for the read ports), and both lanes' ops in S0, from the
+        accepted ops registered."""
         cfg = self.cfg
         mesh, dma = self.mesh_write, self.dma_write
-        add_a = Signal(self._op, name="add_a")
+        add_a = Signal(self._op, name="add_a")  # as offered: a DMA accumulate before its ready
         add0, plain0 = Signal(self._op, name="add0"), Signal(self._op, name="plain0")
         mesh_bank, mesh_index = split_address(m, mesh.payload.addr, self.bank_rows, cfg.acc_banks, "mesh")
         dma_bank, dma_index = split_address(m, dma.payload.addr, self.bank_rows, cfg.acc_banks, "dma")
-        m.d.comb += dma.ready.eq(~(mesh.valid & (dma.payload.accumulate | (mesh_bank == dma_bank))))
         mesh_a, dma_a = Signal(self._op, name="mesh_a"), Signal(self._op, name="dma_a")
         m.d.comb += [
             mesh_a.valid.eq(mesh.valid),
@@ -142,22 +143,34 @@ class Accumulator(wiring.Component):
         m.d.sync += [mesh0.eq(mesh_a), dma0.eq(dma_a)]
         # The DMA op goes down the adding lane when it accumulates (ready only without a mesh
         # write), else down the plain lane.
-        for add, mesh_op, dma_op in ((add_a, mesh_a, dma_a), (add0, mesh0, dma0)):
+        for add, mesh_op, dma_op, dma_valid in ((add_a, mesh_a, dma_a, dma.valid), (add0, mesh0, dma0, dma0.valid)):
             m.d.comb += [
                 add.eq(Mux(mesh_op.valid, mesh_op, dma_op)),
-                add.valid.eq(mesh_op.valid | (dma_op.valid & dma_op.acc)),
+                add.valid.eq(mesh_op.valid | (dma_valid & dma_op.acc)),
             ]
         m.d.comb += [plain0.eq(dma0), plain0.valid.eq(dma0.valid & ~dma0.acc)]
-        return add_a, add0, plain0
+        return mesh_a, dma_a, add_a, add0, plain0
 
-    def _accept_read(self, m: Module, add0):
-        """A of a read: it takes the bank's read port only if no accumulate accepted in this cycle
-        needs it, and only while the output FIFO has room for every read in flight (so nothing
-        ever stalls)."""
+    def _dma_ready(self, m: Module, mesh_a, dma_a, read_a) -> None:
+        """The DMA's write waits while the mesh writes to its bank, and an accumulate (which needs
+        the adding lane and the bank's read port) while the mesh writes at all or a read accepted
+        in this cycle takes its bank's read port. (The read before the DMA's accumulate: the read's
+        ready then comes from registers, the mesh's write and the count of reads owed, and not
+        through the load DMA's row queue; GEMM and CONV2D never accumulate by DMA.)"""
+        dma = self.dma_write
+        acc = dma.payload.accumulate
+        m.d.comb += dma.ready.eq(
+            ~(mesh_a.valid & (acc | (mesh_a.bank == dma_a.bank))) & ~(acc & read_a.valid & (read_a.bank == dma_a.bank))
+        )
+
+    def _accept_read(self, m: Module, mesh_a):
+        """A of a read: it takes the bank's read port unless the mesh's accumulate of this cycle
+        needs it (a DMA accumulate waits for the read: ``_dma_ready``), and only while the output
+        FIFO has room for every read in flight (so nothing ever stalls)."""
         cfg = self.cfg
         bank, index = split_address(m, self.read.payload.addr, self.bank_rows, cfg.acc_banks, "rd")
         busy = Signal(name="rd_bank_busy")
-        m.d.comb += busy.eq(add0.valid & add0.acc & (add0.bank == bank))
+        m.d.comb += busy.eq(mesh_a.valid & mesh_a.acc & (mesh_a.bank == bank))
         outstanding = Signal(range(ACC_READ_DEPTH + 1))
         m.d.comb += self.read.ready.eq(~busy & (outstanding < ACC_READ_DEPTH))
         fire = self.read.valid & self.read.ready
@@ -174,14 +187,17 @@ class Accumulator(wiring.Component):
 
     @staticmethod
     def _drive_read_ports(m: Module, ports, users) -> None:
-        """Read port address per bank, registered from the ops as accepted (A), so that S0's read
-        starts from flip-flops of the bank's own (their enables differ, so synthesis keeps one copy
-        per bank) and not from the lanes' multiplexers; ``users`` in rising priority (read,
-        accumulate). The address holds between reads; only an op's own read is ever used."""
+        """Read port address per bank, registered from the ops of A, so that S0's read starts from
+        flip-flops of the bank's own (their enables differ, so synthesis keeps one copy per bank)
+        and not from the lanes' multiplexers; ``users`` in rising priority (the adding lane's op as
+        offered, the read as accepted). A DMA accumulate offered is refused exactly when a read
+        accepted takes its bank (``_dma_ready``; the mesh's accumulate refuses the read), so the
+        read's address wins there, and the DMA's handshake is not on the way to the ports. The
+        address holds between reads; only an op's own read is ever used."""
         for b, (rp, _wp) in enumerate(ports):
             m.d.sync += rp.en.eq(0)
             for i, user in enumerate(users):
-                needs = user.valid & (user.bank == b) if i == 0 else user.valid & user.acc & (user.bank == b)
+                needs = user.valid & (user.bank == b) if i == 1 else user.valid & user.acc & (user.bank == b)
                 with m.If(needs):
                     m.d.sync += [rp.addr.eq(user.index), rp.en.eq(1)]
 

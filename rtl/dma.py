@@ -915,18 +915,21 @@ class DmaWrite(_Engine):
             m.d.sync += code.eq(axi_error)
 
         more, _ = self._planner(m, d, setup, writing, "aw", bursts, {})
-        self._read_local(m, d, wgear, row_units, setup, writing)
+        self._read_local(m, d, wgear, row_units, setup, writing, check != 0)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
 
-    def _read_local(self, m: Module, d, wgear, row_units, setup, writing) -> None:
+    def _read_local(self, m: Module, d, wgear, row_units, setup, writing, refused) -> None:
         """Local rows (under credits) into a FIFO, then as chunks into the write gearbox."""
         cfg, nb = self.cfg, self.beat_bytes
         depth = self.store_depth
         m.submodules.rows = rows = fifo.SyncFIFO(width=self.row_bits, depth=depth)
         # The read request comes straight from registers (it feeds the memories' arbitration and
         # block RAM address): the next row's address is kept as it counts up, and "rows left to
-        # request" and "room for another row" as flags, each updated from the handshake.
+        # request" and "room for another row" as flags, each updated from the handshake. "Rows
+        # left" is set only for a descriptor that goes on to `write`, and is clear again before
+        # it leaves (its last burst's response waits for every row), so the request's valid needs
+        # no state decode.
         to_issue = Signal(16)  # rows not yet requested
         one_left = Signal()  # to_issue == 1
         more_sp, more_acc = Signal(), Signal()  # rows left to request, by memory
@@ -934,15 +937,17 @@ class DmaWrite(_Engine):
         credits = Signal(range(depth + 1))  # rows requested and not yet consumed
         room = Signal()  # credits < depth
         m.d.comb += [
-            self.sp_read.valid.eq(writing & room & more_sp),
+            self.sp_read.valid.eq(room & more_sp),
             self.sp_read.payload.addr.eq(address),
-            self.acc_read.valid.eq(writing & room & more_acc),
+            self.acc_read.valid.eq(room & more_acc),
             self.acc_read.payload.addr.eq(address),
             self.acc_read.payload.scale.eq(d.scale),
             self.acc_read.payload.act.eq(d.act),
             self.acc_read.payload.out.eq(d.out),
-            self.acc_read_data.ready.eq(rows.w_rdy),
-            rows.w_en.eq(self.sp_read_data.valid | (self.acc_read_data.valid & self.acc_read_data.ready)),
+            # Always ready: every row requested has its place in `rows` (the credits), as the
+            # scratchpad's valid-only responses need.
+            self.acc_read_data.ready.eq(1),
+            rows.w_en.eq(self.sp_read_data.valid | self.acc_read_data.valid),
             rows.w_data.eq(
                 Mux(self.sp_read_data.valid, self.sp_read_data.payload.data, self.acc_read_data.payload.data)
             ),
@@ -979,12 +984,12 @@ class DmaWrite(_Engine):
             m.d.sync += [to_issue.eq(to_issue - 1), one_left.eq(to_issue == 2), address.eq(address + 1)]
             with m.If(one_left):
                 m.d.sync += [more_sp.eq(0), more_acc.eq(0)]
-        with m.If(setup):  # a refused descriptor's flags are never used: it does not reach `write`
+        with m.If(setup):  # a refused descriptor's other registers are never used: it never writes
             m.d.sync += [
                 to_issue.eq(d.rows),
                 one_left.eq(d.rows == 1),
-                more_sp.eq(d.kind == DmaKind.SP_MEM),
-                more_acc.eq(d.kind == DmaKind.ACC_MEM),
+                more_sp.eq((d.kind == DmaKind.SP_MEM) & ~refused),
+                more_acc.eq((d.kind == DmaKind.ACC_MEM) & ~refused),
                 address.eq(d.local_addr),
                 credits.eq(0),
                 room.eq(1),

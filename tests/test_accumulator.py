@@ -97,31 +97,32 @@ class Checker:
     read_spacing: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=int))
     stats: dict = field(
         default_factory=lambda: dict.fromkeys(
-            ("reads", "dma_stalls", "dma_accumulates", "read_stalls", "backpressure"), 0
+            ("reads", "dma_stalls", "dma_accumulates", "dma_behind_read", "read_stalls", "backpressure"), 0
         )
     )
 
     def readies(self, ctx, mesh: dict | None) -> tuple[bool, bool]:
-        """The DMA stalls only on a mesh write to its bank, or, for an accumulate, on any mesh write
-        (they share the adding lane); a read only on an accumulate to its bank or when
-        ACC_READ_DEPTH rows are owed."""
+        """A read stalls only on the mesh's accumulate to its bank or when ACC_READ_DEPTH rows are
+        owed; the DMA only on a mesh write to its bank, or, for an accumulate, on any mesh write
+        (they share the adding lane) or a read accepted from its bank (the read port)."""
         model, dma, read = self.traffic.model, self.traffic.dma, self.traffic.read
+        read_ok = False
+        if read is not None:
+            bank = model.bank(read["addr"])
+            busy = mesh and mesh["accumulate"] and model.bank(mesh["addr"]) == bank
+            read_ok = not busy and self.outstanding < ACC_READ_DEPTH
+            assert ctx.get(self.dut.read.ready) == read_ok
+            self.stats["read_stalls"] += not read_ok
+        same_bank = dma is not None and read is not None and model.bank(read["addr"]) == model.bank(dma["addr"])
+        behind_read = bool(same_bank and dma["accumulate"] and read_ok)
         dma_ok = dma is not None and not (
-            mesh and (dma["accumulate"] or model.bank(mesh["addr"]) == model.bank(dma["addr"]))
+            (mesh and (dma["accumulate"] or model.bank(mesh["addr"]) == model.bank(dma["addr"]))) or behind_read
         )
+        self.stats["dma_behind_read"] += behind_read and not mesh
         if dma is not None:
             assert ctx.get(self.dut.dma_write.ready) == dma_ok
             self.stats["dma_stalls"] += not dma_ok
             self.stats["dma_accumulates"] += dma_ok and bool(dma["accumulate"])
-        read_ok = False
-        if read is not None:
-            bank = model.bank(read["addr"])
-            busy = (mesh and mesh["accumulate"] and model.bank(mesh["addr"]) == bank) or (
-                dma_ok and dma["accumulate"] and model.bank(dma["addr"]) == bank
-            )
-            read_ok = not busy and self.outstanding < ACC_READ_DEPTH
-            assert ctx.get(self.dut.read.ready) == read_ok
-            self.stats["read_stalls"] += not read_ok
         return dma_ok, read_ok
 
     def output(self, ctx, cycle: int, ready: bool, exact_latency: bool) -> None:
@@ -209,13 +210,13 @@ def test_accumulator_random_traffic(cfg: AccelConfig) -> None:
     stats = run_random(cfg, seed=cfg.cols + cfg.acc_bits)
     # The traffic covered what it is meant to: accumulates onto a row written 1, 2, 3 and 4 cycles
     # earlier (in flight in every pipeline stage), DMA stalls, DMA accumulates (on the mesh's
-    # adding lane), refused reads, a stalled consumer.
+    # adding lane), DMA accumulates waiting for a read of their bank, refused reads, a stalled consumer.
     assert all(stats[f"spacing{k}"] >= 20 for k in range(1, 5)), stats
     # Reads of a row written 1, 2 and 3 cycles earlier: its write is then in S1 (forwarded from the
     # write port a cycle later), in S2 (forwarded from the register of the read's cycle) or done.
     assert all(stats[f"read_spacing{k}"] >= 20 for k in range(1, 4)), stats
     assert stats["reads"] > 300 and stats["dma_stalls"] > 20 and stats["read_stalls"] > 50, stats
-    assert stats["dma_accumulates"] > 50, stats
+    assert stats["dma_accumulates"] > 50 and stats["dma_behind_read"] > 10, stats
     assert stats["backpressure"] > 50, stats
 
 
