@@ -136,10 +136,12 @@ class _Prefetch:
         self.step = Signal(name="pf_step")  # a slice went out in this step
         # done == 0 and done <= 1, kept beside it (read at a block change, not compared there).
         self.none, self.le1 = Signal(name="pf_none"), Signal(name="pf_le1")
+        # done < due, done < K tiles and the previous block's EXECs finished, a cycle late (`pf_go`).
+        self.may = Signal(name="pf_may")
 
     def restart(self) -> list:
         """The next block's first slice (``res`` is set where the other half is known)."""
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step)
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step, self.may)
         return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
@@ -400,8 +402,19 @@ class GemmLoop(wiring.Component):
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
         # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
-        second_rows = (times_small(mb_rows, tail_q) >> 3)[:16]
-        splits = ~streaming & (tail_q != 0) & (second_rows >= R)
+        # Its rows, and whether it is cut, as registers a cycle (first_rows two) behind mb_rows and
+        # tail_q: the product, the compare and the subtract were on the way to the STORE's
+        # decisions (`tail`, the enables of res and tail_left), ECP5's longest loop path. Both
+        # change only in READY and at a block change, and are read (in `tail`, `pairs_after_2`
+        # and the parts' rows) only in a pair after the block's first (n0 != 0) or in STORE.
+        second_rows, first_rows = Signal(len(mb), name="second_rows"), Signal(len(mb), name="first_rows")
+        splits = Signal(name="splits")
+        second_rows_now = (times_small(mb_rows, tail_q) >> 3)[: len(mb)]
+        m.d.sync += [
+            second_rows.eq(second_rows_now),
+            splits.eq(~streaming & (tail_q != 0) & (second_rows_now >= R)),
+            first_rows.eq(mb_rows - second_rows),
+        ]
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
             cols_after_1
@@ -430,7 +443,6 @@ class GemmLoop(wiring.Component):
         # part's EXECs, which accumulate in the other bank. Only a pair that loads no A (not a
         # block's first N tile, not streaming), with room for two parts.
         tail = splits & last_m & last_n & (n0 != 0) & ~grp
-        first_rows = mb_rows - second_rows
         row0 = Mux(second, first_rows, 0)  # the part's first row within the block
         part_rows = Mux(tail, Mux(second, second_rows, first_rows), mb_rows)
         slot_used = ~grp & used.bit_select(slot, 1)
@@ -443,15 +455,19 @@ class GemmLoop(wiring.Component):
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
         pf_kslice = _min_const(c.k - pf.k0, R)
+        # Its compares, registered a cycle late (they were on the way to the load's go and the
+        # prefetch registers' enables): a stale value is safe. Issuing an EXEC adds one to both
+        # ex_out and cur_steps (which saturates only far above ex_out), a finish and `due` only
+        # make the compares truer, and after `done` grows `pf.step` holds the go until the next
+        # EXEC. Only a restart makes them false: it clears the register as well (`pf.restart`).
         pf_go = (
             prefetch
             & strides_ready  # the next block's address needs the block stride
             & ~last_m
             & ~pf.step
-            & (pf.done < pf.due)
-            & (pf.done < k_tiles)
-            & (ex_out <= cur_steps)
+            & pf.may
         )
+        m.d.sync += pf.may.eq((pf.done < pf.due) & (pf.done < k_tiles) & (ex_out <= cur_steps))
 
         load, ex, store = (
             self._queue(m, port, name, depth)
@@ -651,8 +667,10 @@ class GemmLoop(wiring.Component):
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 1)
             with m.State("BIAS"):
-                m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
-                with m.If(load.valid & load.ready):
+                # (Each state's own offer in its handshake, not `load.valid`, the states' choice.)
+                bias_go = bias_free & (tail_left == 0)
+                m.d.comb += load.valid.eq(bias_go)
+                with m.If(bias_go & load.ready):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, have_le1)
             with m.State("LOAD_A"):
@@ -660,13 +678,13 @@ class GemmLoop(wiring.Component):
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(a_go)
-                    with m.If(load.valid & load.ready):
+                    with m.If(a_go & load.ready):
                         m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
                         with m.If(last_a):
                             m.d.sync += pf.slice_done(R, mb, steps["a_k"])
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
-                    with m.If(load.valid & load.ready):
+                    with m.If(slot_free & load.ready):
                         m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
@@ -1135,7 +1153,7 @@ class GemmLoop(wiring.Component):
                 a_done()
         with m.Else():
             m.d.comb += load.valid.eq(a_free & a_go)
-            with m.If(load.valid & load.ready):
+            with m.If(a_free & a_go & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
                     m.d.sync += chunk.eq(0)
