@@ -298,6 +298,11 @@ class GemmLoop(wiring.Component):
         # change (which waits for the loop's block strides); the loop's own products and quotients
         # are its setup's and those strides. Each user's requests are zero while it does not ask.
         # The narrower user's divisions take the cycles its own divider would (`short`).
+        # The loop's requests reach the units a cycle late, from registers (each product or quotient
+        # a cycle later, a few per command): the state's choice of operands and their OR with the
+        # walker's was one path with the divider's and multiplier's input logic. They never overlap
+        # the walker's: its setup ends before the loop's first request, and its multiplies after a
+        # block change follow the strides' last product (and the one cycle with no request after it).
         div_width = max(17, k_tiles_max(cfg).bit_length())
         m.submodules.div = div_unit = Divider(
             max(div_width, DIVIDER_WIDTH),
@@ -307,17 +312,22 @@ class GemmLoop(wiring.Component):
         m.submodules.mul = mul_unit = Multiplier(32, MUL_B_BITS)
         mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
         im2col = Im2col(cfg, shared=True)
+        late_requests = {}
         for unit, loop_port, prefix, requests, results in (
             (mul_unit, mul, "mul", ("start", "a", "b"), ("busy", "done", "product")),
             (div_unit, div, "div", ("start", "numerator", "denominator"), ("busy", "done", "quotient", "remainder")),
         ):
             for name in requests:  # the two users' requests ORed (each zero while it does not ask)
-                request = getattr(loop_port, name) | getattr(im2col, f"{prefix}_{name}")
+                asked = getattr(loop_port, name)
+                late = Signal.like(asked, name=f"{asked.name}_r")
+                m.d.sync += late.eq(asked)
+                late_requests[name] = late
+                request = late | getattr(im2col, f"{prefix}_{name}")
                 m.d.comb += getattr(unit, name).eq(request)
             for name in results:
                 m.d.comb += getattr(im2col, f"{prefix}_{name}").eq(getattr(unit, name))
         if div_unit.short_width is not None:
-            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else div.start)
+            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else late_requests["start"])
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -623,9 +633,12 @@ class GemmLoop(wiring.Component):
         # The second part's C (and bias) rows start first_rows strides on: added while its first
         # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied. That is
         # never at a block change (only the last block is cut), so the two share the adders.
-        tail_step, block_step = tail_left != 0, Signal()
+        # tail_left == 0 as a register set with it (the zero test was on the bias load's and the
+        # STORE's go, and on the C and bias addresses' enables).
+        tail_zero = Signal(init=1, name="tail_zero")
+        tail_step, block_step = ~tail_zero, Signal()
         with m.If(tail_step):
-            m.d.sync += tail_left.eq(tail_left - 1)
+            m.d.sync += [tail_left.eq(tail_left - 1), tail_zero.eq(tail_left == 1)]
         with m.If(tail_step | block_step):
             m.d.sync += [
                 off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
@@ -668,7 +681,7 @@ class GemmLoop(wiring.Component):
                 go_pair(1, 1)
             with m.State("BIAS"):
                 # (Each state's own offer in its handshake, not `load.valid`, the states' choice.)
-                bias_go = bias_free & (tail_left == 0)
+                bias_go = bias_free & tail_zero
                 m.d.comb += load.valid.eq(bias_go)
                 with m.If(bias_go & load.ready):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
@@ -708,7 +721,7 @@ class GemmLoop(wiring.Component):
                             go_data_loads(grp | (n0 == 0), next_unloaded)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
-                m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & (tail_left == 0))
+                m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & tail_zero)
                 with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
                     m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                 with m.Elif(store.valid & store.ready):
@@ -725,7 +738,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(tail & ~second):  # the last pair's second part
-                        m.d.sync += [second.eq(1), tail_left.eq(first_rows)]
+                        m.d.sync += [second.eq(1), tail_left.eq(first_rows), tail_zero.eq(first_rows == 0)]
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(~last_m):
@@ -792,7 +805,7 @@ class GemmLoop(wiring.Component):
         queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
         # The loop's own steps with no event: the tail's address additions and whatever the walker
         # does (its pieces, which the loop takes).
-        stepping = (tail_left != 0) | walker_active
+        stepping = ~tail_zero | walker_active
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
         top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
