@@ -136,10 +136,12 @@ class _Prefetch:
         self.step = Signal(name="pf_step")  # a slice went out in this step
         # done == 0 and done <= 1, kept beside it (read at a block change, not compared there).
         self.none, self.le1 = Signal(name="pf_none"), Signal(name="pf_le1")
+        # done < due, done < K tiles and the previous block's EXECs finished, a cycle late (`pf_go`).
+        self.may = Signal(name="pf_may")
 
     def restart(self) -> list:
         """The next block's first slice (``res`` is set where the other half is known)."""
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step)
+        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step, self.may)
         return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
@@ -296,6 +298,11 @@ class GemmLoop(wiring.Component):
         # change (which waits for the loop's block strides); the loop's own products and quotients
         # are its setup's and those strides. Each user's requests are zero while it does not ask.
         # The narrower user's divisions take the cycles its own divider would (`short`).
+        # The loop's requests reach the units a cycle late, from registers (each product or quotient
+        # a cycle later, a few per command): the state's choice of operands and their OR with the
+        # walker's was one path with the divider's and multiplier's input logic. They never overlap
+        # the walker's: its setup ends before the loop's first request, and its multiplies after a
+        # block change follow the strides' last product (and the one cycle with no request after it).
         div_width = max(17, k_tiles_max(cfg).bit_length())
         m.submodules.div = div_unit = Divider(
             max(div_width, DIVIDER_WIDTH),
@@ -305,17 +312,22 @@ class GemmLoop(wiring.Component):
         m.submodules.mul = mul_unit = Multiplier(32, MUL_B_BITS)
         mul = MultiplierPort.requests_of(mul_unit, "loop_mul")
         im2col = Im2col(cfg, shared=True)
+        late_requests = {}
         for unit, loop_port, prefix, requests, results in (
             (mul_unit, mul, "mul", ("start", "a", "b"), ("busy", "done", "product")),
             (div_unit, div, "div", ("start", "numerator", "denominator"), ("busy", "done", "quotient", "remainder")),
         ):
             for name in requests:  # the two users' requests ORed (each zero while it does not ask)
-                request = getattr(loop_port, name) | getattr(im2col, f"{prefix}_{name}")
+                asked = getattr(loop_port, name)
+                late = Signal.like(asked, name=f"{asked.name}_r")
+                m.d.sync += late.eq(asked)
+                late_requests[name] = late
+                request = late | getattr(im2col, f"{prefix}_{name}")
                 m.d.comb += getattr(unit, name).eq(request)
             for name in results:
                 m.d.comb += getattr(im2col, f"{prefix}_{name}").eq(getattr(unit, name))
         if div_unit.short_width is not None:
-            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else div.start)
+            m.d.comb += div_unit.short.eq(im2col.div_start if div_width > DIVIDER_WIDTH else late_requests["start"])
 
         c = Signal(GemmCmd)
         plan = _Plan(cfg, div.width)
@@ -400,8 +412,19 @@ class GemmLoop(wiring.Component):
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
         # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
-        second_rows = (times_small(mb_rows, tail_q) >> 3)[:16]
-        splits = ~streaming & (tail_q != 0) & (second_rows >= R)
+        # Its rows, and whether it is cut, as registers a cycle (first_rows two) behind mb_rows and
+        # tail_q: the product, the compare and the subtract were on the way to the STORE's
+        # decisions (`tail`, the enables of res and tail_left), ECP5's longest loop path. Both
+        # change only in READY and at a block change, and are read (in `tail`, `pairs_after_2`
+        # and the parts' rows) only in a pair after the block's first (n0 != 0) or in STORE.
+        second_rows, first_rows = Signal(len(mb), name="second_rows"), Signal(len(mb), name="first_rows")
+        splits = Signal(name="splits")
+        second_rows_now = (times_small(mb_rows, tail_q) >> 3)[: len(mb)]
+        m.d.sync += [
+            second_rows.eq(second_rows_now),
+            splits.eq(~streaming & (tail_q != 0) & (second_rows_now >= R)),
+            first_rows.eq(mb_rows - second_rows),
+        ]
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
         pairs_after_2 = (
             cols_after_1
@@ -430,7 +453,6 @@ class GemmLoop(wiring.Component):
         # part's EXECs, which accumulate in the other bank. Only a pair that loads no A (not a
         # block's first N tile, not streaming), with room for two parts.
         tail = splits & last_m & last_n & (n0 != 0) & ~grp
-        first_rows = mb_rows - second_rows
         row0 = Mux(second, first_rows, 0)  # the part's first row within the block
         part_rows = Mux(tail, Mux(second, second_rows, first_rows), mb_rows)
         slot_used = ~grp & used.bit_select(slot, 1)
@@ -443,15 +465,19 @@ class GemmLoop(wiring.Component):
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
         pf_kslice = _min_const(c.k - pf.k0, R)
+        # Its compares, registered a cycle late (they were on the way to the load's go and the
+        # prefetch registers' enables): a stale value is safe. Issuing an EXEC adds one to both
+        # ex_out and cur_steps (which saturates only far above ex_out), a finish and `due` only
+        # make the compares truer, and after `done` grows `pf.step` holds the go until the next
+        # EXEC. Only a restart makes them false: it clears the register as well (`pf.restart`).
         pf_go = (
             prefetch
             & strides_ready  # the next block's address needs the block stride
             & ~last_m
             & ~pf.step
-            & (pf.done < pf.due)
-            & (pf.done < k_tiles)
-            & (ex_out <= cur_steps)
+            & pf.may
         )
+        m.d.sync += pf.may.eq((pf.done < pf.due) & (pf.done < k_tiles) & (ex_out <= cur_steps))
 
         load, ex, store = (
             self._queue(m, port, name, depth)
@@ -607,9 +633,12 @@ class GemmLoop(wiring.Component):
         # The second part's C (and bias) rows start first_rows strides on: added while its first
         # loads and EXECs are issued (its bias load and STORE wait for it), not multiplied. That is
         # never at a block change (only the last block is cut), so the two share the adders.
-        tail_step, block_step = tail_left != 0, Signal()
+        # tail_left == 0 as a register set with it (the zero test was on the bias load's and the
+        # STORE's go, and on the C and bias addresses' enables).
+        tail_zero = Signal(init=1, name="tail_zero")
+        tail_step, block_step = ~tail_zero, Signal()
         with m.If(tail_step):
-            m.d.sync += tail_left.eq(tail_left - 1)
+            m.d.sync += [tail_left.eq(tail_left - 1), tail_zero.eq(tail_left == 1)]
         with m.If(tail_step | block_step):
             m.d.sync += [
                 off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
@@ -651,8 +680,10 @@ class GemmLoop(wiring.Component):
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
                 go_pair(1, 1)
             with m.State("BIAS"):
-                m.d.comb += load.valid.eq(bias_free & (tail_left == 0))
-                with m.If(load.valid & load.ready):
+                # (Each state's own offer in its handshake, not `load.valid`, the states' choice.)
+                bias_go = bias_free & tail_zero
+                m.d.comb += load.valid.eq(bias_go)
+                with m.If(bias_go & load.ready):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, have_le1)
             with m.State("LOAD_A"):
@@ -660,13 +691,13 @@ class GemmLoop(wiring.Component):
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(a_go)
-                    with m.If(load.valid & load.ready):
+                    with m.If(a_go & load.ready):
                         m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
                         with m.If(last_a):
                             m.d.sync += pf.slice_done(R, mb, steps["a_k"])
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
-                    with m.If(load.valid & load.ready):
+                    with m.If(slot_free & load.ready):
                         m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
@@ -690,7 +721,7 @@ class GemmLoop(wiring.Component):
                             go_data_loads(grp | (n0 == 0), next_unloaded)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
-                m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & (tail_left == 0))
+                m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & tail_zero)
                 with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
                     m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                 with m.Elif(store.valid & store.ready):
@@ -707,7 +738,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(tail & ~second):  # the last pair's second part
-                        m.d.sync += [second.eq(1), tail_left.eq(first_rows)]
+                        m.d.sync += [second.eq(1), tail_left.eq(first_rows), tail_zero.eq(first_rows == 0)]
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(~last_m):
@@ -774,7 +805,7 @@ class GemmLoop(wiring.Component):
         queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
         # The loop's own steps with no event: the tail's address additions and whatever the walker
         # does (its pieces, which the loop takes).
-        stepping = (tail_left != 0) | walker_active
+        stepping = ~tail_zero | walker_active
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
         top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
@@ -1135,7 +1166,7 @@ class GemmLoop(wiring.Component):
                 a_done()
         with m.Else():
             m.d.comb += load.valid.eq(a_free & a_go)
-            with m.If(load.valid & load.ready):
+            with m.If(a_free & a_go & load.ready):
                 m.d.sync += chunk.eq(chunk + self.cfg.dim)
                 with m.If(last_a):
                     m.d.sync += chunk.eq(0)
