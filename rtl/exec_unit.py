@@ -94,7 +94,9 @@ class ExecUnit(wiring.Component):
         # weight side skips it when weights are kept.
         op = self.op.payload
         w_fields = {name: op[name] for name in ("b_addr", "k_rows")}
-        a_fields = {name: op[name] for name in ("a_addr", "m", "c_addr", "accumulate", "keep_weights")}
+        a_fields = {name: op[name] for name in ("a_addr", "c_addr", "accumulate", "keep_weights")}
+        # The row feeder counts down from m - 1 and tests m == 1 here, on the way into its queue.
+        a_fields |= {"m_less": (op.m - 1)[:16], "one_row": op.m == 1}
         w_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in w_fields.items()})
         a_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in a_fields.items()})
         m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=w_layout.size, depth=4)
@@ -187,12 +189,22 @@ class ExecUnit(wiring.Component):
         issue = ops.r_rdy & f.room
         m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(op.a_addr + row)]
         fire = issue & self.sp_a.ready
-        # row + 1 == m rather than row == m - 1: the increment is the one the counter steps with.
-        row_next = Signal(16, name="a_row_next")
-        m.d.comb += row_next.eq(row + 1)
-        last = row_next == op.m
+        # Whether this row is the operation's last, without a compare of the counter with `m`
+        # (a carry chain that ran on into the queues' levels): the first row of an operation is
+        # last if m == 1 (a compare with a constant); a later row's flag was decided when the row
+        # before it issued, from `left`, the rows still to come after that one, counted down.
+        first = Signal(init=1, name="a_first")
+        last_q = Signal(name="a_last")
+        left = Signal(16, name="a_left")
+        last = Mux(first, op.one_row, last_q)
+        left_now = Mux(first, op.m_less, left)  # rows after this one
         with m.If(fire):
-            m.d.sync += row.eq(Mux(last, 0, row_next))
+            m.d.sync += [
+                row.eq(Mux(last, 0, row + 1)),
+                first.eq(last),
+                left.eq(left_now - 1),
+                last_q.eq(left_now == 1),
+            ]
         m.d.comb += ops.r_en.eq(fire & last)
 
         # What the row will carry, captured at issue and aligned with the read's answer.
@@ -201,7 +213,7 @@ class ExecUnit(wiring.Component):
             meta.tag.addr.eq(op.c_addr + row),
             meta.tag.accumulate.eq(op.accumulate),
             meta.tag.last.eq(last),
-            meta.flip.eq((row == 0) & ~op.keep_weights),
+            meta.flip.eq(first & ~op.keep_weights),
         ]
         meta_q = delayed(m, meta, SP_READ_LATENCY, "meta")
         self._collect(m, f, fire, self.sp_a_data, [self.sp_a_data.payload.data.as_value()[:a_bits], meta_q])
