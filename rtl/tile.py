@@ -152,7 +152,7 @@ class Tile(wiring.Component):
         # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
         # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
         # rises in the next cycle, and the decoder issues nothing while its head command waits for
-        # idle, nor in the three cycles (POP, CHECK, VERIFY) before it offers the next.
+        # idle, nor in the four cycles (POP, CHECK twice, VERIFY) before it offers the next.
         # The command interface sees it a cycle late too (its `done`, the busy counter): work that
         # leaves its queue is in a gate a cycle before the queue's count drops, so the flag does
         # not dip. No `done` before a held error is recorded.
