@@ -93,7 +93,9 @@ class ExecUnit(wiring.Component):
         # Each operation goes to both feeders, each queue holding the fields its feeder reads; the
         # weight side skips it when weights are kept.
         op = self.op.payload
-        w_fields = {name: op[name] for name in ("b_addr", "k_rows")}
+        # K arrives checked (at most `rows`, rtl/decode.py), so its queue keeps the row counter's
+        # width: the zero-row test is a compare of a few bits, not a carry chain of 16 into `fire`.
+        w_fields = {"b_addr": op.b_addr, "k_rows": op.k_rows[: cfg.rows.bit_length()]}
         a_fields = {name: op[name] for name in ("a_addr", "c_addr", "accumulate", "keep_weights")}
         # The row feeder counts down from m - 1 and tests m == 1 here, on the way into its queue.
         a_fields |= {"m_less": (op.m - 1)[:16], "one_row": op.m == 1}

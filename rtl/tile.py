@@ -292,21 +292,27 @@ class Tile(wiring.Component):
 
     @staticmethod
     def _errors(m: Module, gates, dec: Decoder, deadlock, gemm: GemmLoop, cmdif) -> wiring.PureInterface:
-        """The error events into the command interface, one a cycle, through a register: the
-        gates' (the first gate's wins a tie), the decoder's (it wins a tie with them: its command
-        is the oldest), DEADLOCK and the loop's refusals, the later ones first. So no source's
-        logic (an engine's completion: a DMA's row queue, its error code, the gate's token check)
-        runs on through this priority into the status register's enables. An event is recorded a
-        cycle later; ``cmdif.busy`` holds meanwhile (an engine that reports an error is still busy
-        in that cycle: its gate counts the operation in flight), and nothing an error stops is
-        issued in that cycle (the decoder pops the bad command first; the loop has issued nothing
-        for a command it refuses). Events of the flush's cycle and the one before it are dropped:
-        the flush comes a cycle after the write that clears the error (rtl/cmd.py), so they were
-        raised before the clear, which would otherwise record them anew."""
+        """The error events into the command interface, one a cycle, each through one register:
+        the gates' (the first gate's wins a tie) in one, the decoder's, DEADLOCK and the loop's
+        refusals (the later ones first) in another, and the second wins a tie with the first
+        after the registers (the decoder's command is the oldest). So no source's logic (an
+        engine's completion: the gate's token check, its error code) runs on through a priority
+        into the status register's enables, nor through the other sources' priority. An event is
+        recorded a cycle later; ``cmdif.busy`` holds meanwhile (an engine that reports an error is
+        still busy in that cycle: its gate counts the operation in flight), and nothing an error
+        stops is issued in that cycle (the decoder pops the bad command first; the loop has issued
+        nothing for a command it refuses). Events of the flush's cycle and the one before it are
+        dropped: the flush comes a cycle after the write that clears the error (rtl/cmd.py), so
+        they were raised before the clear, which would otherwise record them anew."""
+        flush = cmdif.flush
+        engine = ERROR_EVENTS.create(path=("engine_error",))
+        m.d.sync += engine.valid.eq(0)
+        for g in reversed(gates):
+            with m.If(g.error.valid & ~flush):
+                m.d.sync += [engine.valid.eq(1), engine.payload.eq(g.error.payload)]
         raised = ERROR_EVENTS.create(path=("error_raised",))
-        for source in (*(g.error for g in reversed(gates)), dec.error):
-            with m.If(source.valid):
-                m.d.comb += [raised.valid.eq(1), raised.payload.eq(source.payload)]
+        with m.If(dec.error.valid):
+            m.d.comb += [raised.valid.eq(1), raised.payload.eq(dec.error.payload)]
         refusals = (
             (deadlock, "DEADLOCK", dec.cmd.payload.seq),
             (gemm.too_large, "TOO_LARGE", gemm.seq),  # the loop refused a command it had accepted
@@ -321,9 +327,15 @@ class Tile(wiring.Component):
                     raised.payload.seq.eq(seq),
                 ]
         held = ERROR_EVENTS.create(path=("error_held",))
-        m.d.sync += [held.valid.eq(raised.valid & ~cmdif.flush), held.payload.eq(raised.payload)]
-        m.d.comb += [cmdif.error.valid.eq(held.valid & ~cmdif.flush), cmdif.error.payload.eq(held.payload)]
-        return held
+        m.d.sync += [held.valid.eq(raised.valid & ~flush), held.payload.eq(raised.payload)]
+        any_held = ERROR_EVENTS.create(path=("error_any",))
+        m.d.comb += [
+            any_held.valid.eq(held.valid | engine.valid),
+            any_held.payload.eq(Mux(held.valid, held.payload, engine.payload)),
+            cmdif.error.valid.eq(any_held.valid & ~flush),
+            cmdif.error.payload.eq(any_held.payload),
+        ]
+        return any_held
 
     @staticmethod
     def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop) -> Value:
