@@ -165,10 +165,14 @@ class ExecUnit(wiring.Component):
         # a zero activation is still NaN) never reaches the sums.
         zero = (op.k_rows != 0) & (row >= op.k_rows)
         issue = ops.r_rdy & f.room & (row < cfg.rows)
-        m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(op.b_addr + row)]
+        # The address steps in a register (the tile's first row reads `b_addr` as queued): no adder
+        # between the counter and the scratchpad's port arbitration, whose ready comes back here.
+        b_next = Signal(self.sp_addr_bits, name="b_next")
+        b_now = Mux(row == 0, op.b_addr, b_next)
+        m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(b_now)]
         fire = issue & (zero | self.sp_b.ready)
         with m.If(fire):
-            m.d.sync += row.eq(row + 1)
+            m.d.sync += [row.eq(row + 1), b_next.eq(b_now + 1)]
         with m.If(fire & (row == cfg.rows - 1)):
             m.d.sync += row.eq(0)
         m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
@@ -187,9 +191,7 @@ class ExecUnit(wiring.Component):
         cfg = self.cfg
         a_bits = cfg.rows * cfg.in_bits
         f = _Feeder(m, "a", a_bits, tag.size + 1)
-        row = Signal(16)
         issue = ops.r_rdy & f.room
-        m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(op.a_addr + row)]
         fire = issue & self.sp_a.ready
         # Whether this row is the operation's last, without a compare of the counter with `m`
         # (a carry chain that ran on into the queues' levels): the first row of an operation is
@@ -200,9 +202,17 @@ class ExecUnit(wiring.Component):
         left = Signal(16, name="a_left")
         last = Mux(first, op.one_row, last_q)
         left_now = Mux(first, op.m_less, left)  # rows after this one
+        # The addresses step in registers (an operation's first row reads them as queued): no
+        # adder between the counter and the scratchpad's port arbitration, whose ready comes back.
+        a_next = Signal(self.sp_addr_bits, name="a_next")
+        c_next = Signal(self.acc_addr_bits, name="c_next")
+        a_now = Mux(first, op.a_addr, a_next)
+        c_now = Mux(first, op.c_addr, c_next)
+        m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(a_now)]
         with m.If(fire):
             m.d.sync += [
-                row.eq(Mux(last, 0, row + 1)),
+                a_next.eq(a_now + 1),
+                c_next.eq(c_now + 1),
                 first.eq(last),
                 left.eq(left_now - 1),
                 last_q.eq(left_now == 1),
@@ -212,7 +222,7 @@ class ExecUnit(wiring.Component):
         # What the row will carry, captured at issue and aligned with the read's answer.
         meta = Signal(data.StructLayout({"tag": tag, "flip": 1}))
         m.d.comb += [
-            meta.tag.addr.eq(op.c_addr + row),
+            meta.tag.addr.eq(c_now),
             meta.tag.accumulate.eq(op.accumulate),
             meta.tag.last.eq(last),
             meta.flip.eq(first & ~op.keep_weights),
