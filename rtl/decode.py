@@ -8,9 +8,9 @@ number. FENCE waits until every unit is idle before letting later commands throu
 Each command at the head of the queue takes four steps, each ending in registers, so that
 neither the rule checks nor the units' ready signals reach across it into the queue or the units
 (they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
-the command's local range), and takes two cycles, the second registering the head command's
-error code and whether it is 0 (the range compares and the rules' priority) from the first's
-registers; VERIFY the code and which unit it goes to, ISSUE offers it to that unit (or reports its error)
+the command's local range), and takes two cycles, the second registering the range compares and
+the groups' flags from the first's registers; VERIFY the error code of the head command (the
+rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its error)
 from those registers until taken, POP removes it from the queue. A split transfer counts its
 local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the command
 until it is handed over, and a command takes at least five cycles here.
@@ -745,19 +745,23 @@ class Decoder(wiring.Component):
         )
 
     def _verified(self, m: Module, rules: SimpleNamespace) -> tuple[Value, Value]:
-        """VERIFY's inputs, registered in CHECK's second cycle: the command's error code from
-        CHECK's registers (the rules before the range rules, the range rules, a compare of the
-        registered end with each memory's size, the rules after them), and whether it is 0 (from
-        the groups' flags, not a compare of it)."""
+        """VERIFY: the command's error code from CHECK's registers (the rules before the range
+        rules, the range rules, a compare of the registered end with each memory's size, the
+        rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
         cfg = self.cfg
 
         def reg(value, name: str) -> Signal:
             return named(m, value, f"verdict_{name}", "sync")
 
-        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
-        acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
-        before_any = Cat(cond for cond, _ in rules.before).any()
-        after_any = Cat(cond for cond, _ in rules.after).any()
+        # The range compares and the groups' flags are registers of their own, from CHECK's
+        # registers a cycle earlier (the head's second CHECK cycle: see `seen`), so that VERIFY's
+        # offers and code read a level or two of logic, not the end's compares and the rules' ORs.
+        sp_range = reg(
+            (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over), "sp_range"
+        )
+        acc_range = reg(rules.acc_end & (rules.end > cfg.acc_rows), "acc_range")
+        before_any = reg(Cat(cond for cond, _ in rules.before).any(), "before_any")
+        after_any = reg(Cat(cond for cond, _ in rules.after).any(), "after_any")
         # The rules on the command's words alone are two signals of their own around the range
         # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
         # evaluates them only when the head command changes, not in every cycle.
@@ -765,7 +769,4 @@ class Decoder(wiring.Component):
         first_after = _first_broken(m, rules.after, "broken_after")
         after = Mux(sp_range, ERR["SP_RANGE"], Mux(acc_range, ERR["ACC_RANGE"], first_after))
         ok = ~(before_any | sp_range | acc_range | after_any)
-        # Both registered, from CHECK's registers a cycle earlier (the head's second CHECK cycle:
-        # see `seen`), so that VERIFY's offers (go_*) and code read registers, not the end's
-        # compares and the rules' priority.
-        return reg(Mux(before_any, first_before, after), "code"), reg(ok, "ok")
+        return Mux(before_any, first_before, after), ok

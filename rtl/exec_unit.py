@@ -168,13 +168,14 @@ class ExecUnit(wiring.Component):
         # The address steps in a register (the tile's first row reads `b_addr` as queued): no adder
         # between the counter and the scratchpad's port arbitration, whose ready comes back here.
         b_next = Signal(self.sp_addr_bits, name="b_next")
-        b_now = Mux(row == 0, op.b_addr, b_next)
+        b_first = Signal(init=1, name="b_first")  # row == 0, as a register: the address's select
+        b_now = Mux(b_first, op.b_addr, b_next)
         m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(b_now)]
         fire = issue & (zero | self.sp_b.ready)
         with m.If(fire):
-            m.d.sync += [row.eq(row + 1), b_next.eq(b_now + 1)]
+            m.d.sync += [row.eq(row + 1), b_next.eq(b_now + 1), b_first.eq(0)]
         with m.If(fire & (row == cfg.rows - 1)):
-            m.d.sync += row.eq(0)
+            m.d.sync += [row.eq(0), b_first.eq(1)]
         m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
         zero_q = delayed(m, fire & zero, SP_READ_LATENCY, "zero")  # a zero row "answers" like a read
         answer = Mux(zero_q, 0, self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits])
