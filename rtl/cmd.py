@@ -244,8 +244,8 @@ class CommandInterface(wiring.Component):
         # whose handshakes run on into the units, and behind the register port's address decode
         # that chain was the tile's longest ECP5 path (26.5 ns). The status changes in the write's
         # cycle as before, so software reads the clear at once; the units drop their work a cycle
-        # later, which they could not tell from a later write (the tile masks the one engine error
-        # that could still arrive, in ``_engine_error``).
+        # later, which they could not tell from a later write (the tile drops the errors raised in
+        # the write's cycle and the flush's, in ``_errors``).
         m.d.sync += self.flush.eq(control & wdata[1])
         m.d.comb += status["zero_counters"].eq(control & wdata[2])
         m.d.comb += self.irq.eq((status["done"] & status["irq_done"]) | (status["error"] & status["irq_error"]))

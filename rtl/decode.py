@@ -8,11 +8,12 @@ number. FENCE waits until every unit is idle before letting later commands throu
 Each command at the head of the queue takes four steps, each ending in registers, so that
 neither the rule checks nor the units' ready signals reach across it into the queue or the units
 (they were the tile's longest paths on ECP5): CHECK registers each rule's verdict (and the end of
-the command's local range), VERIFY the error code of the head command (the range compares and
-the rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its
-error) from those registers until taken, POP removes it from the queue. A split transfer counts
-its local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the
-command until it is handed over, and a command takes at least four cycles here.
+the command's local range), and takes two cycles, the second registering the range compares and
+the groups' flags from the first's registers; VERIFY the error code of the head command (the
+rules' priority) and which unit it goes to, ISSUE offers it to that unit (or reports its error)
+from those registers until taken, POP removes it from the queue. A split transfer counts its
+local rows (SPAN) after its first VERIFY, then is checked again. So the queue holds the command
+until it is handed over, and a command takes at least five cycles here.
 """
 
 from dataclasses import dataclass
@@ -210,7 +211,12 @@ class Decoder(wiring.Component):
         for name in units:
             m.d.sync += go[name].eq(Mux(starts, ok & rules.op[name], go[name] & ~ends[name] & valid & ~self.flush))
         m.d.sync += failed.eq(starts & ~ok)  # reported in the one ISSUE cycle, or dropped
-        with m.If((state == check) & valid & ~self.hold):
+        # The head's rules are registered in each CHECK cycle, and VERIFY's verdict from those a
+        # cycle later: so a head goes on to VERIFY in its second CHECK cycle, when both are its own
+        # (the head changes only by a POP or a flush, the counted span only in SPAN).
+        seen = Signal(name="check_seen")
+        m.d.sync += seen.eq((state == check) & valid & ~self.flush)
+        with m.If((state == check) & seen & valid & ~self.hold):
             m.d.sync += state.eq(verify)
         with m.Elif(state == verify):
             with m.If(~valid):
@@ -743,10 +749,19 @@ class Decoder(wiring.Component):
         rules, the range rules, a compare of the registered end with each memory's size, the
         rules after them), and whether it is 0 (from the groups' flags, not a compare of it)."""
         cfg = self.cfg
-        sp_range = (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over)
-        acc_range = rules.acc_end & (rules.end > cfg.acc_rows)
-        before_any = Cat(cond for cond, _ in rules.before).any()
-        after_any = Cat(cond for cond, _ in rules.after).any()
+
+        def reg(value, name: str) -> Signal:
+            return named(m, value, f"verdict_{name}", "sync")
+
+        # The range compares and the groups' flags are registers of their own, from CHECK's
+        # registers a cycle earlier (the head's second CHECK cycle: see `seen`), so that VERIFY's
+        # offers and code read a level or two of logic, not the end's compares and the rules' ORs.
+        sp_range = reg(
+            (rules.sp_end & (rules.end > cfg.sp_rows)) | rules.ex_b | (rules.op["exec"] & rules.a_over), "sp_range"
+        )
+        acc_range = reg(rules.acc_end & (rules.end > cfg.acc_rows), "acc_range")
+        before_any = reg(Cat(cond for cond, _ in rules.before).any(), "before_any")
+        after_any = reg(Cat(cond for cond, _ in rules.after).any(), "after_any")
         # The rules on the command's words alone are two signals of their own around the range
         # rules, so that with a gated command queue (CommandInterface's gate_queue) a simulator
         # evaluates them only when the head command changes, not in every cycle.

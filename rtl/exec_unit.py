@@ -93,8 +93,12 @@ class ExecUnit(wiring.Component):
         # Each operation goes to both feeders, each queue holding the fields its feeder reads; the
         # weight side skips it when weights are kept.
         op = self.op.payload
-        w_fields = {name: op[name] for name in ("b_addr", "k_rows")}
-        a_fields = {name: op[name] for name in ("a_addr", "m", "c_addr", "accumulate", "keep_weights")}
+        # K arrives checked (at most `rows`, rtl/decode.py), so its queue keeps the row counter's
+        # width: the zero-row test is a compare of a few bits, not a carry chain of 16 into `fire`.
+        w_fields = {"b_addr": op.b_addr, "k_rows": op.k_rows[: cfg.rows.bit_length()]}
+        a_fields = {name: op[name] for name in ("a_addr", "c_addr", "accumulate", "keep_weights")}
+        # The row feeder counts down from m - 1 and tests m == 1 here, on the way into its queue.
+        a_fields |= {"m_less": (op.m - 1)[:16], "one_row": op.m == 1}
         w_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in w_fields.items()})
         a_layout = data.StructLayout({name: len(Value.cast(value)) for name, value in a_fields.items()})
         m.submodules.w_ops = w_ops = fifo.SyncFIFOBuffered(width=w_layout.size, depth=4)
@@ -161,12 +165,17 @@ class ExecUnit(wiring.Component):
         # a zero activation is still NaN) never reaches the sums.
         zero = (op.k_rows != 0) & (row >= op.k_rows)
         issue = ops.r_rdy & f.room & (row < cfg.rows)
-        m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(op.b_addr + row)]
+        # The address steps in a register (the tile's first row reads `b_addr` as queued): no adder
+        # between the counter and the scratchpad's port arbitration, whose ready comes back here.
+        b_next = Signal(self.sp_addr_bits, name="b_next")
+        b_first = Signal(init=1, name="b_first")  # row == 0, as a register: the address's select
+        b_now = Mux(b_first, op.b_addr, b_next)
+        m.d.comb += [self.sp_b.valid.eq(issue & ~zero), self.sp_b.payload.addr.eq(b_now)]
         fire = issue & (zero | self.sp_b.ready)
         with m.If(fire):
-            m.d.sync += row.eq(row + 1)
+            m.d.sync += [row.eq(row + 1), b_next.eq(b_now + 1), b_first.eq(0)]
         with m.If(fire & (row == cfg.rows - 1)):
-            m.d.sync += row.eq(0)
+            m.d.sync += [row.eq(0), b_first.eq(1)]
         m.d.comb += ops.r_en.eq(fire & (row == cfg.rows - 1))
         zero_q = delayed(m, fire & zero, SP_READ_LATENCY, "zero")  # a zero row "answers" like a read
         answer = Mux(zero_q, 0, self.sp_b_data.payload.data.as_value()[: cfg.cols * cfg.in_bits])
@@ -183,25 +192,41 @@ class ExecUnit(wiring.Component):
         cfg = self.cfg
         a_bits = cfg.rows * cfg.in_bits
         f = _Feeder(m, "a", a_bits, tag.size + 1)
-        row = Signal(16)
         issue = ops.r_rdy & f.room
-        m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(op.a_addr + row)]
         fire = issue & self.sp_a.ready
-        # row + 1 == m rather than row == m - 1: the increment is the one the counter steps with.
-        row_next = Signal(16, name="a_row_next")
-        m.d.comb += row_next.eq(row + 1)
-        last = row_next == op.m
+        # Whether this row is the operation's last, without a compare of the counter with `m`
+        # (a carry chain that ran on into the queues' levels): the first row of an operation is
+        # last if m == 1 (a compare with a constant); a later row's flag was decided when the row
+        # before it issued, from `left`, the rows still to come after that one, counted down.
+        first = Signal(init=1, name="a_first")
+        last_q = Signal(name="a_last")
+        left = Signal(16, name="a_left")
+        last = Mux(first, op.one_row, last_q)
+        left_now = Mux(first, op.m_less, left)  # rows after this one
+        # The addresses step in registers (an operation's first row reads them as queued): no
+        # adder between the counter and the scratchpad's port arbitration, whose ready comes back.
+        a_next = Signal(self.sp_addr_bits, name="a_next")
+        c_next = Signal(self.acc_addr_bits, name="c_next")
+        a_now = Mux(first, op.a_addr, a_next)
+        c_now = Mux(first, op.c_addr, c_next)
+        m.d.comb += [self.sp_a.valid.eq(issue), self.sp_a.payload.addr.eq(a_now)]
         with m.If(fire):
-            m.d.sync += row.eq(Mux(last, 0, row_next))
+            m.d.sync += [
+                a_next.eq(a_now + 1),
+                c_next.eq(c_now + 1),
+                first.eq(last),
+                left.eq(left_now - 1),
+                last_q.eq(left_now == 1),
+            ]
         m.d.comb += ops.r_en.eq(fire & last)
 
         # What the row will carry, captured at issue and aligned with the read's answer.
         meta = Signal(data.StructLayout({"tag": tag, "flip": 1}))
         m.d.comb += [
-            meta.tag.addr.eq(op.c_addr + row),
+            meta.tag.addr.eq(c_now),
             meta.tag.accumulate.eq(op.accumulate),
             meta.tag.last.eq(last),
-            meta.flip.eq((row == 0) & ~op.keep_weights),
+            meta.flip.eq(first & ~op.keep_weights),
         ]
         meta_q = delayed(m, meta, SP_READ_LATENCY, "meta")
         self._collect(m, f, fire, self.sp_a_data, [self.sp_a_data.payload.data.as_value()[:a_bits], meta_q])

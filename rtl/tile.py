@@ -140,9 +140,8 @@ class Tile(wiring.Component):
         self._tokens(m, g_load, g_exec, g_store, g_vec, cmdif.flush, cfg.vector)
 
         gates = (g_load, g_exec, g_store, g_vec)
-        engine_error = self._engine_error(m, gates, cmdif.flush)
         deadlock = self._deadlock(m, dec, gates, ex, vec, gemm)
-        error = self._errors(m, engine_error, dec, deadlock, gemm, cmdif)
+        error = self._errors(m, gates, dec, deadlock, gemm, cmdif)
         # Work anywhere, from registers only: an operation offered to a unit is still held by its
         # source, the command queue (which the command interface counts itself) or a loop queue
         # (gemm.busy), until the cycle after its gate takes it, when the gate holds it. So the
@@ -153,12 +152,12 @@ class Tile(wiring.Component):
         # The decoder sees the units idle a cycle late: FENCE and the loop commands wait for it.
         # That is still exact: a unit becomes busy only by a command the decoder issues, `busy`
         # rises in the next cycle, and the decoder issues nothing while its head command waits for
-        # idle, nor in the three cycles (POP, CHECK, VERIFY) before it offers the next.
+        # idle, nor in the four cycles (POP, CHECK twice, VERIFY) before it offers the next.
         # The command interface sees it a cycle late too (its `done`, the busy counter): work that
         # leaves its queue is in a gate a cycle before the queue's count drops, so the flag does
         # not dip. No `done` before a held error is recorded.
         idle = Signal()
-        m.d.sync += idle.eq(~(busy | engine_error.valid | error.valid))
+        m.d.sync += idle.eq(~(busy | error.valid))
         m.d.comb += [
             cmdif.busy.eq(~idle),
             dec.units_idle.eq(idle),
@@ -292,37 +291,28 @@ class Tile(wiring.Component):
         m.d.comb += owners.r_en.eq(acc.read_data.valid & acc.read_data.ready)
 
     @staticmethod
-    def _engine_error(m: Module, gates, flush) -> wiring.PureInterface:
-        """The gates' error events, one a cycle (the first gate's wins a tie), through a register: an
-        engine error is the end of its engine's completion logic (a DMA's row queue, its error code,
-        the gate's token check), which then does not run on through the tile's error priority into
-        the status register. Engines finish on their own time, so a cycle more changes no order
-        the commands could see. The flush comes a cycle after the write that clears the error
-        (rtl/cmd.py): an error raised in the write's cycle is held in the flush's, and is dropped
-        there with those raised in it, as the status clear would otherwise record it anew."""
-        held = ERROR_EVENTS.create(path=("engine_error",))
-        m.d.sync += held.valid.eq(0)
+    def _errors(m: Module, gates, dec: Decoder, deadlock, gemm: GemmLoop, cmdif) -> wiring.PureInterface:
+        """The error events into the command interface, one a cycle, each through one register:
+        the gates' (the first gate's wins a tie) in one, the decoder's, DEADLOCK and the loop's
+        refusals (the later ones first) in another, and the second wins a tie with the first
+        after the registers (the decoder's command is the oldest). So no source's logic (an
+        engine's completion: the gate's token check, its error code) runs on through a priority
+        into the status register's enables, nor through the other sources' priority. An event is
+        recorded a cycle later; ``cmdif.busy`` holds meanwhile (an engine that reports an error is
+        still busy in that cycle: its gate counts the operation in flight), and nothing an error
+        stops is issued in that cycle (the decoder pops the bad command first; the loop has issued
+        nothing for a command it refuses). Events of the flush's cycle and the one before it are
+        dropped: the flush comes a cycle after the write that clears the error (rtl/cmd.py), so
+        they were raised before the clear, which would otherwise record them anew."""
+        flush = cmdif.flush
+        engine = ERROR_EVENTS.create(path=("engine_error",))
+        m.d.sync += engine.valid.eq(0)
         for g in reversed(gates):
             with m.If(g.error.valid & ~flush):
-                m.d.sync += [held.valid.eq(1), held.payload.eq(g.error.payload)]
-        out = ERROR_EVENTS.create(path=("engine_error_out",))
-        m.d.comb += [out.valid.eq(held.valid & ~flush), out.payload.eq(held.payload)]
-        return out
-
-    @staticmethod
-    def _errors(m: Module, engine_error, dec: Decoder, deadlock, gemm: GemmLoop, cmdif) -> wiring.PureInterface:
-        """The error events into the command interface, through a register: the engines' (held
-        already), the decoder's (it wins a tie with them: its command is the oldest), DEADLOCK and
-        the loop's refusals, the later ones first. So no source's logic runs on through this
-        priority into the status register's enables. An event is recorded a cycle later;
-        ``cmdif.busy`` holds meanwhile, and nothing an error stops is issued in that cycle (the
-        decoder pops the bad command first; the loop has issued nothing for a command it refuses).
-        Events of the flush's cycle and the one before it are dropped, like the engines' in
-        ``_engine_error``: they were raised before the clear."""
+                m.d.sync += [engine.valid.eq(1), engine.payload.eq(g.error.payload)]
         raised = ERROR_EVENTS.create(path=("error_raised",))
-        for source in (engine_error, dec.error):
-            with m.If(source.valid):
-                m.d.comb += [raised.valid.eq(1), raised.payload.eq(source.payload)]
+        with m.If(dec.error.valid):
+            m.d.comb += [raised.valid.eq(1), raised.payload.eq(dec.error.payload)]
         refusals = (
             (deadlock, "DEADLOCK", dec.cmd.payload.seq),
             (gemm.too_large, "TOO_LARGE", gemm.seq),  # the loop refused a command it had accepted
@@ -337,9 +327,15 @@ class Tile(wiring.Component):
                     raised.payload.seq.eq(seq),
                 ]
         held = ERROR_EVENTS.create(path=("error_held",))
-        m.d.sync += [held.valid.eq(raised.valid & ~cmdif.flush), held.payload.eq(raised.payload)]
-        m.d.comb += [cmdif.error.valid.eq(held.valid & ~cmdif.flush), cmdif.error.payload.eq(held.payload)]
-        return held
+        m.d.sync += [held.valid.eq(raised.valid & ~flush), held.payload.eq(raised.payload)]
+        any_held = ERROR_EVENTS.create(path=("error_any",))
+        m.d.comb += [
+            any_held.valid.eq(held.valid | engine.valid),
+            any_held.payload.eq(Mux(held.valid, held.payload, engine.payload)),
+            cmdif.error.valid.eq(any_held.valid & ~flush),
+            cmdif.error.payload.eq(any_held.payload),
+        ]
+        return any_held
 
     @staticmethod
     def _deadlock(m: Module, dec: Decoder, gates, ex: ExecUnit, vec: VectorEngine, gemm: GemmLoop) -> Value:

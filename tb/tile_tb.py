@@ -205,7 +205,7 @@ async def tile_errors(dut) -> None:
     ]
     for words, code in bad:
         await t.push(words)
-        await ClockCycles(dut.clk, 8)
+        await ClockCycles(dut.clk, 10)  # a split LOAD is checked twice, two cycles each (rtl/decode.py)
         status = await t.read("STATUS")
         assert status & 4 and (status >> 8) & 0xFF == code, f"{words}: status {status:#x}, want code {code}"
         assert dut.irq.value == 1
