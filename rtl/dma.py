@@ -46,6 +46,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.axi import AXI_BURST_INCR, AXI_RESP_DECERR, AXI_RESP_SLVERR, Axi4Signature
 from rtl.config import AccelConfig
 from rtl.ops import dma_desc_layout
+from rtl.signals import register_stage
 
 __all__ = [
     "DESCRIPTOR",
@@ -749,14 +750,9 @@ class DmaRead(_Engine):
         back). A descriptor's last row and its report leave together, so ``done`` still comes
         after the write it reports (a reader told by it reads the row as written). Returns whether
         a write or a report is held (the engine is not idle)."""
-        out = self.sp_write
-        m.d.comb += request.ready.eq(~out.valid | out.ready)
-        with m.If(request.ready):
-            m.d.sync += [out.valid.eq(request.valid), out.payload.eq(request.payload)]
-        m.d.comb += done.ready.eq(~self.done.valid | self.done.ready)
-        with m.If(done.ready):
-            m.d.sync += [self.done.valid.eq(done.valid), self.done.payload.eq(done.payload)]
-        return out.valid | self.done.valid
+        register_stage(m, request, self.sp_write)
+        register_stage(m, done, self.done)
+        return self.sp_write.valid | self.done.valid
 
     def _write_block(self, m: Module, block: "_Block"):
         """The transposed block stage: takes a complete block when it is free or writing its last

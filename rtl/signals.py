@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Module, Signal, Value
 
-__all__ = ["delayed", "named"]
+__all__ = ["delayed", "named", "register_stage"]
 
 
 def named(m: Module, value, name: str, domain: str = "comb") -> Signal:
@@ -33,3 +33,13 @@ def delayed(m: Module, value, cycles: int, name: str):
         m.d.sync += reg.eq(value)
         value = reg
     return value
+
+
+def register_stage(m: Module, inp, out, payload=None) -> None:
+    """The stream ``out`` as one register stage of the stream ``inp``: it takes ``inp`` whenever it
+    is empty or its content is taken, so its valid and payload start at flip-flops and it never
+    holds back a source whose sink is always ready. ``payload``: what is registered instead of
+    ``inp``'s payload (a conversion on the way)."""
+    m.d.comb += inp.ready.eq(~out.valid | out.ready)
+    with m.If(inp.ready):
+        m.d.sync += [out.valid.eq(inp.valid), out.payload.eq(inp.payload if payload is None else payload)]

@@ -21,10 +21,11 @@ from rtl.config import AccelConfig
 from rtl.decode import Decoder
 from rtl.dma import DmaError, DmaRead, DmaWrite, share_axi
 from rtl.exec_unit import ExecUnit
-from rtl.gate import Gate
+from rtl.gate import EngineDone, Gate
 from rtl.gemm_loop import GemmLoop
 from rtl.ops import dma_desc_layout
 from rtl.scratchpad import Scratchpad
+from rtl.signals import register_stage
 from rtl.vector.engine import SETTLE_CYCLES as VECTOR_SETTLE_CYCLES
 from rtl.vector.engine import VectorEngine, vec_op_layout
 
@@ -203,20 +204,12 @@ class Tile(wiring.Component):
             # writer (the rows queue's output, the AXI error queue, the local write handshake) and
             # ran on into the gate's in-flight queue and dependency tokens in the same cycle.
             # The gate always takes a report, so the register never holds one back.
-            valid = Signal(name=f"{name}_done_valid")
-            error = Signal(name=f"{name}_done_error")
-            code = Signal(8, name=f"{name}_done_code")
-            with m.If(engine.done.ready):
-                m.d.sync += [valid.eq(engine.done.valid), error.eq(engine.done.payload.error), code.eq(0)]
-                for dma_code, isa_code in DMA_TO_ISA.items():
-                    with m.If(engine.done.payload.code == dma_code):
-                        m.d.sync += code.eq(isa_code)
-            m.d.comb += [
-                gate.engine_done.valid.eq(valid),
-                gate.engine_done.payload.error.eq(error),
-                gate.engine_done.payload.code.eq(code),
-                engine.done.ready.eq(~valid | gate.engine_done.ready),
-            ]
+            report = Signal(EngineDone, name=f"{name}_done_report")  # the DMA's code as the ISA's
+            m.d.comb += report.error.eq(engine.done.payload.error)
+            for dma_code, isa_code in DMA_TO_ISA.items():
+                with m.If(engine.done.payload.code == dma_code):
+                    m.d.comb += report.code.eq(isa_code)
+            register_stage(m, engine.done, gate.engine_done, report)
         return load, store
 
     def _clocked_while_busy(self, m: Module, engine: _Engine, name: str) -> _Engine:
