@@ -11,11 +11,12 @@ import operator
 from functools import reduce
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, Value
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.clock_gate import gate_domain, settled_activity
 from rtl.config import AccelConfig
+from rtl.queue import Queue
 
 __all__ = ["CMD_WORDS", "ERR", "ERROR_EVENTS", "REG", "CommandInterface", "CounterEvents", "ErrorEvent", "hwcfg_word"]
 
@@ -138,7 +139,7 @@ class CommandInterface(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        queue = fifo.SyncFIFOBuffered(width=CMD_WORDS * 32 + 16, depth=self.queue_depth)
+        queue = Queue(width=CMD_WORDS * 32 + 16, depth=self.queue_depth, buffered=True)
         if self.gate_queue:
             # The FIFO's state changes only by a write or a read, and the move of the next entry
             # into its output register in the cycles after one.

@@ -46,6 +46,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.axi import AXI_BURST_INCR, AXI_RESP_DECERR, AXI_RESP_SLVERR, Axi4Signature
 from rtl.config import AccelConfig
 from rtl.ops import dma_desc_layout
+from rtl.queue import Queue
 from rtl.signals import register_stage
 
 __all__ = [
@@ -508,7 +509,7 @@ class DmaRead(_Engine):
 
         self._read_beats(m, rgear, bursts, info_layout, errors)
         held_row = self._held_layout()
-        m.submodules.rows = rows = fifo.SyncFIFO(width=held_row.size, depth=2)
+        m.submodules.rows = rows = Queue(width=held_row.size, depth=2)
         self._assemble_rows(m, cur, have, nxt, rgear, setup, finished, rows)
         writing_block = self._write_rows(m, data.View(held_row, rows.r_data), errors, rows.r_rdy, rows.r_en)
         # Idle: nothing buffered, checked, issued, assembled or written (the block stage included).
@@ -525,7 +526,7 @@ class DmaRead(_Engine):
         the planner's last-burst logic, which lets the next descriptor in, no longer reaches back
         through the LOAD gate into the decoder (the ECP5 critical path after the decoder's). Three
         deep: its inner two entries take one descriptor per cycle while one leaves."""
-        m.submodules.cmd_buffer = buf = fifo.SyncFIFOBuffered(width=self.DESC.size, depth=3)
+        m.submodules.cmd_buffer = buf = Queue(width=self.DESC.size, depth=3, buffered=True)
         cmd = stream.Signature(self.DESC).create(path=("cmd_buffered",))
         kept = Cat(getattr(self.cmd.payload, name) for name, _ in self.DESC)
         m.d.comb += [

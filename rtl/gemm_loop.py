@@ -36,7 +36,7 @@ waits until at most one STORE is unfinished.
 """
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Shape, Signal, Value
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.clock_gate import gate_domain, settled_activity
@@ -48,6 +48,7 @@ from rtl.gemm_loop_model import block_min_rows
 from rtl.im2col import DIVIDER_WIDTH, KERNEL_MAX, MUL_B_BITS, Im2col, times_small
 from rtl.multiplier import Multiplier, MultiplierPort, times
 from rtl.ops import KIND, MAX_DIM, GemmCmd, deps_layout, dma_desc_layout
+from rtl.queue import Queue
 
 __all__ = ["GemmLoop", "pack"]
 
@@ -1107,7 +1108,7 @@ class GemmLoop(wiring.Component):
     def _queue(m: Module, port, name: str, depth: int):
         """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``."""
         layout = port.payload.shape()
-        q = fifo.SyncFIFOBuffered(width=layout.size, depth=depth)
+        q = Queue(width=layout.size, depth=depth, buffered=True)
         m.submodules[f"{name}_q"] = q
         front = stream.Signature(layout).create(path=(f"{name}_gen",))
         m.d.comb += [
