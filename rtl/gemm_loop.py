@@ -127,9 +127,12 @@ class _Prefetch:
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(n_tiles_bits, name="pf_pc")  # steps since the last slice came due (below N tiles)
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
-        # Its offset from the next block's first (K rows of A, or rows of A^T): the address is the
-        # next block's A address plus this, so a block change only restarts it.
-        self.k_off = Signal(32, name="pf_k_off")
+        # Its offset from the current block's A address: the block stride (`a_m_step`) plus the
+        # slice's offset in the next block (K rows of A, or rows of A^T). Kept as one register,
+        # written wherever the stride is (`_strides`) and stepped by the slices, so the A load's
+        # address adds it to the block's alone: the stride's sum beside it was a third carry chain
+        # before the load queue (ECP5's longest path once the queue's write enable was gone).
+        self.addr = Signal(32, name="pf_addr")
         # Transposed A: rows of the slice already loaded (fewer than the block's).
         self.chunk = Signal(block_bits, name="pf_chunk")
         # Its place: the other half's first row, then on (no half's row added per load).
@@ -140,10 +143,10 @@ class _Prefetch:
         # done < due, done < K tiles and the previous block's EXECs finished, a cycle late (`pf_go`).
         self.may = Signal(name="pf_may")
 
-    def restart(self) -> list:
+    def restart(self, block_stride) -> list:
         """The next block's first slice (``res`` is set where the other half is known)."""
-        regs = (self.done, self.due, self.pc, self.k0, self.k_off, self.chunk, self.step, self.may)
-        return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1)]
+        regs = (self.done, self.due, self.pc, self.k0, self.chunk, self.step, self.may)
+        return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1), self.addr.eq(block_stride)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
@@ -152,7 +155,7 @@ class _Prefetch:
             self.none.eq(0),
             self.le1.eq(self.none),
             self.k0.eq(self.k0 + rows),
-            self.k_off.eq(self.k_off + k_step),
+            self.addr.eq(self.addr + k_step),
             self.res.eq(self.res + mb),
             self.step.eq(1),
         ]
@@ -534,7 +537,7 @@ class GemmLoop(wiring.Component):
         # a CONV2D (whose block address is zero) the walker's piece's, so it takes the same adder
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
-        a_in_block = Mux(prefetching, steps["a_m"] + pf.k_off, a_slice) + times(a_chunk, in_e, 32)
+        a_in_block = Mux(prefetching, pf.addr, a_slice) + times(a_chunk, in_e, 32)
         # Its last block, registered (the subtract and the compare were on the way to the loads'
         # go and the prefetch's registers' enables). The register is a cycle behind the slice's
         # registers, so a transposed A load waits until they stood still for a cycle (`a_settled`:
@@ -664,7 +667,7 @@ class GemmLoop(wiring.Component):
                     # whose finishes would drive the counts below zero; a loop starts when every
                     # earlier command has finished, so its own count starts from zero.
                     m.d.sync += [ex_out.eq(0), st_out.eq(0)]
-                    m.d.sync += [*pf.restart(), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
+                    m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                     # Garbage while a resident B's row is out of range: refused before anything is issued.
                     rows_below_b = (self.cmd.p.b - layout.a_base)[: len(a_rows)]
                     m.d.sync += a_rows.eq(Mux(self.cmd.p.b_sp, rows_below_b, layout.a_rows))
@@ -753,12 +756,12 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.k0), have_le1.eq(pf.le1)]
                         # The block after next, in the half the current block is leaving.
-                        m.d.sync += [*pf.restart(), pf.res.eq(Mux(odd_block, a_half, 0))]
+                        m.d.sync += [*pf.restart(steps["a_m"]), pf.res.eq(Mux(odd_block, a_half, 0))]
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.none)
                     with m.Else():
                         m.next = "IDLE"
-        self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready)
+        self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready, pf.addr)
         m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
         a_states = fsm.ongoing("LOAD_A") | fsm.ongoing("LOAD_B")
         m.d.sync += a_settled.eq(a_states & ~(load.valid & load.ready))
@@ -1069,13 +1072,15 @@ class GemmLoop(wiring.Component):
         # k · rows ≤ n exactly when rows ≤ ⌊n / k⌋: a comparison with a constant, no adder.
         return rows <= (cfg.acc_bank_rows // 3 if cfg.acc_banks > 1 else cfg.acc_rows // 5)
 
-    def _strides(self, m: Module, c, mul: MultiplierPort, mb, steps, bias_stride, go, ready) -> None:
+    def _strides(self, m: Module, c, mul: MultiplierPort, mb, steps, bias_stride, go, ready, pf_addr) -> None:
         """The block strides (mb rows of A, C and the bias), only needed at the first block change
-        and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known."""
+        and by the prefetch: they are multiplied while the loop already runs; ``ready`` once known.
+        A's is written to the prefetch's address as well: no slice is prefetched before ``ready``
+        (nor a block changed), so its K offset is still zero then."""
         in_e = self.cfg.in_bits // 8
         with m.FSM(name="strides"):
             with m.State("IDLE"), m.If(go):
-                m.d.sync += [ready.eq(0), steps["a_m"].eq(times(mb, in_e, 32))]
+                m.d.sync += [ready.eq(0), steps["a_m"].eq(times(mb, in_e, 32)), pf_addr.eq(times(mb, in_e, 32))]
                 m.d.comb += [mul.start.eq(1), mul.a.eq(c.ldc), mul.b.eq(mb)]
                 m.next = "C"
             # Their operands are set for the whole state, whether or not it starts a product: the
@@ -1097,7 +1102,7 @@ class GemmLoop(wiring.Component):
                         m.d.comb += mul.start.eq(1)
                         m.next = "A"
             with m.State("A"), m.If(mul.done):
-                m.d.sync += [steps["a_m"].eq(mul.product[:32]), ready.eq(1)]
+                m.d.sync += [steps["a_m"].eq(mul.product[:32]), pf_addr.eq(mul.product[:32]), ready.eq(1)]
                 m.next = "IDLE"
 
     @staticmethod
