@@ -652,15 +652,21 @@ class GemmLoop(wiring.Component):
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
+                # The command's fields and the addresses taken from them follow the offer in every
+                # cycle of IDLE, taken or not: their enables are then the state alone, not the
+                # decoder's offer (the command register's enable reached 379 flip-flops). Nothing
+                # reads them in IDLE but `seq`, whose refusal is reported in IDLE's first cycle,
+                # from the register as it was.
+                p = self.cmd.p
+                m.d.sync += [c.eq(p), rows_left.eq(p.m)]
+                m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "c_m")]
+                # A CONV2D's A addresses are the walker's own: its block address stays zero.
+                m.d.sync += off["a_m"].eq(Mux(p.conv, 0, p.a))
+                m.d.sync += off["d_m"].eq(p.d)
+                m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.p), rows_left.eq(self.cmd.p.m), n0.eq(0), odd_block.eq(0)]
+                    m.d.sync += [n0.eq(0), odd_block.eq(0)]
                     m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
-                    p = self.cmd.p
-                    m.d.sync += [off[n].eq(getattr(p, n[0])) for n in ("b_n", "c_m")]
-                    # A CONV2D's A addresses are the walker's own: its block address stays zero.
-                    m.d.sync += off["a_m"].eq(Mux(p.conv, 0, p.a))
-                    m.d.sync += off["d_m"].eq(p.d)
-                    m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
                     m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
                     m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0), have_le1.eq(1)]
                     # The finish strobes are every EXEC's and STORE's, a standalone command's too,
