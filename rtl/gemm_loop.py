@@ -440,8 +440,10 @@ class GemmLoop(wiring.Component):
         a_local = layout.a_base + a_off
         # A resident B's tile: N tiles `ldb` rows apart from row `b`, a K tile's rows contiguous.
         # The loads' DRAM address: one adder for the bias, weight and A descriptors, its operands
-        # picked by the load's source (below).
-        load_addr = Signal(32)
+        # picked by the load's source (below). The block's term is queued beside the descriptor and
+        # added at the queue's output (`_queue`): in front of the queue the sum was a second carry
+        # chain after the A slice's, ECP5's longest path into the queue's storage.
+        load_addr, load_block = Signal(32), Signal(32, name="load_block")
         b_local = Mux(c.b_sp, (off["b_n"] + off["b_k"])[: self.sp_bits], b_slot)
         # The STORE reads one C slot while the mesh accumulates into the other, every cycle using
         # that bank's read port: with two or more banks the slots sit in different banks. The
@@ -483,10 +485,8 @@ class GemmLoop(wiring.Component):
         )
         m.d.sync += pf.may.eq((pf.done < pf.due) & (pf.done < k_tiles) & (ex_out <= cur_steps))
 
-        load, ex, store = (
-            self._queue(m, port, name, depth)
-            for port, name, depth in ((self.load, "load", 4), (self.exec, "exec", max(4, S)), (self.store, "store", 4))
-        )
+        load = self._queue(m, self.load, "load", 4, load_block)
+        ex, store = self._queue(m, self.exec, "exec", max(4, S)), self._queue(m, self.store, "store", 4)
         self._count(m, ex_out, ex.valid & ex.ready, self.exec_finished)
         self._count(m, st_out, store.valid & store.ready, self.store_finished)
 
@@ -784,13 +784,15 @@ class GemmLoop(wiring.Component):
         addr_src = Mux(source == 3, 0, source)
         # The block's address: A's, D's, B's, or C's for a bias read from C, on two select bits.
         block_sel = Cat(addr_src[0], addr_src[1] | (addr_src[0] & c.acc_c))
-        m.d.comb += load_addr.eq(
-            Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
-            + Mux(addr_src[1], off["b_k"], Mux(addr_src[0], n_acc, a_in_block))
-        )
+        m.d.comb += [
+            load_block.eq(
+                Mux(block_sel[1], Mux(block_sel[0], off["c_m"], off["b_n"]), Mux(block_sel[0], off["d_m"], off["a_m"]))
+            ),
+            load_addr.eq(Mux(addr_src[1], off["b_k"], Mux(addr_src[0], n_acc, a_in_block))),
+        ]
         m.d.comb += [
             load.payload.eq(Mux(source[1], Mux(source[0], conv_a_load, b_load), Mux(source[0], bias_load, a_load))),
-            load.p.op.dram_addr.eq(load_addr),  # every source's
+            load.p.op.dram_addr.eq(load_addr),  # every source's (the block's term beside it)
             ex.payload.eq(exec_op),
             store.payload.eq(store_op),
             self.seq.eq(c.seq),
@@ -1116,20 +1118,26 @@ class GemmLoop(wiring.Component):
         m.d.sync += counter.eq(counter + issued - finished)
 
     @staticmethod
-    def _queue(m: Module, port, name: str, depth: int):
-        """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``."""
+    def _queue(m: Module, port, name: str, depth: int, addend: Value | None = None):
+        """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``. ``addend``: a term
+        queued beside each operation and added to its DRAM address at the FIFO's output (from its
+        output register), so the sum is not in front of the FIFO."""
         layout = port.payload.shape()
-        q = Queue(width=layout.size, depth=depth, buffered=True)
+        extra = 0 if addend is None else len(addend)
+        q = Queue(width=layout.size + extra, depth=depth, buffered=True)
         m.submodules[f"{name}_q"] = q
         front = stream.Signature(layout).create(path=(f"{name}_gen",))
+        head = data.View(layout, q.r_data[: layout.size])
         m.d.comb += [
             q.w_en.eq(front.valid),
-            q.w_data.eq(front.payload),
+            q.w_data.eq(front.payload.as_value() if addend is None else Cat(front.payload, addend)),
             front.ready.eq(q.w_rdy),
             port.valid.eq(q.r_rdy),
-            port.payload.eq(q.r_data),
+            port.payload.eq(head),
             q.r_en.eq(port.ready),
         ]
+        if addend is not None:
+            m.d.comb += port.payload.op.dram_addr.eq(head.op.dram_addr + q.r_data[layout.size :])
         return front
 
     @staticmethod
