@@ -675,10 +675,10 @@ class GemmLoop(wiring.Component):
                     m.d.sync += [ex_out.eq(0), st_out.eq(0)]
                     m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                     # Garbage while a resident B's row is out of range: refused before anything is issued.
-                    rows_below_b = (self.cmd.p.b - layout.a_base)[: len(a_rows)]
-                    m.d.sync += a_rows.eq(Mux(self.cmd.p.b_sp, rows_below_b, layout.a_rows))
+                    rows_below_b = (p.b - layout.a_base)[: len(a_rows)]
+                    m.d.sync += a_rows.eq(Mux(p.b_sp, rows_below_b, layout.a_rows))
                     restart_k()
-                    with m.If(self.cmd.p.conv):
+                    with m.If(p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
                     with m.Else():
