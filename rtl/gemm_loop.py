@@ -77,6 +77,10 @@ LOOP_SETTLE_CYCLES = 4
 WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "EXEC", "STORE")
 
 
+# The FSM's states whose loads the load queue's source follows (`goto`).
+LOAD_STATES = ("BIAS", "LOAD_A", "LOAD_B")
+
+
 def pack(layout: data.StructLayout, **fields) -> Value:
     """The bits of a ``layout`` value with the given fields; fields not given are zero."""
     unknown = set(fields) - {name for name, _ in layout}
@@ -605,20 +609,30 @@ class GemmLoop(wiring.Component):
         next_unloaded, have_le1 = Signal(name="next_unloaded"), Signal(name="have_le1")
         m.d.sync += next_unloaded.eq(k0 + R >= have)
 
+        # The load states as flip-flops beside the FSM's state, set by every transition of the
+        # loop's states (`goto`): the load's source and the A descriptor's choices read them, not
+        # a decode of the state (a LUT level more in front of the load queue's storage, ECP5's
+        # longest path).
+        at = {name: Signal(name=f"at_{name.lower()}") for name in LOAD_STATES}
+
+        def goto(state: str) -> None:
+            m.next = state
+            m.d.sync += [flag.eq(name == state) for name, flag in at.items()]
+
         def go_data_loads(first_n, unloaded) -> None:
             """A step's loads: its A slice (first N tile of a block unless prefetched, or every step
             when streaming), then its weight tile (and maybe a slice of the next block's A). The
             arguments are those of the step being entered, not the registers still being updated."""
             with m.If((first_n & unloaded) | streaming):
-                m.next = "LOAD_A"
+                goto("LOAD_A")
             with m.Elif(c.b_sp):  # no weight load: the tile is in the scratchpad
-                m.next = "EXEC"
+                goto("EXEC")
             with m.Else():
-                m.next = "LOAD_B"
+                goto("LOAD_B")
 
         def go_pair(first_n, unloaded) -> None:
             with m.If(has_bias):
-                m.next = "BIAS"
+                goto("BIAS")
             with m.Else():
                 go_data_loads(first_n, unloaded)
 
@@ -697,7 +711,7 @@ class GemmLoop(wiring.Component):
                     m.d.sync += loaded.eq(c.b_sp & ~bias_then_a)
                     go_data_loads(n0 == 0, have_le1)
             with m.State("LOAD_A"):
-                self._load_a(m, c, load, im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded)
+                self._load_a(m, c, load, im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded, goto)
             with m.State("LOAD_B"):
                 with m.If(pf_go):
                     m.d.comb += load.valid.eq(a_go)
@@ -708,7 +722,7 @@ class GemmLoop(wiring.Component):
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
                     with m.If(slot_free & load.ready):
-                        m.next = "EXEC"
+                        goto("EXEC")
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):
@@ -718,14 +732,14 @@ class GemmLoop(wiring.Component):
                     with m.If(in_group):  # the group's next pair, at the same K tile
                         m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                         with m.If(first_k & has_bias):
-                            m.next = "BIAS"
+                            goto("BIAS")
                         with m.Else():
                             go_data_loads(0, 0)
                     with m.Else():
                         with m.If(grp):  # back to the group's first pair
                             m.d.sync += [g_f.eq(0), n0.eq(0), off["b_n"].eq(c.b), last_n.eq(one_n_tile)]
                         with m.If(last_k):
-                            m.next = "STORE"
+                            goto("STORE")
                         with m.Else():
                             self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps)
                             go_data_loads(grp | (n0 == 0), next_unloaded)
@@ -766,20 +780,19 @@ class GemmLoop(wiring.Component):
                         m.d.comb += im2col.next_block.eq(c.conv)  # a GEMM leaves the walker as it is
                         go_pair(1, pf.none)
                     with m.Else():
-                        m.next = "IDLE"
+                        goto("IDLE")
         self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready, pf.addr)
-        m.d.comb += prefetching.eq(fsm.ongoing("LOAD_B"))
-        a_states = fsm.ongoing("LOAD_A") | fsm.ongoing("LOAD_B")
-        m.d.sync += a_settled.eq(a_states & ~(load.valid & load.ready))
+        m.d.comb += prefetching.eq(at["LOAD_B"])
+        m.d.sync += a_settled.eq((at["LOAD_A"] | at["LOAD_B"]) & ~(load.valid & load.ready))
         # The load's source, encoded once: each bit of the descriptor is then one four-way
-        # multiplexer on two shared select bits, not a chain of the states' tests.
-        source = Signal(range(4))  # the A descriptor (the step's slice or the prefetch's), bias, weights, walker
-        with m.If(fsm.ongoing("BIAS")):
-            m.d.comb += source.eq(1)
-        with m.Elif(fsm.ongoing("LOAD_B")):
-            m.d.comb += source.eq(Mux(pf_go, 0, 2))
-        with m.Elif(c.conv):
-            m.d.comb += source.eq(3)
+        # multiplexer on two shared select bits, not a chain of the states' tests. 0: the A
+        # descriptor (the step's slice or the prefetch's), 1: bias, 2: weights, 3: the walker's
+        # piece (in LOAD_A of a CONV2D; outside the load states the source is not read).
+        source = Signal(range(4))
+        m.d.comb += [
+            source[0].eq(at["BIAS"] | (c.conv & ~at["LOAD_B"])),
+            source[1].eq(Mux(at["LOAD_B"], ~pf_go, c.conv & ~at["BIAS"])),
+        ]
         # The address's source: the walker's pieces take the A descriptor's (see `a_in_block`).
         addr_src = Mux(source == 3, 0, source)
         # The block's address: A's, D's, B's, or C's for a bias read from C, on two select bits.
@@ -1155,16 +1168,19 @@ class GemmLoop(wiring.Component):
             im2col.col.eq(Mux(seg.packed, seg.col, 0)),
         ]
 
-    def _load_a(self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded) -> None:
+    def _load_a(
+        self, m: Module, c, load, im2col: Im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded, goto
+    ) -> None:
         """A's K slice for this step, once its rows are free: the walker's loads (CONV2D: one walk,
         or one per segment when packed), or up to ``dim`` rows per load (a transposed A). Then the
         weight tile's load, or with a resident B the EXEC, which the last A load gave its token."""
 
         def a_done() -> None:
             m.d.sync += loaded.eq(c.b_sp)
-            m.next = "LOAD_B"
             with m.If(c.b_sp):
-                m.next = "EXEC"
+                goto("EXEC")
+            with m.Else():
+                goto("LOAD_B")
 
         # The step's last walk has ended (its last piece left in the cycle before): the state
         # changes from this register, not from the piece's handshake through the walker's flags
