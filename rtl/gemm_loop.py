@@ -678,20 +678,22 @@ class GemmLoop(wiring.Component):
                 m.d.sync += off["a_m"].eq(Mux(p.conv, 0, p.a))
                 m.d.sync += off["d_m"].eq(p.d)
                 m.d.sync += bias_stride.eq(Mux(p.acc_c, p.ldc, Mux(p.bias == 2, 0, p.ldd)))
+                # So do the loop's positions, which start from the same values whatever comes:
+                # their enables are the state, not the offer's `valid`.
+                m.d.sync += [n0.eq(0), odd_block.eq(0)]
+                m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
+                m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
+                m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0), have_le1.eq(1)]
+                # The finish strobes are every EXEC's and STORE's, a standalone command's too,
+                # whose finishes would drive the counts below zero; a loop starts when every
+                # earlier command has finished, so its own count starts from zero.
+                m.d.sync += [ex_out.eq(0), st_out.eq(0)]
+                m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
+                # Garbage while a resident B's row is out of range: refused before anything is issued.
+                rows_below_b = (p.b - layout.a_base)[: len(a_rows)]
+                m.d.sync += a_rows.eq(Mux(p.b_sp, rows_below_b, layout.a_rows))
+                restart_k()  # (its K rows are set again once the command's are known: K_TILES)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [n0.eq(0), odd_block.eq(0)]
-                    m.d.sync += [slot.eq(0), used.eq(0), g_f.eq(0), second.eq(0)]
-                    m.d.sync += [b_slot.eq(layout.b_base), ring.eq(0), res.eq(0)]
-                    m.d.sync += [older.eq(0), cur_steps.eq(0), have.eq(0), have_le1.eq(1)]
-                    # The finish strobes are every EXEC's and STORE's, a standalone command's too,
-                    # whose finishes would drive the counts below zero; a loop starts when every
-                    # earlier command has finished, so its own count starts from zero.
-                    m.d.sync += [ex_out.eq(0), st_out.eq(0)]
-                    m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
-                    # Garbage while a resident B's row is out of range: refused before anything is issued.
-                    rows_below_b = (p.b - layout.a_base)[: len(a_rows)]
-                    m.d.sync += a_rows.eq(Mux(p.b_sp, rows_below_b, layout.a_rows))
-                    restart_k()
                     with m.If(p.conv):
                         m.d.comb += im2col.setup.eq(1)
                         m.next = "CONV_SIZE"
@@ -746,6 +748,9 @@ class GemmLoop(wiring.Component):
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
                 m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & tail_zero)
+                # Every way out of STORE starts a pair at its first K tile, and nothing in STORE
+                # reads the K position: it restarts in every cycle, its enables the state alone.
+                restart_k()
                 with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
                     m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                 with m.Elif(store.valid & store.ready):
@@ -756,7 +761,6 @@ class GemmLoop(wiring.Component):
                         m.d.sync += slot.eq(1)
                     with m.Else():
                         m.d.sync += [slot.eq(~slot), used.bit_select(slot, 1).eq(1)]
-                    restart_k()
                     with m.If(~last_n):
                         m.d.sync += next_n_tile()
                         m.d.sync += res.eq(Mux(odd_block, a_half, 0))
