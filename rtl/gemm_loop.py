@@ -474,12 +474,17 @@ class GemmLoop(wiring.Component):
         bias_free = ~slot_used | (st_out <= 1)
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
-        pf_kslice = _min_const(c.k - pf.k0, R)
         # Its compares, registered a cycle late (they were on the way to the load's go and the
         # prefetch registers' enables): a stale value is safe. Issuing an EXEC adds one to both
         # ex_out and cur_steps (which saturates only far above ex_out), a finish and `due` only
         # make the compares truer, and after `done` grows `pf.step` holds the go until the next
         # EXEC. Only a restart makes them false: it clears the register as well (`pf.restart`).
+        # The slice's K rows are registered a cycle late as well (their subtract and minimum were
+        # ECP5's longest path, into the load queue's storage): never read stale, as the go waits
+        # a cycle after each change of `pf.k0` (for `pf.may` after a restart, for the next step
+        # after a slice), and the command's K is set long before its first prefetch.
+        pf_kslice = Signal(range(R + 1), name="pf_kslice")
+        m.d.sync += pf_kslice.eq(_min_const(c.k - pf.k0, R))
         pf_go = (
             prefetch
             & strides_ready  # the next block's address needs the block stride
@@ -750,7 +755,10 @@ class GemmLoop(wiring.Component):
                 m.d.comb += store.valid.eq((strides_ready | ~last_n | last_m) & tail_zero)
                 # Every way out of STORE starts a pair at its first K tile, and nothing in STORE
                 # reads the K position: it restarts in every cycle, its enables the state alone.
+                # So does the A rows' offset: the other half at a block change, else the block's.
                 restart_k()
+                block_change = last_n & ~(tail & ~second) & ~last_m
+                m.d.sync += res.eq(Mux(odd_block ^ block_change, a_half, 0))
                 with m.If(store.valid & store.ready & in_group):  # the group's next pair's STORE
                     m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                 with m.Elif(store.valid & store.ready):
@@ -763,11 +771,9 @@ class GemmLoop(wiring.Component):
                         m.d.sync += [slot.eq(~slot), used.bit_select(slot, 1).eq(1)]
                     with m.If(~last_n):
                         m.d.sync += next_n_tile()
-                        m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(tail & ~second):  # the last pair's second part
                         m.d.sync += [second.eq(1), tail_left.eq(first_rows), tail_zero.eq(first_rows == 0)]
-                        m.d.sync += res.eq(Mux(odd_block, a_half, 0))
                         go_pair(0, 0)
                     with m.Elif(~last_m):
                         m.d.sync += [n0.eq(0), rows_left.eq(rows_after), odd_block.eq(~odd_block)]
@@ -777,7 +783,6 @@ class GemmLoop(wiring.Component):
                         with m.If(~c.conv):
                             m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
                         m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
-                        m.d.sync += [res.eq(Mux(odd_block, 0, a_half))]
                         m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.k0), have_le1.eq(pf.le1)]
                         # The block after next, in the half the current block is leaving.
                         m.d.sync += [*pf.restart(steps["a_m"]), pf.res.eq(Mux(odd_block, a_half, 0))]
