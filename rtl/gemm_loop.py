@@ -77,8 +77,9 @@ LOOP_SETTLE_CYCLES = 4
 WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "EXEC", "STORE")
 
 
-# The FSM's states whose loads the load queue's source follows (`goto`).
-LOAD_STATES = ("BIAS", "LOAD_A", "LOAD_B")
+# The loop's states kept as flip-flops beside the FSM's state (`goto`): the load queue's source
+# and the EXEC's steps read them.
+FLAGGED_STATES = ("BIAS", "LOAD_A", "LOAD_B", "EXEC", "STORE")
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -416,7 +417,13 @@ class GemmLoop(wiring.Component):
         seg = _Segments()
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
-        last_pos = ~c.conv | seg.packed | ((kx + 1 == c.kw) & (ky + 1 == c.kh))
+
+        # The last kernel position, as a register set wherever kx and ky are (from their new
+        # values): its compares were in front of the K position's enable.
+        def is_last_pos(x, y) -> Value:
+            return ~c.conv | seg.packed | ((x + 1 == c.kw) & (y + 1 == c.kh))
+
+        last_pos = Signal(name="last_pos")
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
         # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
@@ -614,11 +621,11 @@ class GemmLoop(wiring.Component):
         next_unloaded, have_le1 = Signal(name="next_unloaded"), Signal(name="have_le1")
         m.d.sync += next_unloaded.eq(k0 + R >= have)
 
-        # The load states as flip-flops beside the FSM's state, set by every transition of the
-        # loop's states (`goto`): the load's source and the A descriptor's choices read them, not
-        # a decode of the state (a LUT level more in front of the load queue's storage, ECP5's
-        # longest path).
-        at = {name: Signal(name=f"at_{name.lower()}") for name in LOAD_STATES}
+        # The loop's states as flip-flops beside the FSM's state, set by every transition into or
+        # out of them (`goto`; the setup reaches them only through READY's): the load's source,
+        # the A descriptor's choices and the EXEC's steps read them, not a decode of the state (a
+        # LUT level more in front of the load queue's storage and of wide enables on ECP5).
+        at = {name: Signal(name=f"at_{name.lower()}") for name in FLAGGED_STATES}
 
         def goto(state: str) -> None:
             m.next = state
@@ -644,6 +651,7 @@ class GemmLoop(wiring.Component):
         def restart_k() -> None:
             """The first K tile of a pair."""
             m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), *seg.restart()]
+            m.d.sync += last_pos.eq(is_last_pos(0, 0))
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
@@ -732,10 +740,8 @@ class GemmLoop(wiring.Component):
                         goto("EXEC")
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
-                with m.If(ex.ready):
+                with m.If(ex.ready):  # (the EXEC's steps: after the FSM)
                     m.d.sync += loaded.eq(0)
-                    self._next_step(m, b_slot, ring, streaming, mb, cur_steps, older)
-                    m.d.sync += pf.after_step(n_tiles)
                     with m.If(in_group):  # the group's next pair, at the same K tile
                         m.d.sync += [g_f.eq(g_f + 1), *next_n_tile()]
                         with m.If(first_k & has_bias):
@@ -748,7 +754,6 @@ class GemmLoop(wiring.Component):
                         with m.If(last_k):
                             goto("STORE")
                         with m.Else():
-                            self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps)
                             go_data_loads(grp | (n0 == 0), next_unloaded)
             with m.State("STORE"):
                 # A block change needs the strides, which may still be being multiplied.
@@ -791,6 +796,18 @@ class GemmLoop(wiring.Component):
                     with m.Else():
                         goto("IDLE")
         self._strides(m, c, mul, mb, steps, bias_stride, strides_go, strides_ready, pf.addr)
+        # An EXEC issued steps the weight slot, the prefetch's count and (unless it is a group's
+        # or the pair's last) the K position: enabled from the EXEC flag, not the state's decode.
+        issued = at["EXEC"] & ex.ready
+        with m.If(issued):
+            self._next_step(m, b_slot, ring, streaming, mb, cur_steps, older)
+            m.d.sync += pf.after_step(n_tiles)
+        with m.If(issued & ~in_group & ~last_k):
+            self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps, last_pos, is_last_pos)
+        # Outside the loop's states the K position is the first (IDLE's restart): READY leaves
+        # its last-position flag set from the command's kernel.
+        with m.If(~Cat(*at.values()).any()):
+            m.d.sync += last_pos.eq(is_last_pos(kx, ky))
         m.d.comb += prefetching.eq(at["LOAD_B"])
         m.d.sync += a_settled.eq((at["LOAD_A"] | at["LOAD_B"]) & ~(load.valid & load.ready))
         # The load's source, encoded once: each bit of the descriptor is then one four-way
@@ -1230,7 +1247,9 @@ class GemmLoop(wiring.Component):
             m.d.sync += ring.eq(Mux(ring + mb == mb << (S.bit_length() - 1), 0, ring + mb))
         m.d.sync += [counter.eq(Mux(counter.all(), counter, counter + 1)) for counter in (cur_steps, older)]
 
-    def _next_k_tile(self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps) -> None:
+    def _next_k_tile(
+        self, m: Module, c, ks: _KSlice, kdim, kx, ky, first_k, chunk, res, mb, off, steps, last_pos, is_last_pos
+    ) -> None:
         """The next K tile: the next slice of K (GEMM) or of C_in, then the next kernel position."""
         m.d.sync += [first_k.eq(0), chunk.eq(0), res.eq(res + mb)]
         # off["a_k"]: the next kernel position's (CONV2D), or the next A slice's (GEMM only: a
@@ -1242,8 +1261,8 @@ class GemmLoop(wiring.Component):
             m.d.sync += ks.start(kdim)
             m.d.sync += off["b_k"].eq(k_sum)
             with m.If(kx + 1 == c.kw):
-                m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
+                m.d.sync += [kx.eq(0), ky.eq(ky + 1), last_pos.eq(is_last_pos(0, ky + 1))]
             with m.Else():
-                m.d.sync += kx.eq(kx + 1)
+                m.d.sync += [kx.eq(kx + 1), last_pos.eq(is_last_pos(kx + 1, ky))]
         with m.Else():
             m.d.sync += [*ks.next(), off["b_k"].eq(off["b_k"] + steps["b_k"])]
