@@ -219,7 +219,14 @@ class _Engine(wiring.Component):
     def _burst_info(self, tagged: bool) -> data.StructLayout:
         nu = self.lanes
         fields = {"len": 8, "lane": range(nu), "end": range(nu + 1)}
-        return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS} if tagged else fields)
+        if tagged:
+            return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS})
+        # The write engine's W valid is the gearbox's `level >= count` of the burst's first beat:
+        # that beat's lane count and whether it is the last are computed as the burst is issued and
+        # queued with it, so the W handshake (which enables the burst queue's head, the beat
+        # counter and the gearbox) starts at registers, not behind the fields' zero test and
+        # subtraction.
+        return data.StructLayout({**fields, "first_count": range(nu + 1), "single": 1})
 
     def _elem_log2(self, d):
         cfg = self.cfg
@@ -317,6 +324,10 @@ class _Engine(wiring.Component):
             "end": Mux(fits, seg_last[:lu] + 1, nu),
             **latched,
         }
+        if "first_count" in layout.members:
+            single = fields["len"] == 0
+            fields["single"] = single
+            fields["first_count"] = Mux(single, fields["end"] - lane, nu - lane)[: len(Signal(range(nu + 1)))]
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         room = bursts.w_rdy
         if self.max_reads >= 8:
@@ -377,7 +388,9 @@ class _Engine(wiring.Component):
         beat = Signal(8, name="beat")
         first = Signal(init=1, name="beat_first")
         later_last = Signal(name="beat_later_last")  # the current beat (not the first) is the last
-        last = Mux(first, info.len == 0, later_last)
+        precounted = "first_count" in info.shape().members
+        single = info.single if precounted else info.len == 0
+        last = Mux(first, single, later_last)
         lane = Signal(range(self.lanes), name="beat_lane")
         end = Signal(range(self.lanes + 1), name="beat_end")
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
@@ -385,7 +398,10 @@ class _Engine(wiring.Component):
         # fields and the first/last choice after them (it feeds the gearbox's handshake).
         count = Signal(range(self.lanes + 1), name="beat_count")
         n = len(count)
-        whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
+        if precounted:
+            whole = info.first_count
+        else:
+            whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
         m.d.comb += count.eq(Mux(first, whole, Mux(later_last, info.end, self.lanes)))
         self._beat_count = count
         with m.If(fire):
@@ -561,8 +577,14 @@ class DmaRead(_Engine):
         with m.If(fire):
             moved = self._beat_count << _log2(self.unit)
             m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
-        bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
-        errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
+        # An error response is noted a cycle after its beat, from registers: the note enables the
+        # error queue's level and last tag, and the R handshake came to them through the gearbox.
+        # The beat's row reaches the writer two cycles after it at the earliest (the gearbox's ring,
+        # then the rows queue), as does the note.
+        bad, tag, decerr = Signal(name="r_bad"), Signal(self.TAG_BITS, name="r_bad_tag"), Signal(name="r_decerr")
+        m.d.sync += [bad.eq(fire & ((axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)))]
+        m.d.sync += [tag.eq(info.tag), decerr.eq(axi.rresp == AXI_RESP_DECERR)]
+        errors.note(m, bad, tag, decerr)
 
     def _held_layout(self) -> data.StructLayout:
         """A row between assembler and writer, with everything needed to write it and report.
