@@ -267,7 +267,7 @@ class _Engine(wiring.Component):
     def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
-        remain to be issued, and whether the last one is issued this cycle."""
+        remain to be issued (a register)."""
         # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
         # is refused, and a zero-fill load issues no burst).
         nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
@@ -281,8 +281,8 @@ class _Engine(wiring.Component):
         # then each is one row.
         seg_len = Signal(range(self.row_units_max + 1))
         segs = Signal(16)  # segments not yet finished
-        # `segs != 0` and `segs == 1` as flags kept beside it: they feed AR/AW valid and the last
-        # burst's handshake, which lets the next descriptor in (the load engine's setup).
+        # `segs != 0` and `segs == 1` as flags kept beside it: they feed AR/AW valid, and `more`
+        # lets the next descriptor in (the load engine's setup).
         more = Signal(name="segs_more")
         last_seg = Signal(name="segs_last")
 
@@ -365,7 +365,7 @@ class _Engine(wiring.Component):
                 m.d.sync += left.eq(left - limit)
         with m.If(setup):
             m.d.sync += [addr.eq(d.dram_addr[ul:]), base.eq(d.dram_addr[ul:])]
-        # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
+        # After the updates above (a setup while a burst goes would win, though neither engine does that).
         with m.If(setup):
             row = self._row_units(d)
             contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
@@ -378,7 +378,7 @@ class _Engine(wiring.Component):
                 last_seg.eq(~d.zero & contiguous),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
-        return more, fire & last_seg & fits
+        return more
 
     def _beat_lanes(self, m: Module, info, fire):
         """First lane and end lane of the current beat of the burst ``info``, and whether it is the
@@ -472,7 +472,10 @@ class DmaRead(_Engine):
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
-        # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
+        # in the cycle after the last of those bursts goes. (Not in that cycle: the last burst's
+        # test goes through the planner's adders and AR's handshake, and as the enable of this
+        # descriptor register, the input buffer's head and the pending queue it was the tile's
+        # latest net. One AR cycle a descriptor; the bursts of one descriptor still go one a cycle.)
         cmd, cmd_level = self._input_buffer(m)
         d = Signal(self.DESC)
         held = Signal()
@@ -481,8 +484,8 @@ class DmaRead(_Engine):
         # goes through the planner's adder) does not start behind the check's carry chains.
         code = Signal(4)
         checked = self._check(m, cmd.payload)
-        planner_free = Signal()
-        advance = held & pending.w_rdy & ((code != 0) | planner_free)
+        more = Signal()  # the planner's bursts remain to be issued (a register)
+        advance = held & pending.w_rdy & ((code != 0) | ~more)
         queue_entry = Signal(entry)
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
         m.d.comb += queue_entry.row_units.eq(self._row_units(d))
@@ -495,8 +498,8 @@ class DmaRead(_Engine):
             m.d.sync += held.eq(0)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
-        more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
-        m.d.comb += planner_free.eq(~more | finishing)
+        planning = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
+        m.d.comb += more.eq(planning)
 
         # Data side, two stages joined by a queue of two held rows: the assembler builds a
         # descriptor's rows from the read gearbox (or zeros), the writer writes each held row with
@@ -933,7 +936,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more, _ = self._planner(m, d, setup, writing, "aw", bursts, {})
+        more = self._planner(m, d, setup, writing, "aw", bursts, {})
         self._read_local(m, d, wgear, row_units, setup, writing, check != 0)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
