@@ -694,6 +694,10 @@ class DmaRead(_Engine):
         rows come in while this one's ``elems`` rows are written, and a stream of blocks takes
         max(rows, elems) cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
+        # No row is taken in the cycle a descriptor's error leaves the error queue (the cycle after
+        # its last row, so only after a descriptor with an AXI error): the next row's lookup then
+        # sees the next error at the head.
+        full = full & ~errors.retiring
         failed, decerr = errors.of(out.tag)
         keep = ~failed  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
@@ -823,7 +827,9 @@ class _AxiErrors:
     Responses come in descriptor order (one AXI ID), and so do the rows the writer writes, so the
     errors form a queue of (tag, DECERR): one is noted as its response arrives, unless the error
     noted last, still queued, is the same tag's; the head is the writer's if its tag is that of
-    the row being written, and leaves with the descriptor's last row. Every descriptor whose
+    the row being written, and leaves in the cycle after the descriptor's last row (from a
+    register: the writer's release comes from the local memories' ready and ran into the queue's
+    level and read pointer; the writer takes no row in that cycle). Every descriptor whose
     rows are yet to be written issued its bursts after every queued one's, so the queue never
     holds more than the tags in work (fewer than 2^tag_bits). This takes a small LUT-RAM queue
     instead of a register pair per tag, each decoded for set and clear, behind a tag multiplexer."""
@@ -832,6 +838,7 @@ class _AxiErrors:
         self.layout = data.StructLayout({"tag": tag_bits, "decerr": 1})
         self.q = m.submodules.axi_errors = fifo.SyncFIFO(width=self.layout.size, depth=1 << tag_bits)
         self.last = Signal(tag_bits, name="axi_error_last")  # the tag noted last
+        self.retiring = Signal(name="axi_error_retiring")  # the head leaves in this cycle
 
     def note(self, m: Module, error, tag, decerr) -> None:
         """An error response for ``tag`` in this cycle (``error``)."""
@@ -846,8 +853,10 @@ class _AxiErrors:
         return self.q.r_rdy & (head.tag == tag), head.decerr
 
     def retire(self, m: Module, leaves) -> None:
-        """The head's descriptor leaves the writer (its last row, with the head its error)."""
-        m.d.comb += self.q.r_en.eq(leaves)
+        """The head's descriptor leaves the writer (its last row, with the head its error); the
+        head leaves the queue in the next cycle (``retiring``)."""
+        m.d.sync += self.retiring.eq(leaves)
+        m.d.comb += self.q.r_en.eq(self.retiring)
 
 
 class _Block:
