@@ -219,7 +219,14 @@ class _Engine(wiring.Component):
     def _burst_info(self, tagged: bool) -> data.StructLayout:
         nu = self.lanes
         fields = {"len": 8, "lane": range(nu), "end": range(nu + 1)}
-        return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS} if tagged else fields)
+        if tagged:
+            return data.StructLayout({**fields, "tag": DmaRead.TAG_BITS})
+        # The write engine's W valid is the gearbox's `level >= count` of the burst's first beat:
+        # that beat's lane count and whether it is the last are computed as the burst is issued and
+        # queued with it, so the W handshake (which enables the burst queue's head, the beat
+        # counter and the gearbox) starts at registers, not behind the fields' zero test and
+        # subtraction.
+        return data.StructLayout({**fields, "first_count": range(nu + 1), "single": 1})
 
     def _elem_log2(self, d):
         cfg = self.cfg
@@ -260,7 +267,7 @@ class _Engine(wiring.Component):
     def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
-        remain to be issued, and whether the last one is issued this cycle."""
+        remain to be issued (a register)."""
         # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
         # is refused, and a zero-fill load issues no burst).
         nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
@@ -274,8 +281,8 @@ class _Engine(wiring.Component):
         # then each is one row.
         seg_len = Signal(range(self.row_units_max + 1))
         segs = Signal(16)  # segments not yet finished
-        # `segs != 0` and `segs == 1` as flags kept beside it: they feed AR/AW valid and the last
-        # burst's handshake, which lets the next descriptor in (the load engine's setup).
+        # `segs != 0` and `segs == 1` as flags kept beside it: they feed AR/AW valid, and `more`
+        # lets the next descriptor in (the load engine's setup).
         more = Signal(name="segs_more")
         last_seg = Signal(name="segs_last")
 
@@ -317,6 +324,10 @@ class _Engine(wiring.Component):
             "end": Mux(fits, seg_last[:lu] + 1, nu),
             **latched,
         }
+        if "first_count" in layout.members:
+            single = fields["len"] == 0
+            fields["single"] = single
+            fields["first_count"] = Mux(single, fields["end"] - lane, nu - lane)[: len(Signal(range(nu + 1)))]
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         room = bursts.w_rdy
         if self.max_reads >= 8:
@@ -354,7 +365,7 @@ class _Engine(wiring.Component):
                 m.d.sync += left.eq(left - limit)
         with m.If(setup):
             m.d.sync += [addr.eq(d.dram_addr[ul:]), base.eq(d.dram_addr[ul:])]
-        # After the updates above: a transfer may be set up in the cycle its predecessor's last burst goes.
+        # After the updates above (a setup while a burst goes would win, though neither engine does that).
         with m.If(setup):
             row = self._row_units(d)
             contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
@@ -367,7 +378,7 @@ class _Engine(wiring.Component):
                 last_seg.eq(~d.zero & contiguous),
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
-        return more, fire & last_seg & fits
+        return more
 
     def _beat_lanes(self, m: Module, info, fire):
         """First lane and end lane of the current beat of the burst ``info``, and whether it is the
@@ -377,7 +388,9 @@ class _Engine(wiring.Component):
         beat = Signal(8, name="beat")
         first = Signal(init=1, name="beat_first")
         later_last = Signal(name="beat_later_last")  # the current beat (not the first) is the last
-        last = Mux(first, info.len == 0, later_last)
+        precounted = "first_count" in info.shape().members
+        single = info.single if precounted else info.len == 0
+        last = Mux(first, single, later_last)
         lane = Signal(range(self.lanes), name="beat_lane")
         end = Signal(range(self.lanes + 1), name="beat_end")
         m.d.comb += [lane.eq(Mux(first, info.lane, 0)), end.eq(Mux(last, info.end, self.lanes))]
@@ -385,7 +398,10 @@ class _Engine(wiring.Component):
         # fields and the first/last choice after them (it feeds the gearbox's handshake).
         count = Signal(range(self.lanes + 1), name="beat_count")
         n = len(count)
-        whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
+        if precounted:
+            whole = info.first_count
+        else:
+            whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
         m.d.comb += count.eq(Mux(first, whole, Mux(later_last, info.end, self.lanes)))
         self._beat_count = count
         with m.If(fire):
@@ -456,7 +472,10 @@ class DmaRead(_Engine):
 
         # Address side, two stages: the accepted descriptor is checked (and queued for the data
         # side) while the planner still issues the previous one's bursts; it moves on to the planner
-        # in the cycle the last of those bursts goes, so AR carries one burst per cycle throughout.
+        # in the cycle after the last of those bursts goes. (Not in that cycle: the last burst's
+        # test goes through the planner's adders and AR's handshake, and as the enable of this
+        # descriptor register, the input buffer's head and the pending queue it was the tile's
+        # latest net. One AR cycle a descriptor; the bursts of one descriptor still go one a cycle.)
         cmd, cmd_level = self._input_buffer(m)
         d = Signal(self.DESC)
         held = Signal()
@@ -465,8 +484,8 @@ class DmaRead(_Engine):
         # goes through the planner's adder) does not start behind the check's carry chains.
         code = Signal(4)
         checked = self._check(m, cmd.payload)
-        planner_free = Signal()
-        advance = held & pending.w_rdy & ((code != 0) | planner_free)
+        more = Signal()  # the planner's bursts remain to be issued (a register)
+        advance = held & pending.w_rdy & ((code != 0) | ~more)
         queue_entry = Signal(entry)
         m.d.comb += [queue_entry.desc.eq(d), queue_entry.code.eq(code), queue_entry.tag.eq(tag)]
         m.d.comb += queue_entry.row_units.eq(self._row_units(d))
@@ -479,8 +498,8 @@ class DmaRead(_Engine):
             m.d.sync += held.eq(0)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
-        more, finishing = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
-        m.d.comb += planner_free.eq(~more | finishing)
+        planning = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
+        m.d.comb += more.eq(planning)
 
         # Data side, two stages joined by a queue of two held rows: the assembler builds a
         # descriptor's rows from the read gearbox (or zeros), the writer writes each held row with
@@ -561,8 +580,14 @@ class DmaRead(_Engine):
         with m.If(fire):
             moved = self._beat_count << _log2(self.unit)
             m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
-        bad = (axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)
-        errors.note(m, fire & bad, info.tag, axi.rresp == AXI_RESP_DECERR)
+        # An error response is noted a cycle after its beat, from registers: the note enables the
+        # error queue's level and last tag, and the R handshake came to them through the gearbox.
+        # The beat's row reaches the writer two cycles after it at the earliest (the gearbox's ring,
+        # then the rows queue), as does the note.
+        bad, tag, decerr = Signal(name="r_bad"), Signal(self.TAG_BITS, name="r_bad_tag"), Signal(name="r_decerr")
+        m.d.sync += [bad.eq(fire & ((axi.rresp == AXI_RESP_SLVERR) | (axi.rresp == AXI_RESP_DECERR)))]
+        m.d.sync += [tag.eq(info.tag), decerr.eq(axi.rresp == AXI_RESP_DECERR)]
+        errors.note(m, bad, tag, decerr)
 
     def _held_layout(self) -> data.StructLayout:
         """A row between assembler and writer, with everything needed to write it and report.
@@ -669,6 +694,10 @@ class DmaRead(_Engine):
         rows come in while this one's ``elems`` rows are written, and a stream of blocks takes
         max(rows, elems) cycles each, not rows − 1 + elems."""
         cfg, n = self.cfg, self.dim
+        # No row is taken in the cycle a descriptor's error leaves the error queue (the cycle after
+        # its last row, so only after a descriptor with an AXI error): the next row's lookup then
+        # sees the next error at the head.
+        full = full & ~errors.retiring
         failed, decerr = errors.of(out.tag)
         keep = ~failed  # after an AXI error the local memory is left alone
         error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
@@ -798,7 +827,9 @@ class _AxiErrors:
     Responses come in descriptor order (one AXI ID), and so do the rows the writer writes, so the
     errors form a queue of (tag, DECERR): one is noted as its response arrives, unless the error
     noted last, still queued, is the same tag's; the head is the writer's if its tag is that of
-    the row being written, and leaves with the descriptor's last row. Every descriptor whose
+    the row being written, and leaves in the cycle after the descriptor's last row (from a
+    register: the writer's release comes from the local memories' ready and ran into the queue's
+    level and read pointer; the writer takes no row in that cycle). Every descriptor whose
     rows are yet to be written issued its bursts after every queued one's, so the queue never
     holds more than the tags in work (fewer than 2^tag_bits). This takes a small LUT-RAM queue
     instead of a register pair per tag, each decoded for set and clear, behind a tag multiplexer."""
@@ -807,6 +838,7 @@ class _AxiErrors:
         self.layout = data.StructLayout({"tag": tag_bits, "decerr": 1})
         self.q = m.submodules.axi_errors = fifo.SyncFIFO(width=self.layout.size, depth=1 << tag_bits)
         self.last = Signal(tag_bits, name="axi_error_last")  # the tag noted last
+        self.retiring = Signal(name="axi_error_retiring")  # the head leaves in this cycle
 
     def note(self, m: Module, error, tag, decerr) -> None:
         """An error response for ``tag`` in this cycle (``error``)."""
@@ -821,8 +853,10 @@ class _AxiErrors:
         return self.q.r_rdy & (head.tag == tag), head.decerr
 
     def retire(self, m: Module, leaves) -> None:
-        """The head's descriptor leaves the writer (its last row, with the head its error)."""
-        m.d.comb += self.q.r_en.eq(leaves)
+        """The head's descriptor leaves the writer (its last row, with the head its error); the
+        head leaves the queue in the next cycle (``retiring``)."""
+        m.d.sync += self.retiring.eq(leaves)
+        m.d.comb += self.q.r_en.eq(self.retiring)
 
 
 class _Block:
@@ -911,7 +945,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more, _ = self._planner(m, d, setup, writing, "aw", bursts, {})
+        more = self._planner(m, d, setup, writing, "aw", bursts, {})
         self._read_local(m, d, wgear, row_units, setup, writing, check != 0)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
