@@ -348,7 +348,7 @@ class GemmLoop(wiring.Component):
         rows_left, n0 = plan.rows_left, Signal(16)
         ks = _KSlice(R)
         k0 = ks.k0
-        kx, ky = Signal(3), Signal(3)
+        kx, ky = Signal(3, name="kx"), Signal(3, name="ky")
         first_k, odd_block = Signal(), Signal()
         tail_q = Signal(range(TAIL_EIGHTHS_MAX + 1))  # eighths of the last pair in its second part
         # The pair's C slot of two and which of the two an earlier pair used (its first EXEC then
