@@ -327,7 +327,7 @@ class _Engine(wiring.Component):
         if "first_count" in layout.members:
             single = fields["len"] == 0
             fields["single"] = single
-            fields["first_count"] = Mux(single, fields["end"] - lane, nu - lane)[: len(Signal(range(nu + 1)))]
+            fields["first_count"] = self._first_beat_count(single, lane, fields["end"])
         m.d.comb += info.eq(Cat(Value.cast(fields[name])[: Shape.cast(f.shape).width] for name, f in layout))
         room = bursts.w_rdy
         if self.max_reads >= 8:
@@ -380,6 +380,12 @@ class _Engine(wiring.Component):
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
         return more
 
+    def _first_beat_count(self, single, lane, end) -> Value:
+        """Lanes of a burst's first beat, from its first lane: to ``end`` if it is the burst's only
+        beat (``single``), else to the end of the bus."""
+        n = Shape.cast(range(self.lanes + 1)).width
+        return Mux(single, (end - lane)[:n], (self.lanes - lane)[:n])
+
     def _beat_lanes(self, m: Module, info, fire):
         """First lane and end lane of the current beat of the burst ``info``, and whether it is the
         last; the beat advances on ``fire``. Whether a later beat is the last is registered as the
@@ -397,11 +403,7 @@ class _Engine(wiring.Component):
         # The beat's lane count, `end - lane`, with the subtractions side by side on the registered
         # fields and the first/last choice after them (it feeds the gearbox's handshake).
         count = Signal(range(self.lanes + 1), name="beat_count")
-        n = len(count)
-        if precounted:
-            whole = info.first_count
-        else:
-            whole = Mux(info.len == 0, (info.end - info.lane)[:n], (self.lanes - info.lane)[:n])
+        whole = info.first_count if precounted else self._first_beat_count(single, info.lane, info.end)
         m.d.comb += count.eq(Mux(first, whole, Mux(later_last, info.end, self.lanes)))
         self._beat_count = count
         with m.If(fire):
