@@ -651,7 +651,7 @@ class GemmLoop(wiring.Component):
         def restart_k() -> None:
             """The first K tile of a pair."""
             m.d.sync += [*ks.start(kdim), kx.eq(0), ky.eq(0), first_k.eq(1), chunk.eq(0), *seg.restart()]
-            m.d.sync += last_pos.eq(is_last_pos(0, 0))
+            m.d.sync += last_pos.eq(is_last_pos(0, 0))  # (IDLE's from the offer a cycle old: READY's again)
             m.d.sync += [off[n].eq(0) for n in ("a_k", "b_k")]
 
         def next_n_tile() -> list:
@@ -717,6 +717,7 @@ class GemmLoop(wiring.Component):
                 m.d.sync += [grp.eq(plan.grouped & (c.n > C)), tail_q.eq(self._tail_eighths(c, k_tiles))]
                 m.d.sync += [last_m.eq(~plan.multi), last_n.eq(one_n_tile)]  # n0 is 0 from the command on
                 m.d.sync += pf.res.eq(a_half)  # the second block's A goes to the other half
+                m.d.sync += last_pos.eq(is_last_pos(0, 0))  # the command's kernel, known now
                 go_pair(1, 1)
             with m.State("BIAS"):
                 # (Each state's own offer in its handshake, not `load.valid`, the states' choice.)
@@ -804,10 +805,6 @@ class GemmLoop(wiring.Component):
             m.d.sync += pf.after_step(n_tiles)
         with m.If(issued & ~in_group & ~last_k):
             self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps, last_pos, is_last_pos)
-        # Outside the loop's states the K position is the first (IDLE's restart): READY leaves
-        # its last-position flag set from the command's kernel.
-        with m.If(~Cat(*at.values()).any()):
-            m.d.sync += last_pos.eq(is_last_pos(kx, ky))
         m.d.comb += prefetching.eq(at["LOAD_B"])
         m.d.sync += a_settled.eq((at["LOAD_A"] | at["LOAD_B"]) & ~(load.valid & load.ready))
         # The load's source, encoded once: each bit of the descriptor is then one four-way
