@@ -195,19 +195,22 @@ async def tile_errors(dut) -> None:
     cfg = t.cfg
     await t.write("IRQ_ENABLE", 0b10)
     bad = [
-        ([0x7E], ERR["BAD_OPCODE"]),
-        ([LOAD, 0, 1, 0, 0], ERR["ZERO_DIM"]),
-        ([LOAD | 1 << 13, 0, 1, 1 | (cfg.dim + 1) << 16, 0], ERR["TOO_LARGE"]),  # transposed, too wide
-        ([LOAD, 0, 1, 2 | (cfg.dim + 1) << 16, cfg.sp_rows - 3], ERR["SP_RANGE"]),  # a split LOAD's 2nd block
-        ([LOAD, 0, 1, 2 | 1 << 16, cfg.sp_rows - 1], ERR["SP_RANGE"]),
-        ([EXEC, 0, 0, 1, cfg.acc_rows], ERR["ACC_RANGE"]),
-        ([LOAD | ACC_TARGET, 2, 4, 1 | 1 << 16, 0], ERR["MISALIGNED"]),
+        ([[0x7E]], ERR["BAD_OPCODE"]),
+        ([[LOAD, 0, 1, 0, 0]], ERR["ZERO_DIM"]),
+        ([[LOAD | 1 << 13, 0, 1, 1 | (cfg.dim + 1) << 16, 0]], ERR["TOO_LARGE"]),  # transposed, too wide
+        ([[LOAD, 0, 1, 2 | (cfg.dim + 1) << 16, cfg.sp_rows - 3]], ERR["SP_RANGE"]),  # a split LOAD's 2nd block
+        ([[LOAD, 0, 1, 2 | 1 << 16, cfg.sp_rows - 1]], ERR["SP_RANGE"]),
+        ([[EXEC, 0, 0, 1, cfg.acc_rows]], ERR["ACC_RANGE"]),
+        ([[LOAD | ACC_TARGET, 2, 4, 1 | 1 << 16, 0]], ERR["MISALIGNED"]),
+        # An EXEC waiting for a LOAD token no LOAD will give, a FENCE behind it (docs/isa.md).
+        ([[EXEC | WAIT_PREV, 0, 0, 1, 0], [FENCE]], ERR["DEADLOCK"]),
     ]
-    for words, code in bad:
-        await t.push(words)
-        await ClockCycles(dut.clk, 10)  # a split LOAD is checked twice, two cycles each (rtl/decode.py)
+    for commands, code in bad:
+        for words in commands:
+            await t.push(words)
+        await ClockCycles(dut.clk, 16)  # a split LOAD is checked twice, two cycles each (rtl/decode.py)
         status = await t.read("STATUS")
-        assert status & 4 and (status >> 8) & 0xFF == code, f"{words}: status {status:#x}, want code {code}"
+        assert status & 4 and (status >> 8) & 0xFF == code, f"{commands}: status {status:#x}, want code {code}"
         assert dut.irq.value == 1
         await t.write("CONTROL", 0b10)
         await ClockCycles(dut.clk, 4)
