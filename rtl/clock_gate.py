@@ -20,10 +20,20 @@ def settled_activity(m: Module, working: Value, settle_cycles: int, name: str) -
     may still move. ``working`` must cover everything that changes the unit's state on its own (its
     operation running, a request arriving, an answer it waits for), so once this falls the unit's
     next state equals its state until ``working`` rises again, which it does in the same cycle."""
-    settle = Signal(range(settle_cycles + 1), init=settle_cycles, name=f"{name}_settle")
-    m.d.sync += settle.eq(Mux(working, settle_cycles, Mux(settle == 0, 0, settle - 1)))
     active = Signal(name=f"{name}_active")
-    m.d.comb += active.eq(working | (settle != 0))
+    if settle_cycles == 0:
+        m.d.comb += active.eq(working)
+        return active
+    # The count restarts from ``working`` a cycle late (registered, one cycle of the settling
+    # covered by that register), so ``working``, an OR over a whole unit, reaches one flip-flop
+    # and not the count's synchronous reset (12.4 ns of the tile's ECP5 path, routed).
+    was_working = Signal(init=1, name=f"{name}_was_working")
+    settle = Signal(range(settle_cycles), init=settle_cycles - 1, name=f"{name}_settle")
+    m.d.sync += [
+        was_working.eq(working),
+        settle.eq(Mux(was_working, settle_cycles - 1, Mux(settle == 0, 0, settle - 1))),
+    ]
+    m.d.comb += active.eq(working | was_working | (settle != 0))
     return active
 
 
