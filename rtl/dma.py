@@ -236,12 +236,24 @@ class _Engine(wiring.Component):
         return Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
     def _row_units(self, d):
-        """The row's length in lanes of ``unit`` bytes."""
+        """The row's length in lanes of ``unit`` bytes (of an accepted descriptor: ``elems`` is at
+        most ``dim`` or it is refused, so only its low bits count)."""
+        return self._in_units(d, self._elems(d))
+
+    def _elems(self, d) -> Value:
+        return d.elems[: Shape.cast(range(self.dim + 1)).width]
+
+    def _in_units(self, d, elements):
+        """``elements`` of ``d``'s kind in lanes of ``unit`` bytes: a choice among constant shifts,
+        so that a product of element counts (the planner's ``rows · elems``) starts at registers
+        and the kind's decode comes after it."""
         cfg, ul = self.cfg, _log2(self.unit)
         in_l = _log2(cfg.in_bits // 8) - ul
         acc_l = _log2(cfg.acc_bits // 8) - ul
         narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0)) - ul
-        return d.elems << Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
+        value = Value.cast(elements)
+        acc = Mux(d.kind[1] & (d.out == 0), value << narrow_l, value << acc_l)
+        return Mux(d.kind[0] ^ d.kind[1], acc, value << in_l)
 
     def _check(self, m: Module, d):
         """The error code of a descriptor (0 if it may run); zero, size, alignment, range, in that order.
@@ -371,7 +383,7 @@ class _Engine(wiring.Component):
             contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
             m.d.sync += [
                 stride.eq(d.dram_stride[ul:]),
-                left.eq(Mux(contiguous, d.rows * row, row)),
+                left.eq(Mux(contiguous, self._in_units(d, d.rows * self._elems(d)), row)),
                 seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
                 more.eq(~d.zero & (d.rows != 0)),
@@ -639,22 +651,30 @@ class DmaRead(_Engine):
         room = rows.w_rdy
 
         count, last = self._chunk_count(remaining, row_units)
-        # Whether rows remain and whether the next is the last, as flags kept beside `rows_in`: its
-        # compares with the descriptor's row count fed the gearbox request and the queue's release.
-        more_rows = Signal(name="more_rows")
+        # What the current descriptor still does, as flags set up with it and kept beside `rows_in`
+        # (its compares with the descriptor's row count, and the code's and kind's decode, fed the
+        # gearbox request and through it `finished`, the enable of `cur` and the rows queue): rows
+        # remain to come from the gearbox (`gear_rows`) or as zeros (`zero_rows`), or it is refused
+        # and waits to be reported (`refusing`); `last_row`: the next row is its last.
+        gear_rows = Signal(name="gear_rows")
+        zero_rows = Signal(name="zero_rows")
+        refusing = Signal(name="refusing")
         last_row = Signal(name="last_row")
-        wanted = have & (cur.code == 0) & more_rows
         m.d.comb += [
-            rgear.req.valid.eq(wanted & ~d.zero),
+            rgear.req.valid.eq(gear_rows),
             rgear.req.payload.lane.eq(self._place(d)),
             rgear.req.payload.count.eq(count),
             rgear.out.ready.eq(~last | room),
         ]
         slots = [row[k * 8 * nb : (k + 1) * 8 * nb] for k in range(chunks)]
         merged = Cat(Mux(chunk == k, rgear.out.payload[: len(s)], s) for k, s in enumerate(slots))
-        from_gearbox = rgear.out.valid & rgear.out.ready & last
-        zero_row = wanted & d.zero & room
-        refused = have & (cur.code != 0) & room
+        # A row's last chunk goes when the gearbox holds the lanes left (`level >= remaining`, the
+        # gearbox's own `out.valid` for that request, written out so that no choice of the
+        # request's count stands before the compare).
+        enough = rgear.level >= (count if isinstance(last, Const) else remaining)
+        from_gearbox = gear_rows & last & enough & room
+        zero_row = zero_rows & room
+        refused = refusing & room
         complete = from_gearbox | zero_row
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
@@ -682,10 +702,20 @@ class DmaRead(_Engine):
             out.tag.eq(cur.tag),
         ]
         with m.If(complete):
-            m.d.sync += [rows_in.eq(rows_in + 1), more_rows.eq(~last_row), last_row.eq(rows_in + 2 == d.rows)]
-        with m.If(setup):  # (a refused descriptor's flags are never used)
+            m.d.sync += [rows_in.eq(rows_in + 1), last_row.eq(rows_in + 2 == d.rows)]
+            with m.If(last_row):
+                m.d.sync += [gear_rows.eq(0), zero_rows.eq(0)]
+        with m.If(refused):
+            m.d.sync += refusing.eq(0)
+        with m.If(setup):  # (a refused descriptor's row flags are never used)
             m.d.sync += [chunk.eq(0), rows_in.eq(0), *self._remaining(remaining, last, next_row_units)]
-            m.d.sync += [more_rows.eq(1), last_row.eq(next_rows == 1)]
+            accepted = nxt.code == 0
+            m.d.sync += [
+                gear_rows.eq(accepted & ~nxt.desc.zero),
+                zero_rows.eq(accepted & nxt.desc.zero),
+                refusing.eq(~accepted),
+                last_row.eq(next_rows == 1),
+            ]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
