@@ -236,12 +236,24 @@ class _Engine(wiring.Component):
         return Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
 
     def _row_units(self, d):
-        """The row's length in lanes of ``unit`` bytes."""
+        """The row's length in lanes of ``unit`` bytes (of an accepted descriptor: ``elems`` is at
+        most ``dim`` or it is refused, so only its low bits count)."""
+        return self._in_units(d, self._elems(d))
+
+    def _elems(self, d) -> Value:
+        return d.elems[: Shape.cast(range(self.dim + 1)).width]
+
+    def _in_units(self, d, elements):
+        """``elements`` of ``d``'s kind in lanes of ``unit`` bytes: a choice among constant shifts,
+        so that a product of element counts (the planner's ``rows · elems``) starts at registers
+        and the kind's decode comes after it."""
         cfg, ul = self.cfg, _log2(self.unit)
         in_l = _log2(cfg.in_bits // 8) - ul
         acc_l = _log2(cfg.acc_bits // 8) - ul
         narrow_l = _log2(element_bytes(cfg, DmaKind.ACC_MEM, out=0)) - ul
-        return d.elems << Mux(d.kind[0] ^ d.kind[1], Mux(d.kind[1] & (d.out == 0), narrow_l, acc_l), in_l)
+        value = Value.cast(elements)
+        acc = Mux(d.kind[1] & (d.out == 0), value << narrow_l, value << acc_l)
+        return Mux(d.kind[0] ^ d.kind[1], acc, value << in_l)
 
     def _check(self, m: Module, d):
         """The error code of a descriptor (0 if it may run); zero, size, alignment, range, in that order.
@@ -264,10 +276,11 @@ class _Engine(wiring.Component):
             m.d.comb += result.eq(DmaError.RANGE)
         return result
 
-    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict):
+    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict, shape=None):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
-        remain to be issued (a register)."""
+        remain to be issued (a register). ``shape``: ``_shape(d)`` from registers, if the engine
+        keeps it (else computed here, at ``setup``)."""
         # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
         # is refused, and a zero-fill load issues no burst).
         nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
@@ -368,10 +381,10 @@ class _Engine(wiring.Component):
         # After the updates above (a setup while a burst goes would win, though neither engine does that).
         with m.If(setup):
             row = self._row_units(d)
-            contiguous = (d.rows == 1) | (d.dram_stride[ul:] == row)
+            contiguous, product = shape if shape is not None else self._shape(d)
             m.d.sync += [
                 stride.eq(d.dram_stride[ul:]),
-                left.eq(Mux(contiguous, d.rows * row, row)),
+                left.eq(Mux(contiguous, self._in_units(d, product), row)),
                 seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
                 more.eq(~d.zero & (d.rows != 0)),
@@ -379,6 +392,12 @@ class _Engine(wiring.Component):
             ]
             m.d.sync += [latched[name].eq(value) for name, value in info_fields.items()]
         return more
+
+    def _shape(self, d) -> tuple[Value, Value]:
+        """Whether ``d``'s rows are contiguous in memory (one segment), and ``rows · elems``."""
+        ul = _log2(self.unit)
+        contiguous = (d.rows == 1) | (d.dram_stride[ul:] == self._row_units(d))
+        return contiguous, d.rows * self._elems(d)
 
     def _first_beat_count(self, single, lane, end) -> Value:
         """Lanes of a burst's first beat, from its first lane: to ``end`` if it is the burst's only
@@ -498,9 +517,14 @@ class DmaRead(_Engine):
         ]
         with m.If(advance):
             m.d.sync += held.eq(0)
+        # The planner's segment shape is registered with it too: the product `rows · elems` and the
+        # stride's compare with the row start at the input buffer's registers.
+        contiguous, product = Signal(), Signal(16 + Shape.cast(range(self.dim + 1)).width)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
-        planning = self._planner(m, d, advance & (code == 0), 1, "ar", bursts, {"tag": tag})
+            m.d.sync += Cat(contiguous, product).eq(Cat(*self._shape(cmd.payload)))
+        setup = advance & (code == 0)
+        planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, (contiguous, product))
         m.d.comb += more.eq(planning)
 
         # Data side, two stages joined by a queue of two held rows: the assembler builds a
@@ -610,6 +634,13 @@ class DmaRead(_Engine):
                 "accumulate": 1,
                 "last": 1,  # the descriptor's last row: `done` follows its write
                 "skip": 1,  # no write: a refused descriptor, reported in order
+                # What the writer does with the row, decoded as it is queued (kind, transpose, skip)
+                # so that the writer's release, which reaches the queue's pointers and level, starts
+                # at the queue's read with no decode behind it: write a scratchpad row, keep it as a
+                # column of a transposed block, or write an accumulator row.
+                "sp_row": 1,
+                "sp_col": 1,
+                "acc_row": 1,
                 "code": 4,
                 "tag": self.TAG_BITS,
             }
@@ -639,22 +670,30 @@ class DmaRead(_Engine):
         room = rows.w_rdy
 
         count, last = self._chunk_count(remaining, row_units)
-        # Whether rows remain and whether the next is the last, as flags kept beside `rows_in`: its
-        # compares with the descriptor's row count fed the gearbox request and the queue's release.
-        more_rows = Signal(name="more_rows")
+        # What the current descriptor still does, as flags set up with it and kept beside `rows_in`
+        # (its compares with the descriptor's row count, and the code's and kind's decode, fed the
+        # gearbox request and through it `finished`, the enable of `cur` and the rows queue): rows
+        # remain to come from the gearbox (`gear_rows`) or as zeros (`zero_rows`), or it is refused
+        # and waits to be reported (`refusing`); `last_row`: the next row is its last.
+        gear_rows = Signal(name="gear_rows")
+        zero_rows = Signal(name="zero_rows")
+        refusing = Signal(name="refusing")
         last_row = Signal(name="last_row")
-        wanted = have & (cur.code == 0) & more_rows
         m.d.comb += [
-            rgear.req.valid.eq(wanted & ~d.zero),
+            rgear.req.valid.eq(gear_rows),
             rgear.req.payload.lane.eq(self._place(d)),
             rgear.req.payload.count.eq(count),
             rgear.out.ready.eq(~last | room),
         ]
         slots = [row[k * 8 * nb : (k + 1) * 8 * nb] for k in range(chunks)]
         merged = Cat(Mux(chunk == k, rgear.out.payload[: len(s)], s) for k, s in enumerate(slots))
-        from_gearbox = rgear.out.valid & rgear.out.ready & last
-        zero_row = wanted & d.zero & room
-        refused = have & (cur.code != 0) & room
+        # A row's last chunk goes when the gearbox holds the lanes left (`level >= remaining`, the
+        # gearbox's own `out.valid` for that request, written out so that no choice of the
+        # request's count stands before the compare).
+        enough = rgear.level >= (count if isinstance(last, Const) else remaining)
+        from_gearbox = gear_rows & last & enough & room
+        zero_row = zero_rows & room
+        refused = refusing & room
         complete = from_gearbox | zero_row
         with m.If(rgear.out.valid & rgear.out.ready):
             m.d.sync += row.eq(merged)
@@ -678,14 +717,27 @@ class DmaRead(_Engine):
             out.accumulate.eq(d.accumulate),
             out.last.eq(refused | last_row),
             out.skip.eq(refused),
+            out.sp_row.eq(~refusing & (d.kind == DmaKind.MEM_SP) & ~d.transpose),
+            out.sp_col.eq(~refusing & (d.kind == DmaKind.MEM_SP) & d.transpose),
+            out.acc_row.eq(~refusing & (d.kind == DmaKind.MEM_ACC)),
             out.code.eq(cur.code),
             out.tag.eq(cur.tag),
         ]
         with m.If(complete):
-            m.d.sync += [rows_in.eq(rows_in + 1), more_rows.eq(~last_row), last_row.eq(rows_in + 2 == d.rows)]
-        with m.If(setup):  # (a refused descriptor's flags are never used)
+            m.d.sync += [rows_in.eq(rows_in + 1), last_row.eq(rows_in + 2 == d.rows)]
+            with m.If(last_row):
+                m.d.sync += [gear_rows.eq(0), zero_rows.eq(0)]
+        with m.If(refused):
+            m.d.sync += refusing.eq(0)
+        with m.If(setup):  # (a refused descriptor's row flags are never used)
             m.d.sync += [chunk.eq(0), rows_in.eq(0), *self._remaining(remaining, last, next_row_units)]
-            m.d.sync += [more_rows.eq(1), last_row.eq(next_rows == 1)]
+            accepted = nxt.code == 0
+            m.d.sync += [
+                gear_rows.eq(accepted & ~nxt.desc.zero),
+                zero_rows.eq(accepted & nxt.desc.zero),
+                refusing.eq(~accepted),
+                last_row.eq(next_rows == 1),
+            ]
 
     def _write_rows(self, m: Module, out, errors, full, release) -> Signal:
         """Write the held row locally; after a descriptor's last row, report it on ``done``.
@@ -702,7 +754,7 @@ class DmaRead(_Engine):
         full = full & ~errors.retiring
         failed, decerr = errors.of(out.tag)
         keep = ~failed  # after an AXI error the local memory is left alone
-        error = Mux(out.code != 0, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
+        error = Mux(out.skip, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
         errors.retire(m, release & out.last & failed)
         # Lanes outside the row are zero: the scratchpad row is zero-filled beyond `elems`.
         w, place = 8 * self.unit, self._place(out)
@@ -714,14 +766,13 @@ class DmaRead(_Engine):
         sp = self._sp_request = stream.Signature(self.sp_write.payload.shape()).create(path=("sp_request",))
         self._done_request = stream.Signature(DONE).create(path=("done_request",))
         held = self._register_sp_write(m, sp, self._done_request)
-        to_sp = full & ~out.skip & (out.kind == DmaKind.MEM_SP)
         elems = [filled.word_select(e, cfg.in_bits) for e in range(n)]
         block = _Block(cfg.in_bits, n)
         # mem→sp, transposed: every row of the block is kept as a column of `block.kept` (one cycle
         # each, nothing written); after the last, the block stage copies the columns whole (no
         # multiplexer: the last row is a column by then) and writes its `elems` local rows, zero
         # past the block's rows.
-        keeping = to_sp & out.transpose & (~block.complete | block.taken)
+        keeping = full & out.sp_col & (~block.complete | block.taken)
         index = out.row[: max(1, (n - 1).bit_length())]
         with m.If(block.taken):
             m.d.sync += block.complete.eq(0)
@@ -751,14 +802,14 @@ class DmaRead(_Engine):
         placed = Cat(((k >= out.col) if k < n - 1 else 1) & (k < out.col + out.elems) for k in range(n))
         with m.If(free):
             m.d.comb += [
-                sp.valid.eq(to_sp & ~out.transpose & may),
+                sp.valid.eq(full & out.sp_row & may),
                 sp.payload.addr.eq(out.local),
                 sp.payload.data.eq(shifted),
                 sp.payload.mask.eq(Mux(keep, Mux(out.col == 0, (1 << n) - 1, placed), 0)),
             ]
         acc = self.acc_write
         m.d.comb += [
-            acc.valid.eq(full & ~out.skip & (out.kind == DmaKind.MEM_ACC) & may),
+            acc.valid.eq(full & out.acc_row & may),
             acc.payload.addr.eq(out.local),
             acc.payload.data.eq(filled[: self.acc_bits_row]),
             acc.payload.mask.eq(Mux(keep, Cat(k < out.elems for k in range(cfg.cols)), 0)),
