@@ -216,15 +216,26 @@ class _Segments:
     def restart(self) -> list:
         return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
 
-    def bind(self, cin, kslice) -> None:
+    def bind(self, m: Module, cin, kslice) -> None:
         """The next segment of a K tile of ``kslice`` rows: ``width`` channels, whether they end
         its kernel position (``position_done``) and the K tile (``tile_done``). The two remainders
-        are compared side by side, so no sum of the width is in the path to the loads (it was the
-        tile's longest on ECP5)."""
+        are compared side by side, so no sum of the width is in the path to the loads.
+
+        All three are registers following their inputs a cycle late: the subtracts, the compare
+        and the minimum in front of the load queue's storage (the walker's ``elems``, its
+        ``last``'s token) were the tile's longest ECP5 path. Never read stale: they are read only
+        while a walk's pieces leave and at its last piece, and its inputs change only at a walk's
+        last piece (``advance``), in a step's EXEC (the K slice) or outside the load states, each
+        at least four cycles before the next walk's first piece (`Im2col`: its start takes a
+        cycle for ``active``, then ``start``, ``bounds`` and ``calc``), nor change during a walk."""
         c_left, col_left = cin - self.c, kslice - self.col
-        self.width = _min(c_left, col_left)[: kslice.shape().width]  # at most kslice
-        self.position_done = c_left <= col_left
-        self.tile_done = col_left <= c_left
+        self.width = Signal(kslice.shape().width, name="seg_width")  # at most kslice
+        self.position_done, self.tile_done = Signal(name="seg_position_done"), Signal(name="seg_tile_done")
+        m.d.sync += [
+            self.width.eq(_min(c_left, col_left)[: kslice.shape().width]),
+            self.position_done.eq(c_left <= col_left),
+            self.tile_done.eq(col_left <= c_left),
+        ]
 
     def advance(self, kw) -> list:
         """Past the segment (``bind`` first)."""
@@ -574,7 +585,7 @@ class GemmLoop(wiring.Component):
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
         )
-        seg.bind(c.cin, kslice)
+        seg.bind(m, c.cin, kslice)
         last_walk = ~seg.packed | seg.tile_done  # the step's last walk (segment)
         # Resident B: the last walk's last piece is always sent, and gives EXEC its token.
         m.d.comb += im2col.keep_last.eq(c.b_sp & last_walk)
