@@ -207,11 +207,11 @@ class _Segments:
     segments, each the channels of one kernel position, side by side in the scratchpad rows. These
     registers are the walk's cursor: the next segment's kernel position, first channel and column."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int) -> None:
         self.packed = Signal(name="packed")
         self.y, self.x = Signal(3, name="seg_y"), Signal(3, name="seg_x")
         self.c = Signal(16, name="seg_c")
-        self.col = Signal(8, name="seg_col")
+        self.col = Signal(range(rows + 1), name="seg_col")  # at most the K tile's rows
 
     def restart(self) -> list:
         return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
@@ -228,13 +228,19 @@ class _Segments:
         last piece (``advance``), in a step's EXEC (the K slice) or outside the load states, each
         at least four cycles before the next walk's first piece (`Im2col`: its start takes a
         cycle for ``active``, then ``start``, ``bounds`` and ``calc``), nor change during a walk."""
+        # The tile's columns left are at most kslice (col <= kslice), so they take kslice's bits;
+        # C_in's channels left are compared with them on those bits, above them a test for zero.
+        w = kslice.shape().width
         c_left, col_left = cin - self.c, kslice - self.col
-        self.width = Signal(kslice.shape().width, name="seg_width")  # at most kslice
+        c_small = c_left[w:] == 0
+        c_le = c_small & (c_left[:w] <= col_left)
+        c_lt = c_small & (c_left[:w] < col_left)
+        self.width = Signal(w, name="seg_width")  # at most kslice
         self.position_done, self.tile_done = Signal(name="seg_position_done"), Signal(name="seg_tile_done")
         m.d.sync += [
-            self.width.eq(_min(c_left, col_left)[: kslice.shape().width]),
-            self.position_done.eq(c_left <= col_left),
-            self.tile_done.eq(col_left <= c_left),
+            self.width.eq(Mux(c_lt, c_left[:w], col_left)),
+            self.position_done.eq(c_le),
+            self.tile_done.eq(~c_lt),
         ]
 
     def advance(self, kw) -> list:
@@ -244,7 +250,7 @@ class _Segments:
             self.c.eq(Mux(done, 0, self.c + width)),
             self.x.eq(Mux(done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
             self.y.eq(Mux(done & (self.x + 1 == kw), self.y + 1, self.y)),
-            self.col.eq(Mux(self.tile_done, 0, self.col + width)),
+            self.col.eq(Mux(self.tile_done, 0, (self.col + width)[: len(self.col)])),
         ]
 
 
@@ -425,7 +431,7 @@ class GemmLoop(wiring.Component):
         cols_after_1 = cols_left > 2 * C  # two or more N tiles after this one
         one_n_tile = c.n <= C
         nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
-        seg = _Segments()
+        seg = _Segments(R)
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
 
