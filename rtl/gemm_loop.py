@@ -267,17 +267,29 @@ class _KSlice:
         self.size = Signal(range(rows + 1), name="kslice")
         # The last slice (left <= rows), set with left: no compare after it on the step's path.
         self.last = Signal(name="k_last")
+        # The next slice is the last (left <= 2 · rows), set with left: the next slice's rows are
+        # then chosen by it, not by a minimum after the subtract (into kslice, a long ECP5 path).
+        self.le2 = Signal(name="k_le2")
 
     def start(self, kdim) -> list:
-        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows)), self.last.eq(kdim <= self.rows)]
+        return [
+            self.k0.eq(0),
+            self.left.eq(kdim),
+            self.size.eq(_min(kdim, self.rows)),
+            self.last.eq(kdim <= self.rows),
+            self.le2.eq(kdim <= 2 * self.rows),
+        ]
 
     def next(self) -> list:
-        left = (self.left - self.rows)[:16]  # only while left > rows: not the last slice
+        # Only while left > rows (not the last slice): the next slice has min(left - rows, rows)
+        # rows; left - rows where that is the last, at most rows, so the subtract's low bits suffice.
+        width = len(self.size)
         return [
             self.k0.eq(self.k0 + self.rows),
-            self.left.eq(left),
-            self.size.eq(_min(left, self.rows)),
-            self.last.eq(self.left <= 2 * self.rows),
+            self.left.eq(self.left - self.rows),
+            self.size.eq(Mux(self.le2, (self.left[:width] - self.rows)[:width], self.rows)),
+            self.last.eq(self.le2),
+            self.le2.eq(self.left <= 3 * self.rows),
         ]
 
 
