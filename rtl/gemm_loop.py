@@ -207,24 +207,41 @@ class _Segments:
     segments, each the channels of one kernel position, side by side in the scratchpad rows. These
     registers are the walk's cursor: the next segment's kernel position, first channel and column."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int) -> None:
         self.packed = Signal(name="packed")
         self.y, self.x = Signal(3, name="seg_y"), Signal(3, name="seg_x")
         self.c = Signal(16, name="seg_c")
-        self.col = Signal(8, name="seg_col")
+        self.col = Signal(range(rows + 1), name="seg_col")  # at most the K tile's rows
 
     def restart(self) -> list:
         return [sig.eq(0) for sig in (self.y, self.x, self.c, self.col)]
 
-    def bind(self, cin, kslice) -> None:
+    def bind(self, m: Module, cin, kslice) -> None:
         """The next segment of a K tile of ``kslice`` rows: ``width`` channels, whether they end
         its kernel position (``position_done``) and the K tile (``tile_done``). The two remainders
-        are compared side by side, so no sum of the width is in the path to the loads (it was the
-        tile's longest on ECP5)."""
+        are compared side by side, so no sum of the width is in the path to the loads.
+
+        All three are registers following their inputs a cycle late: the subtracts, the compare
+        and the minimum in front of the load queue's storage (the walker's ``elems``, its
+        ``last``'s token) were the tile's longest ECP5 path. Never read stale: they are read only
+        while a walk's pieces leave and at its last piece, and its inputs change only at a walk's
+        last piece (``advance``), in a step's EXEC (the K slice) or outside the load states, each
+        at least four cycles before the next walk's first piece (`Im2col`: its start takes a
+        cycle for ``active``, then ``start``, ``bounds`` and ``calc``), nor change during a walk."""
+        # The tile's columns left are at most kslice (col <= kslice), so they take kslice's bits;
+        # C_in's channels left are compared with them on those bits, above them a test for zero.
+        w = kslice.shape().width
         c_left, col_left = cin - self.c, kslice - self.col
-        self.width = _min(c_left, col_left)[: kslice.shape().width]  # at most kslice
-        self.position_done = c_left <= col_left
-        self.tile_done = col_left <= c_left
+        c_small = c_left[w:] == 0
+        c_le = c_small & (c_left[:w] <= col_left)
+        c_lt = c_small & (c_left[:w] < col_left)
+        self.width = Signal(w, name="seg_width")  # at most kslice
+        self.position_done, self.tile_done = Signal(name="seg_position_done"), Signal(name="seg_tile_done")
+        m.d.sync += [
+            self.width.eq(Mux(c_lt, c_left[:w], col_left)),
+            self.position_done.eq(c_le),
+            self.tile_done.eq(~c_lt),
+        ]
 
     def advance(self, kw) -> list:
         """Past the segment (``bind`` first)."""
@@ -233,7 +250,7 @@ class _Segments:
             self.c.eq(Mux(done, 0, self.c + width)),
             self.x.eq(Mux(done, Mux(self.x + 1 == kw, 0, self.x + 1), self.x)),
             self.y.eq(Mux(done & (self.x + 1 == kw), self.y + 1, self.y)),
-            self.col.eq(Mux(self.tile_done, 0, self.col + width)),
+            self.col.eq(Mux(self.tile_done, 0, (self.col + width)[: len(self.col)])),
         ]
 
 
@@ -250,17 +267,29 @@ class _KSlice:
         self.size = Signal(range(rows + 1), name="kslice")
         # The last slice (left <= rows), set with left: no compare after it on the step's path.
         self.last = Signal(name="k_last")
+        # The next slice is the last (left <= 2 · rows), set with left: the next slice's rows are
+        # then chosen by it, not by a minimum after the subtract (into kslice, a long ECP5 path).
+        self.le2 = Signal(name="k_le2")
 
     def start(self, kdim) -> list:
-        return [self.k0.eq(0), self.left.eq(kdim), self.size.eq(_min(kdim, self.rows)), self.last.eq(kdim <= self.rows)]
+        return [
+            self.k0.eq(0),
+            self.left.eq(kdim),
+            self.size.eq(_min(kdim, self.rows)),
+            self.last.eq(kdim <= self.rows),
+            self.le2.eq(kdim <= 2 * self.rows),
+        ]
 
     def next(self) -> list:
-        left = (self.left - self.rows)[:16]  # only while left > rows: not the last slice
+        # Only while left > rows (not the last slice): the next slice has min(left - rows, rows)
+        # rows; left - rows where that is the last, at most rows, so the subtract's low bits suffice.
+        width = len(self.size)
         return [
             self.k0.eq(self.k0 + self.rows),
-            self.left.eq(left),
-            self.size.eq(_min(left, self.rows)),
-            self.last.eq(self.left <= 2 * self.rows),
+            self.left.eq(self.left - self.rows),
+            self.size.eq(Mux(self.le2, (self.left[:width] - self.rows)[:width], self.rows)),
+            self.last.eq(self.le2),
+            self.le2.eq(self.left <= 3 * self.rows),
         ]
 
 
@@ -414,7 +443,7 @@ class GemmLoop(wiring.Component):
         cols_after_1 = cols_left > 2 * C  # two or more N tiles after this one
         one_n_tile = c.n <= C
         nw = Mux(last_n, cols_left[: C.bit_length()], C)  # the last N tile's columns fit C's bits
-        seg = _Segments()
+        seg = _Segments(R)
         kdim = Mux(c.conv & ~seg.packed, c.cin, c.k)
         kslice, last_slice = ks.size, ks.last  # K rows of this tile; the last slice of kdim
 
@@ -574,7 +603,7 @@ class GemmLoop(wiring.Component):
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
         )
-        seg.bind(c.cin, kslice)
+        seg.bind(m, c.cin, kslice)
         last_walk = ~seg.packed | seg.tile_done  # the step's last walk (segment)
         # Resident B: the last walk's last piece is always sent, and gives EXEC its token.
         m.d.comb += im2col.keep_last.eq(c.b_sp & last_walk)
