@@ -244,18 +244,36 @@ class Im2col(wiring.Component):
         # column offset, lo · x_step), on one comparison, so the walker's pieces end at the next
         # limit without a test against OW. An unreachable kernel column's hi is 0.
         limit = q + step[0]  # lo at even steps, hi at odd ones
-        within = limit < self.ow
-        lo.offer(k, Cat(q[:LO_BITS], ~within))
-        hi.offer(k, Cat(Mux(unreachable, 0, Mux(within, limit, self.ow))[:OUT_BITS], ~unreachable & ~within))
+        # The limit, its tests and its kernel column, registered in every cycle: a division's are
+        # written to lo or hi in the cycle after it is done (``write_lo``, ``write_hi``), so the
+        # quotient's add and compare do not run on into the tables' write data (a long ECP5 path).
+        # Nothing reads the tables before the products that follow the divisions.
+        limit_r, within_r = Signal(OUT_BITS, name="limit_r"), Signal(name="within_r")
+        unreachable_r, k_r = Signal(name="unreachable_r"), Signal(3, name="limit_k")
+        write_lo, write_hi = Signal(name="write_lo"), Signal(name="write_hi")
+        m.d.sync += [
+            limit_r.eq(limit),
+            within_r.eq(limit < self.ow),
+            unreachable_r.eq(unreachable),
+            k_r.eq(k),
+            write_lo.eq(0),
+            write_hi.eq(0),
+        ]
+        lo.offer(k_r, Cat(limit_r[:LO_BITS], ~within_r))
+        hi.offer(k_r, Cat(Mux(unreachable_r, 0, Mux(within_r, limit_r, self.ow)), ~unreachable_r & ~within_r))
+        with m.If(write_lo):
+            m.d.comb += lo.write()
+        with m.If(write_hi):
+            m.d.comb += hi.write()
         with m.If(running & div.done):
             with m.If(step == 0):
                 m.d.sync += [self.oh.eq(q + 1), self._oh_last.eq(q)]
             with m.Elif(step == 1):
                 m.d.sync += self.ow.eq(q + 1)
             with m.Elif(~step[0]):
-                m.d.comb += lo.write()
+                m.d.sync += write_lo.eq(1)
             with m.Else():
-                m.d.comb += hi.write()
+                m.d.sync += write_hi.eq(1)
             m.d.sync += step.eq(step + 1)
             with m.If(final):
                 m.d.sync += [running.eq(0), then.eq(1)]
