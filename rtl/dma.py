@@ -519,10 +519,11 @@ class DmaRead(_Engine):
             m.d.sync += held.eq(0)
         # The planner's segment shape is registered with it too: the product `rows · elems` and the
         # stride's compare with the row start at the input buffer's registers.
-        contiguous, product = Signal(), Signal(16 + Shape.cast(range(self.dim + 1)).width)
+        offered = self._shape(cmd.payload)
+        contiguous, product = Signal(name="contiguous"), Signal(offered[1].shape(), name="rows_elems")
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
-            m.d.sync += Cat(contiguous, product).eq(Cat(*self._shape(cmd.payload)))
+            m.d.sync += Cat(contiguous, product).eq(Cat(*offered))
         setup = advance & (code == 0)
         planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, (contiguous, product))
         m.d.comb += more.eq(planning)
