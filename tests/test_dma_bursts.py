@@ -1,8 +1,9 @@
 """The DMA's burst planner (rtl/dma.py, ``_Engine._planner``) in the Amaranth simulator: the read
 engine's AR bursts, address and length, are exactly the documented cut of its segments into INCR
 bursts of at most 256 beats that never cross a 4 KiB page, for long contiguous transfers, unaligned
-starts and strided rows across page ends (the planner counts lanes of the smallest element, not
-bytes, and picks the nearer of the page end and the 256-beat limit by one compare)."""
+starts, and strided rows that cross page ends (cut in two) among rows that do not (the planner
+counts lanes of the smallest element, not bytes, picks the nearer of the page end and the 256-beat
+limit by one compare, and foresees whether the next row is one burst as the previous row's goes)."""
 
 import pytest
 from amaranth.sim import Simulator
@@ -71,17 +72,18 @@ CONFIGS = [
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda cfg: f"{cfg.name}-{cfg.dma_bits}b")
 @pytest.mark.parametrize(
-    ("addr", "stride_extra", "rows"),
+    ("addr", "stride", "rows"),
     [
-        (0x2000 + 6, 0, 700),  # contiguous, an unaligned start: 256-beat bursts, then the page end
-        (0x3000 - 40, 0, 600),  # contiguous from just below a page end
+        (0x2000 + 6, None, 700),  # contiguous, an unaligned start: 256-beat bursts, then the page end
+        (0x3000 - 40, None, 600),  # contiguous from just below a page end
         (0x5000 - 4, 4096, 5),  # strided rows, each across a page end
-        (0x7000 + 2, 38, 40),  # strided rows, some across a page end
+        (0x7000 - 30, 4100, 12),  # strided rows drifting across page ends: whole, cut, whole again
+        (0x9000 + 2, 38, 40),  # strided rows within a page, each one burst
     ],
 )
-def test_read_bursts_follow_the_rule(cfg: AccelConfig, addr: int, stride_extra: int, rows: int) -> None:
+def test_read_bursts_follow_the_rule(cfg: AccelConfig, addr: int, stride: int | None, rows: int) -> None:
     row_bytes = cfg.dim * cfg.in_bits // 8
-    stride = row_bytes + stride_extra
+    stride = row_bytes if stride is None else stride
     desc = {
         "kind": DmaKind.MEM_SP,
         "dram_addr": addr,
