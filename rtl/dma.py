@@ -276,11 +276,11 @@ class _Engine(wiring.Component):
             m.d.comb += result.eq(DmaError.RANGE)
         return result
 
-    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict, shape=None):
+    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict, shape):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
-        remain to be issued (a register). ``shape``: ``_shape(d)`` from registers, if the engine
-        keeps it (else computed here, at ``setup``)."""
+        remain to be issued (a register). ``shape``: ``_shape(d)`` from registers (kept by the
+        engine with its descriptor)."""
         # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
         # is refused, and a zero-fill load issues no burst).
         nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
@@ -316,11 +316,25 @@ class _Engine(wiring.Component):
         # Both limits are below 2^low lanes, so only `left`'s low bits go through the adders: its
         # high bits are a zero test of registers beside them, and the sums' tests a few bits wide.
         low = max(lu + _log2(BURST_MAX_BEATS), 12 - ul)
-        left_high = left[low:].any() if seg_bits > low else C(0, 1)
         seg_last = Signal(low + 1, name="seg_last")  # the segment's last lane, from the burst's first beat
-        page_last = Signal(low + 1, name="page_last")  # ... from the page start
-        m.d.comb += [seg_last.eq(lane + left[:low] - 1), page_last.eq(in_page + left[:low] - 1)]
-        fits = ~left_high & ~seg_last[lu + _log2(BURST_MAX_BEATS) :].any() & ~page_last[12 - ul :].any()
+        m.d.comb += seg_last.eq(lane + left[:low] - 1)
+
+        def fits_from(start, lanes) -> Value:
+            # The segment ends with a burst from `start` if `lanes` more end within the page and within 256 beats.
+            high = lanes[low:].any() if len(lanes) > low else C(0, 1)
+            to_end = (start[:lu] + lanes[:low] - 1)[: low + 1]
+            to_page = (start[: 12 - ul] + lanes[:low] - 1)[: low + 1]
+            return ~high & ~to_end[lu + _log2(BURST_MAX_BEATS) :].any() & ~to_page[12 - ul :].any()
+
+        # `fits` is a register, set a cycle ahead: it chooses every field and update of the burst
+        # and the address registers' enables, a fan-out that had followed the adders above (the
+        # store engine's critical path). It is foreseen at `setup` (the descriptor's first
+        # burst) and as a segment's last burst goes (the next segment's, from `base + stride` and
+        # `seg_len`); after a cut burst the planner waits a cycle (`armed`) and takes it from the
+        # registers. A cut burst ends at a page or after 256 beats, so the wait is rare and, but
+        # at a page end, under a long burst.
+        fits = Signal(name="burst_fits")
+        armed = Signal(init=1, name="burst_armed")
         to_page = Signal(range(page_units + 1))
         to_max = Signal(range(BURST_MAX_BEATS * nu + 1))
         m.d.comb += [to_page.eq(page_units - in_page), to_max.eq(BURST_MAX_BEATS * nu - lane)]
@@ -348,7 +362,7 @@ class _Engine(wiring.Component):
             # whatever this cycle pushes (one entry of the many is given up for a shorter path).
             room = Signal(init=1, name="burst_room")
             m.d.sync += room.eq(bursts.level < self.max_reads - 1)
-        valid = issuing & more & room
+        valid = issuing & more & room & armed
         word = Cat(C(0, lb), addr[lu:])
         m.d.comb += [
             getattr(axi, f"{channel}valid").eq(valid),
@@ -369,22 +383,28 @@ class _Engine(wiring.Component):
         next_seg = Signal(len(addr))
         m.d.comb += next_seg.eq(base + stride)
         step = Mux(fits, next_seg, Mux(by_max, after_max, after_page))
+        m.d.sync += [fits.eq(fits_from(addr, left)), armed.eq(1)]
         with m.If(fire):
             m.d.sync += addr.eq(step)
             with m.If(fits):
                 m.d.sync += [base.eq(next_seg), segs.eq(segs - 1), left.eq(seg_len)]
                 m.d.sync += [more.eq(~last_seg), last_seg.eq(segs == 2)]
+                m.d.sync += fits.eq(fits_from(next_seg, seg_len))
             with m.Else():
-                m.d.sync += left.eq(left - limit)
+                m.d.sync += [left.eq(left - limit), armed.eq(0)]
         with m.If(setup):
             m.d.sync += [addr.eq(d.dram_addr[ul:]), base.eq(d.dram_addr[ul:])]
         # After the updates above (a setup while a burst goes would win, though neither engine does that).
         with m.If(setup):
             row = self._row_units(d)
-            contiguous, product = shape if shape is not None else self._shape(d)
+            contiguous, product = shape
+            first = Signal(seg_bits, name="first_left")
+            m.d.comb += first.eq(Mux(contiguous, self._in_units(d, product), row))
             m.d.sync += [
+                fits.eq(fits_from(d.dram_addr[ul:], first)),
+                armed.eq(1),
                 stride.eq(d.dram_stride[ul:]),
-                left.eq(Mux(contiguous, self._in_units(d, product), row)),
+                left.eq(first),
                 seg_len.eq(row),
                 segs.eq(Mux(d.zero, 0, Mux(contiguous, 1, d.rows))),
                 more.eq(~d.zero & (d.rows != 0)),
@@ -959,8 +979,14 @@ class DmaWrite(_Engine):
         # transposed, no zero-fill, no accumulation (rtl/decode.py), so the check and the
         # planner do not decode the load-only cases.
         held = Signal(DESCRIPTOR)
-        d = Signal(DESCRIPTOR)
-        m.d.comb += [d.eq(held), d.kind[1].eq(1), d.transpose.eq(0), d.zero.eq(0), d.accumulate.eq(0)]
+        d, offered = Signal(DESCRIPTOR), Signal(DESCRIPTOR)
+        for desc, source in ((d, held), (offered, self.cmd.payload)):
+            m.d.comb += [desc.eq(source), desc.kind[1].eq(1), desc.transpose.eq(0), desc.zero.eq(0)]
+            m.d.comb += desc.accumulate.eq(0)
+        # The planner's segment shape (`rows · elems`, the stride's compare) is registered with it,
+        # so the planner's first `fits` (a register it sets at `setup`) starts at registers.
+        shape = self._shape(offered)
+        contiguous, product = Signal(name="contiguous"), Signal(shape[1].shape(), name="rows_elems")
         code = Signal(4)
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
@@ -985,7 +1011,7 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += held.eq(self.cmd.payload)
+            m.d.sync += [held.eq(self.cmd.payload), Cat(contiguous, product).eq(Cat(*shape))]
         m.d.comb += check.eq(self._check(m, d))
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
@@ -999,7 +1025,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more = self._planner(m, d, setup, writing, "aw", bursts, {})
+        more = self._planner(m, d, setup, writing, "aw", bursts, {}, (contiguous, product))
         self._read_local(m, d, wgear, row_units, setup, writing, check != 0)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
