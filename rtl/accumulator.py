@@ -15,17 +15,20 @@ Ports (docs/tile.md, "Accumulator"):
 Each bank is one ``Memory`` with one read and one write port. Requests are accepted in a cycle of
 their own (A: the arbitration above, from the ports' valid and payload) and registered, so that the
 block RAMs' ports, spread over an FPGA, are driven from flip-flops and not from the producers'
-logic. A write then goes down a three-stage lane, shared by all banks: S0 reads the old row for an
-accumulate, S1 captures it, S2 adds and writes.
+logic. A write then goes down a four-stage lane, shared by all banks: S0 reads the old row for an
+accumulate, S1 registers each bank's answer beside its block RAM (so that what follows starts from
+flip-flops, not from the block RAM's clock-to-out and the wires across the device), S2 captures
+the row, S3 adds and writes. A read takes the same S0, S1 and S2, then the read-out.
 There are two lanes side by side, and only one of them adds: the mesh's writes take the adding
 lane, and so does a DMA accumulate, in a cycle with no mesh write; other DMA writes take the plain
 lane, which only writes. (A DMA accumulate is a LOAD's option that the GEMM and CONV2D loops never
 use, so a lane of ``cols`` adders for it alone would be the accumulator's largest part left idle.)
-Two hazards are closed without stalling, per bank, from its write port: a write leaving S2 in the
-cycle a row is read is registered beside the read (the port is not transparent), and the op in S2
-one cycle later is taken as it is written; both are forwarded element-wise into the S1 capture.
-Each bank's write enable, address and lane are registered as the ops enter S2, so that the port and
-both forwarding compares start from registers.
+Three hazards are closed without stalling, per bank, from its write port: the writes landing at
+the end of a read's S0 (the port is not transparent), S1 and S2 are forwarded element-wise, the
+newest first, into its S2 capture, from the port's data now and registered one and two cycles
+ago. Their enables and addresses are compared with the read's in S0, from registers (each bank's
+write enable, address and lane are chosen in S0 and carried through S1 and S2), and S1 registers
+the choice, so S2 is one 4:1 multiplexer per element and bank, then the bank's.
 Every request goes through the same A register, so a write accepted in cycle t is seen by every
 write or read accepted in cycle t + 1 or later.
 """
@@ -46,8 +49,9 @@ from rtl.signals import delayed
 
 __all__ = ["ACC_READ_DEPTH", "ACC_READ_LATENCY", "Accumulator", "acc_geometry"]
 
-# Accept (A) → bank read (S0) → row captured (S1) → read-out → FIFO write → FIFO output.
-ACC_READ_LATENCY = 2 + READOUT_LATENCY + 1
+# Accept (A) → bank read (S0) → bank's answer registered (S1) → row captured (S2) → read-out →
+# FIFO write → FIFO output.
+ACC_READ_LATENCY = 3 + READOUT_LATENCY + 1
 # Reads in flight or waiting; one more than the latency so a consumer that is always ready sees
 # one row per cycle.
 ACC_READ_DEPTH = ACC_READ_LATENCY + 1
@@ -94,7 +98,7 @@ class Accumulator(wiring.Component):
         ports = []
         for b, mem in enumerate(self.banks):
             m.submodules[f"bank{b}"] = mem
-            # Not transparent: ``_bank_rows`` forwards the write of the read's cycle with the next one.
+            # Not transparent: ``_bank_rows`` forwards the write of the read's cycle with the later ones.
             ports.append((mem.read_port(), mem.write_port(granularity=1)))
 
         mesh_a, dma_a, add_a, add0, plain0 = self._accept_writes(m)
@@ -103,13 +107,15 @@ class Accumulator(wiring.Component):
         read0 = delayed(m, read_a, 1, "read")
         self._drive_read_ports(m, ports, (add_a, read_a))
 
-        # Each lane: (its op in S2, the row it writes). Only the adding lane reads the old row.
-        add1, add2, plain1, plain2 = (Signal(self._op, name=n) for n in ("add1", "add2", "plain1", "plain2"))
-        old2 = Signal(self.row)
-        m.d.sync += [add1.eq(add0), add2.eq(add1), plain1.eq(plain0), plain2.eq(plain1)]
-        next_addrs = self._drive_write_ports(m, ports, (add0, plain0), self._sum(m, add2, old2), plain2.data)
-        rows = self._bank_rows(m, ports, next_addrs)
-        m.d.sync += old2.eq(self._pick(m, rows, add1.bank))
+        # Each lane: its op in S1, S2 and S3 (where it writes). Only the adding lane reads the old row.
+        add1, add2, add3 = (Signal(self._op, name=f"add{k}") for k in (1, 2, 3))
+        plain1, plain2, plain3 = (Signal(self._op, name=f"plain{k}") for k in (1, 2, 3))
+        old3 = Signal(self.row)
+        m.d.sync += [add1.eq(add0), add2.eq(add1), add3.eq(add2)]
+        m.d.sync += [plain1.eq(plain0), plain2.eq(plain1), plain3.eq(plain2)]
+        ahead = self._drive_write_ports(m, ports, (add0, plain0), self._sum(m, add3, old3), plain3.data)
+        rows = self._bank_rows(m, ports, ahead)
+        m.d.sync += old3.eq(self._pick(m, rows, add2.bank))
         self._read_out(m, rows, read0)
         return m
 
@@ -201,25 +207,27 @@ class Accumulator(wiring.Component):
                 with m.If(needs):
                     m.d.sync += [rp.addr.eq(user.index), rp.en.eq(1)]
 
-    def _drive_write_ports(self, m: Module, ports, ops0, result, plain_data) -> list[Signal]:
-        """S2's write per bank, from registers: its enable, address and lane are chosen in S0 from
-        the lanes' ops ``ops0`` (the adding lane's first) and carried through S1, so that the ports,
-        the forwarding and the late compare of ``_bank_rows`` start from registers, not from
+    def _drive_write_ports(self, m: Module, ports, ops0, result, plain_data) -> list[tuple[Signal, Signal]]:
+        """S3's write per bank, from registers: its enable, address and lane are chosen in S0 from
+        the lanes' ops ``ops0`` (the adding lane's first) and carried through S1 and S2, so that the
+        ports, the forwarding and the compares of ``_bank_rows`` start from registers, not from
         multiplexers of the ops. (xc7, 4x4-bf16, measured with the one-bit late compare of
         ``_bank_rows``: the accumulator synthesized alone 2,138 -> 2,033 LUTs, but the flat tile
         only 14,420 -> 14,407, where its forwarding was already mapped about as well.) Returns each
-        bank's address held in S1, which ``_bank_rows`` compares a cycle ahead."""
+        bank's write address held in S1, and its enable and address held in S2, which ``_bank_rows``
+        compares ahead."""
         add0, plain0 = ops0
-        next_addrs = []
+        ahead = []
         for b, (_rp, wp) in enumerate(ports):
             add_here, plain_here = (op.valid & (op.bank == b) for op in ops0)  # never both (S0 refuses it)
             en_0, addr_0 = Signal.like(wp.en, name=f"bank{b}_wen_s0"), Signal.like(wp.addr, name=f"bank{b}_waddr_s0")
             for op, here in ((add0, add_here), (plain0, plain_here)):
                 with m.If(here):
                     m.d.comb += [en_0.eq(op.mask), addr_0.eq(op.index)]
-            en_n = delayed(m, en_0, 1, f"bank{b}_wen_next")
-            addr_n = delayed(m, addr_0, 1, f"bank{b}_waddr_next")
-            from_add_n = delayed(m, add_here, 1, f"bank{b}_from_add_next")
+            en_n = delayed(m, en_0, 2, f"bank{b}_wen_next")
+            addr_1 = delayed(m, addr_0, 1, f"bank{b}_waddr_s1")
+            addr_n = delayed(m, addr_1, 1, f"bank{b}_waddr_next")
+            from_add_n = delayed(m, add_here, 2, f"bank{b}_from_add_next")
             en = Signal.like(wp.en, name=f"bank{b}_wen")
             addr = Signal.like(wp.addr, name=f"bank{b}_waddr")
             from_add = Signal(name=f"bank{b}_from_add")
@@ -228,11 +236,11 @@ class Accumulator(wiring.Component):
             # inside each forwarding multiplexer (49 LUTs more in the 4x4-bf16 accumulator, xc7).
             wd = Signal(self.row, name=f"bank{b}_wdata", attrs={"keep": 1})
             m.d.comb += [wd.eq(Mux(from_add, result, plain_data)), wp.en.eq(en), wp.addr.eq(addr), wp.data.eq(wd)]
-            next_addrs.append(addr_n)
-        return next_addrs
+            ahead.append((addr_1, en_n, addr_n))
+        return ahead
 
     def _sum(self, m: Module, op2, old2):
-        """S2: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
+        """S3: the row to write, ``old + data`` per element for an accumulate, else ``data``."""
         cfg = self.cfg
         result = Signal(self.row, name="add_result")
         for k in range(cfg.cols):
@@ -249,30 +257,48 @@ class Accumulator(wiring.Component):
             m.d.comb += result[k].eq(Mux(op2.acc, total, op2.data[k]))
         return result
 
-    def _bank_rows(self, m: Module, ports, next_addrs) -> list[Signal]:
-        """Per bank, the row its port read in the previous cycle (S1 of the op that read it) with
-        the bank's writes since then: each element written in the read's own cycle (S0) or in this
-        one is taken from that write, the newer first. (This cycle's write lands only at its end;
-        the port is not transparent, so the one of the read's cycle is forwarded from a register,
-        as Yosys would build the transparency. Forwarding from the port's data, already the
-        lanes' results on the bank, once per bank and not once per reader and lane, is 132 LUTs
-        fewer in the 4x4-bf16 accumulator, xc7, measured.) This cycle's write is found by the
-        address the write port registered (``next_addrs``, chosen in S1) compared with the read's
-        a cycle ahead: only that one-bit compare is registered, and the port's registered enable
-        gives its elements."""
+    def _bank_rows(self, m: Module, ports, ahead) -> list[Signal]:
+        """Per bank, the row its port read two cycles ago (S2 of the op that read it), with the
+        bank's writes since then: each element written at the end of the read's own cycle (S0),
+        of the next (S1) or of this one (S2) is taken from that write, the newest first. The port's
+        answer is registered beside its block RAM (``bank{b}_out``), so that the multiplexers and
+        the wires across the device start from flip-flops and not from the block RAM's
+        clock-to-out. The writes are the port's data now and one and two cycles ago (registers of
+        it: the port is not transparent), so S2 is one 4:1 multiplexer per element (one LUT6 on
+        xc7, as the 3:1 it replaces used a LUT5), and its 2-bit choice per element is registered
+        in S1. All three writes are found in S0, by the enables and addresses the write port
+        carries (``ahead``: held in S1 and in S2, and the port's own) compared with the read's, from
+        registers. (Forwarding from the port's data, already the lanes' results on the bank, once
+        per bank and not once per reader and lane, was 132 LUTs fewer in the 4x4-bf16
+        accumulator, xc7, measured. With the S1 register, xc7, 4x4-bf16, the accumulator alone:
+        1,985 LUTs before it, 1,995 so; 2,148 with the two older writes folded into one registered
+        forward in S1 instead, a 2:1 multiplexer more per bit; 2,104 with the choice registered
+        from per-element hits of S0.)"""
         cols = self.cfg.cols
         rows = []
-        for b, ((rp, wp), addr_n) in enumerate(zip(ports, next_addrs, strict=True)):
-            early, same, early_data = Signal(cols), Signal(name=f"bank{b}_late_addr"), Signal(self.row)
-            m.d.sync += [
-                early.eq(wp.en & (wp.addr == rp.addr).replicate(cols)),
-                same.eq(addr_n == rp.addr),
-                early_data.eq(wp.data),
-            ]
-            late = wp.en & same.replicate(cols)
+        for b, ((rp, wp), (addr_s1, en_s2, addr_s2)) in enumerate(zip(ports, ahead, strict=True)):
+            out = Signal(self.row, name=f"bank{b}_out")
+            m.d.sync += out.eq(rp.data)
+            # In S0 of the read: whether the writes landing at the end of S0, S1 and S2 (the ops now
+            # in S3, S2 and S1) are to its row; in S1, with their enables (then the port's of a cycle
+            # ago, the port's, S2's), the choice of S2 per element, registered.
+            same = [Signal(name=f"bank{b}_{n}_addr") for n in ("early", "mid", "late")]
+            for eq, addr in zip(same, (wp.addr, addr_s2, addr_s1), strict=True):
+                m.d.sync += eq.eq(addr == rp.addr)
+            early_en = Signal.like(wp.en, name=f"bank{b}_wen_d0")
+            m.d.sync += early_en.eq(wp.en)
+            early, mid, late = (en & eq.replicate(cols) for en, eq in zip((early_en, wp.en, en_s2), same, strict=True))
+            choice = Signal(data.ArrayLayout(2, cols), name=f"bank{b}_fwd")  # 3 S2, 2 S1, 1 S0, 0 none
+            for k in range(cols):
+                m.d.sync += choice[k].eq(Mux(late[k], 3, Mux(mid[k], 2, Mux(early[k], 1, 0))))
+            written = [wp.data, Signal(self.row, name=f"bank{b}_wdata_d0"), Signal(self.row, name=f"bank{b}_wdata_d1")]
+            m.d.sync += [written[1].eq(written[0]), written[2].eq(written[1])]
             row = Signal(self.row, name=f"bank{b}_row")
             for k in range(cols):
-                m.d.comb += row[k].eq(Mux(late[k], wp.data[k], Mux(early[k], early_data[k], rp.data[k])))
+                with m.Switch(choice[k]):
+                    for c, src in ((3, written[0]), (2, written[1]), (1, written[2]), (0, out)):
+                        with m.Case(c):
+                            m.d.comb += row[k].eq(src[k])
             rows.append(row)
         return rows
 
@@ -286,16 +312,15 @@ class Accumulator(wiring.Component):
         return row
 
     def _read_out(self, m: Module, rows: list[Signal], read0) -> None:
-        """S1 of a read feeds the read-out pipeline, whose rows queue in a FIFO for ``read_data``."""
-        read1 = Signal.like(read0, name="read1")
-        m.d.sync += read1.eq(read0)
+        """S2 of a read feeds the read-out pipeline, whose rows queue in a FIFO for ``read_data``."""
+        read2 = delayed(m, read0, 2, "read_s")
         m.submodules.readout = readout = Readout(self.cfg)
         m.d.comb += [
-            readout.inp.valid.eq(read1.valid),
-            readout.inp.payload.data.eq(self._pick(m, rows, read1.bank)),
-            readout.inp.payload.scale.eq(read1.scale),
-            readout.inp.payload.act.eq(read1.act),
-            readout.inp.payload.out.eq(read1.out),
+            readout.inp.valid.eq(read2.valid),
+            readout.inp.payload.data.eq(self._pick(m, rows, read2.bank)),
+            readout.inp.payload.scale.eq(read2.scale),
+            readout.inp.payload.act.eq(read2.act),
+            readout.inp.payload.out.eq(read2.out),
         ]
         # Never full: reads are accepted only while fewer than ACC_READ_DEPTH rows are owed.
         m.submodules.fifo = fifo = SyncFIFO(width=self.row.size, depth=ACC_READ_DEPTH)
