@@ -530,8 +530,9 @@ class GemmLoop(wiring.Component):
         )
         m.d.sync += pf.may.eq((pf.done < pf.due) & (pf.done < k_tiles) & (ex_out <= cur_steps))
 
-        load = self._queue(m, self.load, "load", 4, load_block)
-        ex, store = self._queue(m, self.exec, "exec", max(4, S)), self._queue(m, self.store, "store", 4)
+        load, load_arriving = self._queue(m, self.load, "load", 4, load_block)
+        ex, ex_arriving = self._queue(m, self.exec, "exec", max(4, S))
+        store, store_arriving = self._queue(m, self.store, "store", 4)
         self._count(m, ex_out, ex.valid & ex.ready, self.exec_finished)
         self._count(m, st_out, store.valid & store.ready, self.store_finished)
 
@@ -863,7 +864,8 @@ class GemmLoop(wiring.Component):
             self.seq.eq(c.seq),
         ]
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
-        queued = (m.submodules.load_q.level != 0) | (m.submodules.exec_q.level != 0) | (m.submodules.store_q.level != 0)
+        levels = (m.submodules[f"{name}_q"].level for name in ("load", "exec", "store"))
+        queued = load_arriving | ex_arriving | store_arriving | Cat(level != 0 for level in levels).any()
         # A refusal is reported in the cycle after the loop went back to IDLE: busy until then, so
         # the decoder issues nothing meanwhile (and `seq` stays the refused command's).
         m.d.comb += self.busy.eq(~self.cmd.ready | queued | self.too_large | self.sp_range)
@@ -880,9 +882,9 @@ class GemmLoop(wiring.Component):
         gate_domain(top, "im2col", walker_active)
         top.submodules.im2col = ResetInserter({"im2col": self.halt})(DomainRenamer("im2col")(im2col))
         queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
-        # The loop's own steps with no event: the tail's address additions and whatever the walker
-        # does (its pieces, which the loop takes).
-        stepping = ~tail_zero | walker_active
+        # The loop's own steps with no event: the tail's address additions, whatever the walker
+        # does (its pieces, which the loop takes) and an operation's write into its queue.
+        stepping = ~tail_zero | walker_active | load_arriving | ex_arriving | store_arriving
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
         top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
@@ -1184,26 +1186,39 @@ class GemmLoop(wiring.Component):
 
     @staticmethod
     def _queue(m: Module, port, name: str, depth: int, addend: Value | None = None):
-        """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``. ``addend``: a term
+        """A stream-shaped front of a ``depth``-deep FIFO that drives ``port``, and a flag that an
+        operation is on its way in (it holds no place in the FIFO's level yet). ``addend``: a term
         queued beside each operation and added to its DRAM address at the FIFO's output (from its
-        output register), so the sum is not in front of the FIFO."""
+        output register), so the sum is not in front of the FIFO.
+
+        What is pushed is registered before it is written (one cycle): the payload is a choice by
+        state among operations whose fields come through adders and multiplexers, and it had run
+        on into every LUT-RAM cell of the storage. The front is ready while the FIFO and that
+        register together hold fewer than ``depth``, so the FIFO (a slot deeper) always has room
+        for the registered operation."""
         layout = port.payload.shape()
         extra = 0 if addend is None else len(addend)
-        q = Queue(width=layout.size + extra, depth=depth, buffered=True)
+        q = Queue(width=layout.size + extra, depth=depth + 1, buffered=True)
         m.submodules[f"{name}_q"] = q
         front = stream.Signature(layout).create(path=(f"{name}_gen",))
         head = data.View(layout, q.r_data[: layout.size])
+        arriving = Signal(name=f"{name}_arriving")
+        entry = Signal(q.width, name=f"{name}_entry")
+        m.d.sync += [
+            arriving.eq(front.valid & front.ready),
+            entry.eq(front.payload.as_value() if addend is None else Cat(front.payload, addend)),
+        ]
         m.d.comb += [
-            q.w_en.eq(front.valid),
-            q.w_data.eq(front.payload.as_value() if addend is None else Cat(front.payload, addend)),
-            front.ready.eq(q.w_rdy),
+            q.w_en.eq(arriving),
+            q.w_data.eq(entry),
+            front.ready.eq(q.level + arriving < depth),
             port.valid.eq(q.r_rdy),
             port.payload.eq(head),
             q.r_en.eq(port.ready),
         ]
         if addend is not None:
             m.d.comb += port.payload.op.dram_addr.eq(head.op.dram_addr + q.r_data[layout.size :])
-        return front
+        return front, arriving
 
     @staticmethod
     def _im2col_inputs(m: Module, im2col: Im2col, c, rows, local, kx, ky, k0, width, seg) -> None:
