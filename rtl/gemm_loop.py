@@ -456,17 +456,16 @@ class GemmLoop(wiring.Component):
         last_k = last_slice & last_pos
         # The command's last pair is cut in two where its block allows (`tail` below): each part
         # has at least `rows` rows, so every EXEC hides the next weight tile's preload (R cycles).
-        # Its rows, and whether it is cut, as registers a cycle (first_rows two) behind mb_rows and
-        # tail_q: the product, the compare and the subtract were on the way to the STORE's
-        # decisions (`tail`, the enables of res and tail_left), ECP5's longest loop path. Both
-        # change only in READY and at a block change, and are read (in `tail`, `pairs_after_2`
+        # Its rows, and whether it is cut, as registers a cycle (first_rows and splits two) behind
+        # mb_rows and tail_q: the product, the compare and the subtract were on the way to the
+        # STORE's decisions (`tail`, the enables of res and tail_left), ECP5's longest loop path.
+        # Both change only in READY and at a block change, and are read (in `tail`, `pairs_after_2`
         # and the parts' rows) only in a pair after the block's first (n0 != 0) or in STORE.
         second_rows, first_rows = Signal(len(mb), name="second_rows"), Signal(len(mb), name="first_rows")
         splits = Signal(name="splits")
-        second_rows_now = (times_small(mb_rows, tail_q) >> 3)[: len(mb)]
         m.d.sync += [
-            second_rows.eq(second_rows_now),
-            splits.eq(~streaming & (tail_q != 0) & (second_rows_now >= R)),
+            second_rows.eq((times_small(mb_rows, tail_q) >> 3)[: len(mb)]),
+            splits.eq(~streaming & (tail_q != 0) & (second_rows >= R)),
             first_rows.eq(mb_rows - second_rows),
         ]
         # At least two pairs follow this one: then its STORE frees its C slot for a later EXEC.
