@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
 from rtl.mesh import Mesh, mesh_latency
+from rtl.queue import Queue
 from rtl.scratchpad import SP_READ_LATENCY
 from rtl.signals import delayed
 
@@ -44,8 +45,10 @@ def exec_op_layout(sp_addr_bits: int, acc_addr_bits: int) -> data.StructLayout:
 class _Feeder:
     """Issues scratchpad reads for a run of rows and buffers the answers for a downstream stream."""
 
-    def __init__(self, m: Module, name: str, width: int, extra_bits: int, depth: int = BUFFER) -> None:
-        self.fifo = fifo.SyncFIFOBuffered(width=width + extra_bits, depth=depth)
+    def __init__(
+        self, m: Module, name: str, width: int, extra_bits: int, depth: int = BUFFER, buffered: bool = True
+    ) -> None:
+        self.fifo = Queue(width=width + extra_bits, depth=depth, buffered=buffered)
         m.submodules[f"{name}_buf"] = self.fifo
         # Slots taken: rows in the buffer plus reads in flight (one counter, not the buffer's
         # level plus one of its own: no adder in front of the compare).
@@ -159,7 +162,11 @@ class ExecUnit(wiring.Component):
         cfg = self.cfg
         # A whole next tile fits in the buffer while the mesh still holds the one after the current:
         # the mesh takes it the moment it flips, so steps of only `rows` activation rows stay back to back.
-        f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0, depth=max(BUFFER, 2 * cfg.rows))
+        # Its buffer's head is read from the storage as it is addressed (not buffered in a
+        # register): the mesh registers the row it takes anyway, and a head register's enable
+        # was the mesh's `ready`, one net to every bit of the row across the columns (ECP5:
+        # 8.5 ns of routing).
+        f = _Feeder(m, "w", cfg.cols * cfg.in_bits, 0, depth=max(BUFFER, 2 * cfg.rows), buffered=False)
         row = Signal(range(cfg.rows + 1))
         # Rows past the tile's K extent are zeros made here, so stale scratchpad data (a NaN times
         # a zero activation is still NaN) never reaches the sums.
