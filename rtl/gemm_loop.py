@@ -1194,7 +1194,8 @@ class GemmLoop(wiring.Component):
         state among operations whose fields come through adders and multiplexers, and it had run
         on into every LUT-RAM cell of the storage. The front is ready while the FIFO and that
         register together hold fewer than ``depth``, so the FIFO (a slot deeper) always has room
-        for the registered operation."""
+        for the registered operation; that is a register too (the operations held, counted a
+        cycle ahead from the push and the pop), as the states' enables take it."""
         layout = port.payload.shape()
         extra = 0 if addend is None else len(addend)
         q = Queue(width=layout.size + extra, depth=depth + 1, buffered=True)
@@ -1203,14 +1204,17 @@ class GemmLoop(wiring.Component):
         head = data.View(layout, q.r_data[: layout.size])
         arriving = Signal(name=f"{name}_arriving")
         entry = Signal(q.width, name=f"{name}_entry")
+        room = Signal(init=1, name=f"{name}_room")
+        push, pop = front.valid & front.ready, q.r_en & q.r_rdy
         m.d.sync += [
-            arriving.eq(front.valid & front.ready),
+            arriving.eq(push),
             entry.eq(front.payload.as_value() if addend is None else Cat(front.payload, addend)),
+            room.eq(q.level + arriving + push - pop < depth),
         ]
         m.d.comb += [
             q.w_en.eq(arriving),
             q.w_data.eq(entry),
-            front.ready.eq(q.level + arriving < depth),
+            front.ready.eq(room),
             port.valid.eq(q.r_rdy),
             port.payload.eq(head),
             q.r_en.eq(port.ready),
