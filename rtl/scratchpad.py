@@ -15,14 +15,15 @@ FPGA block RAM does across its two ports: transparency there is emulated with a 
 multiplexer per bank bit (410 LUTs and 272 flip-flops of the 4x4-bf16 scratchpad, xc7).
 Addresses at or above ``sp_geometry(cfg)[0]`` are refused by the controllers before they get here.
 
-Requests and answers are registered (``SP_READ_LATENCY`` = 3: request, block RAM, answer). A bank
-is one memory per column (element), and each column's ports are driven by flip-flops of their own,
-so the arbitration never shares a clock period with the wires to the block RAMs, which spread over
-the FPGA (a 256 KiB scratchpad is 128 of an ECP5-85F's 208 DP16KD), and no register drives more
-block RAMs than one column's (8 DP16KD for int8 at 16 Ki rows a bank): one register per bank drove
-32 of them, and its 19 ns of routing across the device was the 4x4-int8 tile's ECP5 critical path.
-The answer multiplexer likewise gets a period after the block RAMs' clock-to-out. Writes take the
-same request stage as reads, so the order between them is kept.
+Requests and answers are registered (``SP_READ_LATENCY`` = 5: the bank's request, each column's
+port, block RAM, each column's answer, the answer). A bank is one memory per column (element), and
+each column's ports are driven by flip-flops of their own, loaded from the bank's request register,
+so neither the arbitration nor a write's acceptance shares a clock period with the wires to the
+block RAMs, which spread over the FPGA (a 256 KiB scratchpad is 128 of an ECP5-85F's 208 DP16KD),
+and no register drives more block RAMs than one column's (8 DP16KD for int8 at 16 Ki rows a bank):
+one register per bank drove 32 of them, and its 19 ns of routing across the device was the 4x4-int8
+tile's ECP5 critical path. The answer multiplexer likewise gets a period after the block RAMs'
+clock-to-out. Writes take the same two request stages as reads, so the order between them is kept.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -36,7 +37,7 @@ from rtl.signals import delayed
 
 __all__ = ["SP_READ_LATENCY", "Scratchpad", "checked_geometry", "sp_geometry", "split_address"]
 
-SP_READ_LATENCY = 4  # request register, block RAM, the column's register, answer register
+SP_READ_LATENCY = 5  # request register, the column's port register, block RAM, the column's register, answer
 
 
 def checked_geometry(rows: int, bank_rows: int) -> tuple[int, int]:
@@ -94,10 +95,17 @@ class Scratchpad(wiring.Component):
         m = Module()
         cfg = self.cfg
         row = data.ArrayLayout(cfg.in_bits, self.dim)
-        hi, lo = self.write, self.write_low
-        w_bank, w_index = split_address(m, hi.payload.addr, self.bank_rows, cfg.sp_banks, "w")
-        l_bank, l_index = split_address(m, lo.payload.addr, self.bank_rows, cfg.sp_banks, "wl")
-        m.d.comb += [hi.ready.eq(1), lo.ready.eq(~(hi.valid & (w_bank == l_bank)))]
+        w_bank, w_index = split_address(m, self.write.payload.addr, self.bank_rows, cfg.sp_banks, "w")
+        l_bank, l_index = split_address(m, self.write_low.payload.addr, self.bank_rows, cfg.sp_banks, "wl")
+        m.d.comb += [
+            self.write.ready.eq(1),
+            self.write_low.ready.eq(~(self.write.valid & (w_bank == l_bank))),
+        ]
+        # The accepted writes, registered (the request stage, as the reads'): `write_low` only if
+        # accepted, so the two never hit one bank in the same cycle here either.
+        hi = self._registered(m, self.write.valid, w_bank, w_index, "w")
+        lo = self._registered(m, self.write_low.valid & self.write_low.ready, l_bank, l_index, "wl")
+        w_bank, w_index, l_bank, l_index = hi.bank, hi.index, lo.bank, lo.index
 
         banks = []  # per bank, its columns' (read port, write enable as requested)
         for b in range(cfg.sp_banks):
@@ -117,20 +125,20 @@ class Scratchpad(wiring.Component):
                 out = Signal(cfg.in_bits, name=f"bank{b}_col{k}_out")
                 m.d.sync += out.eq(rp.data)
                 en = Signal(name=f"bank{b}_col{k}_wen")
-                m.d.comb += en.eq(Mux(hit, hi.payload.mask[k], hit_low & lo.payload.mask[k]))
+                m.d.comb += en.eq(Mux(hit, hi.mask[k], hit_low & lo.mask[k]))
                 m.d.sync += wp.en.eq(en)
                 with m.If(en):  # only when the column is written: the columns' registers differ
                     m.d.sync += [
                         wp.addr.eq(Mux(low_only, l_index, w_index)),
-                        wp.data.eq(Mux(low_only, lo.payload.data[k], hi.payload.data[k])),
+                        wp.data.eq(Mux(low_only, lo.data[k], hi.data[k])),
                     ]
                 columns.append((rp, en, out))
             banks.append(columns)
 
         requested = self._arbitrate(m, banks)
         for p in range(self.n_read):
-            # The answer's bank and valid, three cycles on: request register, block RAM, its
-            # column's register.
+            # The answer's bank and valid, SP_READ_LATENCY - 1 cycles on: the bank's request
+            # register, the column's port, block RAM, the column's answer register.
             valid = delayed(m, self.read[p].valid & self.read[p].ready, SP_READ_LATENCY - 1, f"resp{p}_valid")
             bank = delayed(m, requested[p], SP_READ_LATENCY - 1, f"resp{p}_bank")
             m.d.sync += self.read_data[p].valid.eq(valid)
@@ -142,6 +150,29 @@ class Scratchpad(wiring.Component):
             with m.If(valid):  # the register holds between answers (consumers read it only on valid)
                 m.d.sync += self.read_data[p].payload.data.eq(answer)
         return m
+
+    def _registered(self, m: Module, valid, bank, index, name: str):
+        """A write request (its stream's valid as given, its split address, data and mask) in
+        registers."""
+        port = self.write if name == "w" else self.write_low
+        layout = data.StructLayout(
+            {
+                "valid": 1,
+                "bank": bank.shape(),
+                "index": index.shape(),
+                "data": port.payload.data.shape(),
+                "mask": port.payload.mask.shape(),
+            }
+        )
+        reg = Signal(layout, name=f"{name}_req")
+        m.d.sync += [
+            reg.valid.eq(valid),
+            reg.bank.eq(bank),
+            reg.index.eq(index),
+            reg.data.eq(port.payload.data),
+            reg.mask.eq(port.payload.mask),
+        ]
+        return reg
 
     def _arbitrate(self, m: Module, banks: list) -> list[Signal]:
         """Fixed priority per bank: a port is ready unless a lower-numbered valid port wants its bank;
@@ -166,8 +197,12 @@ class Scratchpad(wiring.Component):
             for p in reversed(range(self.n_read - 1)):  # the lowest port is assigned last and wins
                 with m.If(wants[p]):
                     m.d.comb += index.eq(split[p][1])
+            # The bank's request registered where it is decided, then again in each column's
+            # port: the wires from the arbitration to the block RAMs' columns (spread over the
+            # device) get a period of their own.
+            read_r, index_r = delayed(m, read, 1, f"bank{b}_read"), delayed(m, index, 1, f"bank{b}_read_index")
             for rp, written, _ in columns:
-                m.d.sync += rp.en.eq(read)  # read only on a request, one cycle after it is accepted
-                with m.If(read | written):
-                    m.d.sync += rp.addr.eq(index)
+                m.d.sync += rp.en.eq(read_r)  # read only on a request, two cycles after it is accepted
+                with m.If(read_r | written):
+                    m.d.sync += rp.addr.eq(index_r)
         return [bank for bank, _ in split]
