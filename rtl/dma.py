@@ -276,11 +276,12 @@ class _Engine(wiring.Component):
             m.d.comb += result.eq(DmaError.RANGE)
         return result
 
-    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict, shape):
+    def _planner(self, m: Module, d, setup, issuing, channel: str, bursts, info_fields: dict, shape, foresee: bool):
         """Cut the transfer into bursts on ``channel`` ("ar" or "aw"); push each burst's lanes (and
         ``info_fields``, latched at ``setup``) into ``bursts`` as it is issued. Returns whether bursts
-        remain to be issued (a register). ``shape``: ``_shape(d)`` from registers (kept by the
-        engine with its descriptor)."""
+        remain to be issued (a register). ``shape``: ``_shape(d)``, from registers where the
+        engine keeps it with its descriptor. ``foresee``: whether the first burst may go in the
+        cycle after ``setup`` (else a cycle later, with two adders fewer)."""
         # Everything here counts lanes of `unit` bytes (element-aligned: a transfer that is not
         # is refused, and a zero-fill load issues no burst).
         nu, lu, ul = self.lanes, _log2(self.lanes), _log2(self.unit)
@@ -317,22 +318,23 @@ class _Engine(wiring.Component):
         # high bits are a zero test of registers beside them, and the sums' tests a few bits wide.
         low = max(lu + _log2(BURST_MAX_BEATS), 12 - ul)
         seg_last = Signal(low + 1, name="seg_last")  # the segment's last lane, from the burst's first beat
-        m.d.comb += seg_last.eq(lane + left[:low] - 1)
+        page_last = Signal(low + 1, name="page_last")  # ... from the page start
+        m.d.comb += [seg_last.eq(lane + left[:low] - 1), page_last.eq(in_page + left[:low] - 1)]
 
-        def fits_from(start, lanes) -> Value:
-            # The segment ends with a burst from `start` if `lanes` more end within the page and within 256 beats.
+        def ends_within(lanes, last_lane, last_in_page) -> Value:
+            # The segment's `lanes` end within 256 beats of its burst's start and within the page.
             high = lanes[low:].any() if len(lanes) > low else C(0, 1)
-            to_end = (start[:lu] + lanes[:low] - 1)[: low + 1]
-            to_page = (start[: 12 - ul] + lanes[:low] - 1)[: low + 1]
-            return ~high & ~to_end[lu + _log2(BURST_MAX_BEATS) :].any() & ~to_page[12 - ul :].any()
+            return ~high & ~last_lane[lu + _log2(BURST_MAX_BEATS) :].any() & ~last_in_page[12 - ul :].any()
 
         # `fits` is a register, set a cycle ahead: it chooses every field and update of the burst
         # and the address registers' enables, a fan-out that had followed the adders above (the
-        # store engine's critical path). It is foreseen at `setup` (the descriptor's first
-        # burst) and as a segment's last burst goes (the next segment's, from `base + stride` and
-        # `seg_len`); after a cut burst the planner waits a cycle (`armed`) and takes it from the
-        # registers. A cut burst ends at a page or after 256 beats, so the wait is rare and, but
-        # at a page end, under a long burst.
+        # store engine's critical path). It is foreseen as a segment's last burst goes (the next
+        # segment's: a row, which never reaches 256 beats, so only its page is tested, from
+        # `base + stride` and `seg_len`) and, by the load engine, at `setup` (its descriptor's
+        # first burst: loads follow each other closely). Otherwise (after a cut burst, which ends
+        # at a page or after 256 beats, and after a store's setup) the planner waits a cycle
+        # (`armed`) and takes it from the registers.
+        assert self.row_units_max <= min(page_units, BURST_MAX_BEATS * nu)
         fits = Signal(name="burst_fits")
         armed = Signal(init=1, name="burst_armed")
         to_page = Signal(range(page_units + 1))
@@ -382,14 +384,16 @@ class _Engine(wiring.Component):
         after_page = Cat(C(0, hi), addr[hi:] + 1)[: len(addr)]
         next_seg = Signal(len(addr))
         m.d.comb += next_seg.eq(base + stride)
+        next_page_end = Signal(12 - ul + 1, name="next_page_last")
+        m.d.comb += next_page_end.eq(next_seg[: 12 - ul] + seg_len - 1)
         step = Mux(fits, next_seg, Mux(by_max, after_max, after_page))
-        m.d.sync += [fits.eq(fits_from(addr, left)), armed.eq(1)]
+        m.d.sync += [fits.eq(ends_within(left, seg_last, page_last)), armed.eq(1)]
         with m.If(fire):
             m.d.sync += addr.eq(step)
             with m.If(fits):
                 m.d.sync += [base.eq(next_seg), segs.eq(segs - 1), left.eq(seg_len)]
                 m.d.sync += [more.eq(~last_seg), last_seg.eq(segs == 2)]
-                m.d.sync += fits.eq(fits_from(next_seg, seg_len))
+                m.d.sync += fits.eq(~next_page_end[12 - ul])
             with m.Else():
                 m.d.sync += [left.eq(left - limit), armed.eq(0)]
         with m.If(setup):
@@ -400,9 +404,19 @@ class _Engine(wiring.Component):
             contiguous, product = shape
             first = Signal(seg_bits, name="first_left")
             m.d.comb += first.eq(Mux(contiguous, self._in_units(d, product), row))
+            if foresee:
+                start = d.dram_addr[ul:]
+                first_last, first_page_last = (
+                    Signal(low + 1, name="first_last"),
+                    Signal(low + 1, name="first_page_last"),
+                )
+                m.d.comb += [
+                    first_last.eq(start[:lu] + first[:low] - 1),
+                    first_page_last.eq(start[: 12 - ul] + first[:low] - 1),
+                ]
+                m.d.sync += fits.eq(ends_within(first, first_last, first_page_last))
             m.d.sync += [
-                fits.eq(fits_from(d.dram_addr[ul:], first)),
-                armed.eq(1),
+                armed.eq(foresee),
                 stride.eq(d.dram_stride[ul:]),
                 left.eq(first),
                 seg_len.eq(row),
@@ -545,7 +559,7 @@ class DmaRead(_Engine):
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
             m.d.sync += Cat(contiguous, product).eq(Cat(*offered))
         setup = advance & (code == 0)
-        planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, (contiguous, product))
+        planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, (contiguous, product), foresee=True)
         m.d.comb += more.eq(planning)
 
         # Data side, two stages joined by a queue of two held rows: the assembler builds a
@@ -979,14 +993,8 @@ class DmaWrite(_Engine):
         # transposed, no zero-fill, no accumulation (rtl/decode.py), so the check and the
         # planner do not decode the load-only cases.
         held = Signal(DESCRIPTOR)
-        d, offered = Signal(DESCRIPTOR), Signal(DESCRIPTOR)
-        for desc, source in ((d, held), (offered, self.cmd.payload)):
-            m.d.comb += [desc.eq(source), desc.kind[1].eq(1), desc.transpose.eq(0), desc.zero.eq(0)]
-            m.d.comb += desc.accumulate.eq(0)
-        # The planner's segment shape (`rows · elems`, the stride's compare) is registered with it,
-        # so the planner's first `fits` (a register it sets at `setup`) starts at registers.
-        shape = self._shape(offered)
-        contiguous, product = Signal(name="contiguous"), Signal(shape[1].shape(), name="rows_elems")
+        d = Signal(DESCRIPTOR)
+        m.d.comb += [d.eq(held), d.kind[1].eq(1), d.transpose.eq(0), d.zero.eq(0), d.accumulate.eq(0)]
         code = Signal(4)
         row_units = Signal(range(self.row_units_max + 1))
         write_done = Signal()
@@ -1011,7 +1019,7 @@ class DmaWrite(_Engine):
         # The descriptor register follows the command while idle, so its enable is the registered
         # state alone: `cmd.valid` comes through the store gate's token logic from the decoder.
         with m.If(state == idle):
-            m.d.sync += [held.eq(self.cmd.payload), Cat(contiguous, product).eq(Cat(*shape))]
+            m.d.sync += held.eq(self.cmd.payload)
         m.d.comb += check.eq(self._check(m, d))
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
@@ -1025,7 +1033,7 @@ class DmaWrite(_Engine):
         with m.If((code == 0) & (axi_error != 0) & writing):
             m.d.sync += code.eq(axi_error)
 
-        more = self._planner(m, d, setup, writing, "aw", bursts, {}, (contiguous, product))
+        more = self._planner(m, d, setup, writing, "aw", bursts, {}, self._shape(d), foresee=False)
         self._read_local(m, d, wgear, row_units, setup, writing, check != 0)
         self._write_beats(m, wgear, bursts, info_layout, setup, writing, more, write_done, axi_error)
         return m
