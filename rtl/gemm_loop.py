@@ -1194,8 +1194,8 @@ class GemmLoop(wiring.Component):
         state among operations whose fields come through adders and multiplexers, and it had run
         on into every LUT-RAM cell of the storage. The front is ready while the FIFO and that
         register together hold fewer than ``depth``, so the FIFO (a slot deeper) always has room
-        for the registered operation; that is a register too (the operations held, counted a
-        cycle ahead from the push and the pop), as the states' enables take it."""
+        for the registered operation; that is a register too (from the operations held and the
+        push and pop), as the states' enables take it."""
         layout = port.payload.shape()
         extra = 0 if addend is None else len(addend)
         q = Queue(width=layout.size + extra, depth=depth + 1, buffered=True)
@@ -1205,11 +1205,14 @@ class GemmLoop(wiring.Component):
         arriving = Signal(name=f"{name}_arriving")
         entry = Signal(q.width, name=f"{name}_entry")
         room = Signal(init=1, name=f"{name}_room")
+        held = Signal(range(depth + 1), name=f"{name}_held")  # the FIFO's level plus `arriving`
         push, pop = front.valid & front.ready, q.r_en & q.r_rdy
         m.d.sync += [
             arriving.eq(push),
             entry.eq(front.payload.as_value() if addend is None else Cat(front.payload, addend)),
-            room.eq(q.level + arriving + push - pop < depth),
+            held.eq(held + push - pop),
+            # (the compares are of the count as it is: the handshakes only choose among them)
+            room.eq(Mux(push == pop, held < depth, Mux(push, held < depth - 1, 1))),
         ]
         m.d.comb += [
             q.w_en.eq(arriving),
