@@ -812,9 +812,10 @@ class DmaRead(_Engine):
         with m.If(block.taken):
             m.d.sync += block.complete.eq(0)
         with m.If(keeping):
-            with m.If(keep):
-                for e in range(n):
-                    m.d.sync += block.kept[e][index].eq(elems[e])
+            # (Kept whatever the AXI response: after an error the block is written with no
+            # element enabled, `block.keep`, so its columns' enables need not wait for the lookup.)
+            for e in range(n):
+                m.d.sync += block.kept[e][index].eq(elems[e])
             with m.If(out.last):
                 m.d.sync += [block.complete.eq(1), block.count.eq(out.elems), block.local.eq(out.local)]
                 m.d.sync += [
@@ -1045,21 +1046,30 @@ class DmaWrite(_Engine):
         m.submodules.rows = rows = fifo.SyncFIFO(width=self.row_bits, depth=depth)
         # The read request comes straight from registers (it feeds the memories' arbitration and
         # block RAM address): the next row's address is kept as it counts up, and "rows left to
-        # request" and "room for another row" as flags, each updated from the handshake. "Rows
-        # left" is set only for a descriptor that goes on to `write`, and is clear again before
-        # it leaves (its last burst's response waits for every row), so the request's valid needs
-        # no state decode.
-        to_issue = Signal(16)  # rows not yet requested
+        # request" and "room for another row" as flags. "Rows left" is set only for a descriptor
+        # that goes on to `write`, and is clear again before it leaves (its last burst's response
+        # waits for every row), so the request's valid needs no state decode.
+        # The request's ready comes from the memories' arbitration in other blocks, late: it reaches
+        # two flip-flops (`issued`, `stepped`) and the small credit count, not the wide registers.
+        # The address and the rows left are brought up to date a cycle later, from those: the row
+        # requested is `nxt` in the cycle after a request or the setup (`stepped`), which then
+        # moves into `address` as `nxt` steps on, and `address` otherwise.
+        issued = Signal()  # a row was requested in the cycle before
+        stepped = Signal()  # ... or the descriptor was set up
+        to_issue = Signal(16)  # rows not yet requested before the cycle before
         one_left = Signal()  # to_issue == 1
-        more_sp, more_acc = Signal(), Signal()  # rows left to request, by memory
-        address = Signal(16)  # the next row to request
+        more_sp, more_acc = Signal(), Signal()  # rows left to request before the cycle before, by memory
+        width = max(1, (max(cfg.sp_rows, cfg.acc_rows) - 1).bit_length())
+        address, nxt = Signal(width), Signal(width)
+        current = Mux(stepped, nxt, address)  # the row to request
+        gone = issued & one_left  # the last row went in the cycle before
         credits = Signal(range(depth + 1))  # rows requested and not yet consumed
         room = Signal()  # credits < depth
         m.d.comb += [
-            self.sp_read.valid.eq(room & more_sp),
-            self.sp_read.payload.addr.eq(address),
-            self.acc_read.valid.eq(room & more_acc),
-            self.acc_read.payload.addr.eq(address),
+            self.sp_read.valid.eq(room & more_sp & ~gone),
+            self.sp_read.payload.addr.eq(current),
+            self.acc_read.valid.eq(room & more_acc & ~gone),
+            self.acc_read.payload.addr.eq(current),
             self.acc_read.payload.scale.eq(d.scale),
             self.acc_read.payload.act.eq(d.act),
             self.acc_read.payload.out.eq(d.out),
@@ -1099,17 +1109,22 @@ class DmaWrite(_Engine):
         m.d.sync += credits.eq(credits + issue - consumed)
         # Full after this cycle only if full now, or one short and a row is requested, with none consumed.
         m.d.sync += room.eq(consumed | (room & ~(issue & (credits == depth - 1))))
-        with m.If(issue):
-            m.d.sync += [to_issue.eq(to_issue - 1), one_left.eq(to_issue == 2), address.eq(address + 1)]
+        m.d.sync += [issued.eq(issue), stepped.eq(issue)]
+        with m.If(stepped):
+            m.d.sync += [address.eq(nxt), nxt.eq(nxt + 1)]
+        with m.If(issued):
+            m.d.sync += [to_issue.eq(to_issue - 1), one_left.eq(to_issue == 2)]
             with m.If(one_left):
                 m.d.sync += [more_sp.eq(0), more_acc.eq(0)]
         with m.If(setup):  # a refused descriptor's other registers are never used: it never writes
             m.d.sync += [
+                issued.eq(0),
+                stepped.eq(1),
                 to_issue.eq(d.rows),
                 one_left.eq(d.rows == 1),
                 more_sp.eq((d.kind == DmaKind.SP_MEM) & ~refused),
                 more_acc.eq((d.kind == DmaKind.ACC_MEM) & ~refused),
-                address.eq(d.local_addr),
+                nxt.eq(d.local_addr),
                 credits.eq(0),
                 room.eq(1),
                 chunk.eq(0),
