@@ -317,14 +317,19 @@ class _Engine(wiring.Component):
         # Both limits are below 2^low lanes, so only `left`'s low bits go through the adders: its
         # high bits are a zero test of registers beside them, and the sums' tests a few bits wide.
         low = max(lu + _log2(BURST_MAX_BEATS), 12 - ul)
-        seg_last = Signal(low + 1, name="seg_last")  # the segment's last lane, from the burst's first beat
-        page_last = Signal(low + 1, name="page_last")  # ... from the page start
-        m.d.comb += [seg_last.eq(lane + left[:low] - 1), page_last.eq(in_page + left[:low] - 1)]
+
+        def last_lanes(start, lanes, name: str) -> tuple[Signal, Signal]:
+            # The last of `lanes` from `start`: counted from the burst's first beat, and from the page start.
+            from_beat, from_page = Signal(low + 1, name=f"{name}_last"), Signal(low + 1, name=f"{name}_page_last")
+            m.d.comb += [from_beat.eq(start[:lu] + lanes[:low] - 1), from_page.eq(start[: 12 - ul] + lanes[:low] - 1)]
+            return from_beat, from_page
 
         def ends_within(lanes, last_lane, last_in_page) -> Value:
             # The segment's `lanes` end within 256 beats of its burst's start and within the page.
             high = lanes[low:].any() if len(lanes) > low else C(0, 1)
             return ~high & ~last_lane[lu + _log2(BURST_MAX_BEATS) :].any() & ~last_in_page[12 - ul :].any()
+
+        seg_last, page_last = last_lanes(addr, left, "seg")  # the segment's, from this burst
 
         # `fits` is a register, set a cycle ahead: it chooses every field and update of the burst
         # and the address registers' enables, a fan-out that had followed the adders above (the
@@ -405,16 +410,7 @@ class _Engine(wiring.Component):
             first = Signal(seg_bits, name="first_left")
             m.d.comb += first.eq(Mux(contiguous, self._in_units(d, product), row))
             if foresee:
-                start = d.dram_addr[ul:]
-                first_last, first_page_last = (
-                    Signal(low + 1, name="first_last"),
-                    Signal(low + 1, name="first_page_last"),
-                )
-                m.d.comb += [
-                    first_last.eq(start[:lu] + first[:low] - 1),
-                    first_page_last.eq(start[: 12 - ul] + first[:low] - 1),
-                ]
-                m.d.sync += fits.eq(ends_within(first, first_last, first_page_last))
+                m.d.sync += fits.eq(ends_within(first, *last_lanes(d.dram_addr[ul:], first, "first")))
             m.d.sync += [
                 armed.eq(foresee),
                 stride.eq(d.dram_stride[ul:]),
@@ -1059,8 +1055,8 @@ class DmaWrite(_Engine):
         to_issue = Signal(16)  # rows not yet requested before the cycle before
         one_left = Signal()  # to_issue == 1
         more_sp, more_acc = Signal(), Signal()  # rows left to request before the cycle before, by memory
-        width = max(1, (max(cfg.sp_rows, cfg.acc_rows) - 1).bit_length())
-        address, nxt = Signal(width), Signal(width)
+        local_rows = range(max(cfg.sp_rows, cfg.acc_rows))
+        address, nxt = Signal(local_rows), Signal(local_rows)
         current = Mux(stepped, nxt, address)  # the row to request
         gone = issued & one_left  # the last row went in the cycle before
         credits = Signal(range(depth + 1))  # rows requested and not yet consumed
