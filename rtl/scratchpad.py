@@ -74,6 +74,22 @@ def valid_only(layout: data.Layout) -> wiring.Signature:
     return wiring.Signature({"valid": Out(1), "payload": Out(layout)})
 
 
+def _registered(m: Module, port, valid, bank, index, name: str):
+    """A write request of ``port`` (``valid`` as given, its split address, its data and mask) in
+    registers."""
+    fields = {"valid": 1, "bank": bank.shape(), "index": index.shape()}
+    fields |= {"data": port.payload.data.shape(), "mask": port.payload.mask.shape()}
+    reg = Signal(data.StructLayout(fields), name=f"{name}_req")
+    m.d.sync += [
+        reg.valid.eq(valid),
+        reg.bank.eq(bank),
+        reg.index.eq(index),
+        reg.data.eq(port.payload.data),
+        reg.mask.eq(port.payload.mask),
+    ]
+    return reg
+
+
 class Scratchpad(wiring.Component):
     def __init__(self, cfg: AccelConfig, read_ports: int = 3) -> None:
         self.cfg = cfg
@@ -103,8 +119,8 @@ class Scratchpad(wiring.Component):
         ]
         # The accepted writes, registered (the request stage, as the reads'): `write_low` only if
         # accepted, so the two never hit one bank in the same cycle here either.
-        hi = self._registered(m, self.write.valid, w_bank, w_index, "w")
-        lo = self._registered(m, self.write_low.valid & self.write_low.ready, l_bank, l_index, "wl")
+        hi = _registered(m, self.write, self.write.valid, w_bank, w_index, "w")
+        lo = _registered(m, self.write_low, self.write_low.valid & self.write_low.ready, l_bank, l_index, "wl")
         w_bank, w_index, l_bank, l_index = hi.bank, hi.index, lo.bank, lo.index
 
         banks = []  # per bank, its columns' (read port, write enable as requested)
@@ -150,29 +166,6 @@ class Scratchpad(wiring.Component):
             with m.If(valid):  # the register holds between answers (consumers read it only on valid)
                 m.d.sync += self.read_data[p].payload.data.eq(answer)
         return m
-
-    def _registered(self, m: Module, valid, bank, index, name: str):
-        """A write request (its stream's valid as given, its split address, data and mask) in
-        registers."""
-        port = self.write if name == "w" else self.write_low
-        layout = data.StructLayout(
-            {
-                "valid": 1,
-                "bank": bank.shape(),
-                "index": index.shape(),
-                "data": port.payload.data.shape(),
-                "mask": port.payload.mask.shape(),
-            }
-        )
-        reg = Signal(layout, name=f"{name}_req")
-        m.d.sync += [
-            reg.valid.eq(valid),
-            reg.bank.eq(bank),
-            reg.index.eq(index),
-            reg.data.eq(port.payload.data),
-            reg.mask.eq(port.payload.mask),
-        ]
-        return reg
 
     def _arbitrate(self, m: Module, banks: list) -> list[Signal]:
         """Fixed priority per bank: a port is ready unless a lower-numbered valid port wants its bank;
