@@ -863,8 +863,9 @@ class GemmLoop(wiring.Component):
             self.seq.eq(c.seq),
         ]
         # FIFO levels, not r_rdy: a FIFO's output lags a write, and busy must not dip meanwhile.
-        levels = (m.submodules[f"{name}_q"].level for name in ("load", "exec", "store"))
-        queued = load_arriving | ex_arriving | store_arriving | Cat(level != 0 for level in levels).any()
+        queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
+        arriving = load_arriving | ex_arriving | store_arriving  # an operation on its way into its queue
+        queued = arriving | Cat(q.level != 0 for q in queues).any()
         # A refusal is reported in the cycle after the loop went back to IDLE: busy until then, so
         # the decoder issues nothing meanwhile (and `seq` stays the refused command's).
         m.d.comb += self.busy.eq(~self.cmd.ready | queued | self.too_large | self.sp_range)
@@ -880,10 +881,9 @@ class GemmLoop(wiring.Component):
         walker_active = settled_activity(top, walking, IM2COL_SETTLE_CYCLES, "im2col")
         gate_domain(top, "im2col", walker_active)
         top.submodules.im2col = ResetInserter({"im2col": self.halt})(DomainRenamer("im2col")(im2col))
-        queues = [m.submodules[f"{name}_q"] for name in ("load", "exec", "store")]
         # The loop's own steps with no event: the tail's address additions, whatever the walker
         # does (its pieces, which the loop takes) and an operation's write into its queue.
-        stepping = ~tail_zero | walker_active | load_arriving | ex_arriving | store_arriving
+        stepping = ~tail_zero | walker_active | arriving
         working = self._loop_working(fsm, c, (load, ex, store), queues, mul, div) | stepping
         top.submodules.loop = DomainRenamer("loop")(ResetInserter(self.halt)(m))
         gate_domain(top, "loop", settled_activity(top, working, LOOP_SETTLE_CYCLES, "loop"))
