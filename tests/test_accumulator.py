@@ -174,6 +174,36 @@ class Checker:
             model.write(w["addr"], w["data"], bool(w["accumulate"]), mask)
 
 
+async def _step(ctx, checker: Checker, cycle: int, mesh: dict | None, ready: bool, exact: bool) -> None:
+    """One cycle: offer the traffic's requests and the consumer's ``ready``, check the outputs
+    (every latency exactly if ``exact``), apply what was accepted to the model, tick."""
+    dut, traffic = checker.dut, checker.traffic
+    _drive(ctx, dut.mesh_write, mesh)
+    _drive(ctx, dut.dma_write, traffic.dma)
+    _drive(ctx, dut.read, traffic.read)
+    ctx.set(dut.read_data.ready, ready)
+    dma_ok, read_ok = checker.readies(ctx, mesh)
+    checker.output(ctx, cycle, ready, exact)
+    checker.apply(cycle, mesh, dma_ok, read_ok)
+    await ctx.tick()
+
+
+def _check_memory(ctx, dut: Accumulator, model: AccumulatorModel) -> None:
+    """Every bank row as the model has it."""
+    for b, mem in enumerate(dut.banks):
+        for i in range(model.bank_rows):
+            row = ctx.get(mem.data[i])
+            got = [row[k] for k in range(dut.cfg.cols)]
+            assert got == model.mem[b * model.bank_rows + i].tolist(), f"bank {b} row {i}"
+
+
+def _simulate(dut: Accumulator, bench) -> None:
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def run_random(cfg: AccelConfig, seed: int) -> dict[str, int]:
     dut = Accumulator(cfg)
     model = AccumulatorModel(cfg)
@@ -186,29 +216,15 @@ def run_random(cfg: AccelConfig, seed: int) -> dict[str, int]:
             mesh = None if draining else traffic.next_cycle()
             if draining:
                 traffic.dma = traffic.read = None
-            _drive(ctx, dut.mesh_write, mesh)
-            _drive(ctx, dut.dma_write, traffic.dma)
-            _drive(ctx, dut.read, traffic.read)
             # First half: the consumer is always ready, so every latency must be exact.
             always_ready = cycle < CYCLES // 2
             ready = always_ready or draining or traffic.rng.random() < 0.6
-            ctx.set(dut.read_data.ready, ready)
-            dma_ok, read_ok = checker.readies(ctx, mesh)
-            checker.output(ctx, cycle, ready, always_ready)
-            checker.apply(cycle, mesh, dma_ok, read_ok)
-            await ctx.tick()
+            await _step(ctx, checker, cycle, mesh, ready, always_ready)
 
         assert not checker.owed
-        for b, mem in enumerate(dut.banks):
-            for i in range(model.bank_rows):
-                row = ctx.get(mem.data[i])
-                got = [row[k] for k in range(cfg.cols)]
-                assert got == model.mem[b * model.bank_rows + i].tolist(), f"bank {b} row {i}"
+        _check_memory(ctx, dut, model)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     spacing = {f"spacing{k}": int(checker.spacing[k]) for k in range(1, 5)}
     return checker.stats | spacing | {f"read_spacing{k}": int(checker.read_spacing[k]) for k in range(1, 5)}
 
@@ -295,25 +311,11 @@ def run_script(cfg: AccelConfig, seed: int) -> Checker:
 
     async def bench(ctx) -> None:
         for cycle in range(len(traffic.script) + 3 * ACC_READ_LATENCY):
-            mesh = traffic.next_cycle()
-            _drive(ctx, dut.mesh_write, mesh)
-            _drive(ctx, dut.dma_write, traffic.dma)
-            _drive(ctx, dut.read, traffic.read)
-            ctx.set(dut.read_data.ready, 1)
-            dma_ok, read_ok = checker.readies(ctx, mesh)
-            checker.output(ctx, cycle, True, True)
-            checker.apply(cycle, mesh, dma_ok, read_ok)
-            await ctx.tick()
+            await _step(ctx, checker, cycle, traffic.next_cycle(), True, True)
         assert not checker.owed and traffic.dma is None and traffic.read is None
-        for b, mem in enumerate(dut.banks):
-            for i in range(model.bank_rows):
-                got = ctx.get(mem.data[i])
-                assert [got[k] for k in range(cfg.cols)] == model.mem[b * model.bank_rows + i].tolist()
+        _check_memory(ctx, dut, model)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     return checker
 
 
