@@ -123,8 +123,8 @@ class Gearbox(wiring.Component):
     with 16-bit lanes).
     """
 
-    def __init__(self, nbytes: int, unit: int = 1) -> None:
-        self.nbytes, self.unit = nbytes, unit
+    def __init__(self, nbytes: int, unit: int = 1, parallel: bool = False) -> None:
+        self.nbytes, self.unit, self.parallel = nbytes, unit, parallel
         self.lanes = nbytes // unit
         lane, count = range(self.lanes), range(self.lanes + 1)
         super().__init__(
@@ -177,10 +177,20 @@ class Gearbox(wiring.Component):
         for i, held in enumerate(ring):
             with m.If(in_fire & ((C(i, lg + 1) - tail)[: lg + 1] < inp.count)):
                 m.d.sync += held.eq(placed.word_select(i % nb, w))
-        taken = Mux(out_fire, req.count, 0)
         with m.If(in_fire):
             m.d.sync += tail.eq(tail + inp.count)
-        m.d.sync += [head.eq(head + taken), cnt.eq(cnt - taken + Mux(in_fire, inp.count, 0))]
+        if self.parallel:
+            # The level's four candidates are summed beside the handshakes, which only choose among
+            # them (where the request's count is a register, the handshakes are the late part).
+            added = Signal.like(cnt)
+            m.d.comb += added.eq(cnt + inp.count)
+            both, out_only = added - req.count, cnt - req.count
+            m.d.sync += cnt.eq(Mux(out_fire, Mux(in_fire, both, out_only), Mux(in_fire, added, cnt)))
+            with m.If(out_fire):
+                m.d.sync += head.eq(head + req.count)
+        else:
+            taken = Mux(out_fire, req.count, 0)
+            m.d.sync += [head.eq(head + taken), cnt.eq(cnt - taken + Mux(in_fire, inp.count, 0))]
         return m
 
 
@@ -983,7 +993,7 @@ class DmaWrite(_Engine):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.wgear = wgear = Gearbox(self.beat_bytes, self.unit)
+        m.submodules.wgear = wgear = Gearbox(self.beat_bytes, self.unit, parallel=True)
         info_layout = self._burst_info(tagged=False)
         m.submodules.bursts = bursts = _BurstQueue(info_layout.size, self.max_reads)
 
@@ -1138,8 +1148,11 @@ class DmaWrite(_Engine):
         # and as a beat goes, the next beat's (lane 0, to the end of the bus or to the burst's end).
         # So the gearbox's request count, its `level >= count` and the W handshake (which enables
         # the queue's head, the gearbox's level and head) start at flip-flops.
+        # The beats after the current one are counted down (`after`), and whether the next is the
+        # last (`after == 1`) is a register beside them, so the next beat's count is chosen by it.
         nxt = data.View(burst_info, bursts.r_next)
-        beat = Signal(8, name="beat")
+        after = Signal(8, name="beats_after")
+        next_last = Signal(name="beat_next_last")
         lane = Signal(range(nu), name="beat_lane")
         count = Signal(range(nu + 1), name="beat_count")
         last = Signal(name="beat_last")
@@ -1147,11 +1160,10 @@ class DmaWrite(_Engine):
         self._beat_count = count
         with m.If(bursts.loading):
             m.d.sync += [lane.eq(nxt.lane), count.eq(nxt.first_count), last.eq(nxt.single)]
+            m.d.sync += [after.eq(nxt.len), next_last.eq(nxt.len == 1)]
         with m.Elif(writing & fire):
-            now_last = beat + 1 == info.len
-            m.d.sync += [lane.eq(0), count.eq(Mux(now_last, info.end, nu)), last.eq(now_last)]
-        with m.If(writing & fire):
-            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+            m.d.sync += [lane.eq(0), count.eq(Mux(next_last, info.end, nu)), last.eq(next_last)]
+            m.d.sync += [after.eq(after - 1), next_last.eq(after == 2)]
         ones = (1 << nu) - 1
         used = (C(ones, nu) << lane)[:nu] & ~(C(ones, nu) << end)[:nu]  # the beat's lanes
         m.d.comb += [
