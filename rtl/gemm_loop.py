@@ -74,12 +74,12 @@ LOOP_SETTLE_CYCLES = 4
 # The FSM states in which the loop only offers an operation (or, in IDLE, waits for a command):
 # there its registers change only when the operation is taken or an input event arrives. So does
 # LOAD_A, except in a CONV2D, where the loop takes the pieces its walker works out on its own.
-WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "EXEC", "STORE")
+WAITING_STATES = ("IDLE", "BIAS", "LOAD_B", "PREFETCH", "EXEC", "STORE")
 
 
 # The loop's states kept as flip-flops beside the FSM's state (`goto`): the load queue's source
 # and the EXEC's steps read them.
-FLAGGED_STATES = ("BIAS", "LOAD_A", "LOAD_B", "EXEC", "STORE")
+FLAGGED_STATES = ("BIAS", "LOAD_A", "LOAD_B", "PREFETCH", "EXEC", "STORE")
 
 
 def pack(layout: data.StructLayout, **fields) -> Value:
@@ -569,8 +569,10 @@ class GemmLoop(wiring.Component):
             signal_next=1,  # the step's last load: its data is in place
         )
         # One descriptor for both A loads, with the slice's registers picked by the state: the
-        # step's own slice (LOAD_A), or in LOAD_B one of the next block's (the prefetch), so the
-        # two share their adders, minimum and multiplexers. A transposed slice goes in blocks of
+        # step's own slice (LOAD_A), or in PREFETCH one of the next block's, so the two share
+        # their adders, minimum and multiplexers. `prefetching` is a flag set with the state
+        # (in LOAD_B too, which goes on to PREFETCH when a slice is due: the transposed slice's
+        # last-block register is then a cycle ahead of its first load). A transposed slice goes in blocks of
         # up to `dim` rows, `chunk` of them already loaded.
         prefetching = Signal()
         a_chunk = Mux(prefetching, pf.chunk, chunk)
@@ -659,6 +661,7 @@ class GemmLoop(wiring.Component):
         def goto(state: str) -> None:
             m.next = state
             m.d.sync += [flag.eq(name == state) for name, flag in at.items()]
+            m.d.sync += prefetching.eq(state in ("LOAD_B", "PREFETCH"))
 
         def go_data_loads(first_n, unloaded) -> None:
             """A step's loads: its A slice (first N tile of a block unless prefetched, or every step
@@ -758,16 +761,22 @@ class GemmLoop(wiring.Component):
             with m.State("LOAD_A"):
                 self._load_a(m, c, load, im2col, chunk, last_a, a_free, a_go, seg, last_walk, loaded, goto)
             with m.State("LOAD_B"):
+                # A slice of the next block's A that is due goes first, from a state of its own:
+                # the load's source is then the state's flags alone, not the prefetch's go (a
+                # choice among the sources' descriptors behind it ran into the load queue's entry).
                 with m.If(pf_go):
-                    m.d.comb += load.valid.eq(a_go)
-                    with m.If(a_go & load.ready):
-                        m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
-                        with m.If(last_a):
-                            m.d.sync += pf.slice_done(R, mb, steps["a_k"])
+                    goto("PREFETCH")
                 with m.Else():
                     m.d.comb += load.valid.eq(slot_free)
                     with m.If(slot_free & load.ready):
                         goto("EXEC")
+            with m.State("PREFETCH"):  # (pf_go holds until the slice's last load: `pf.step`)
+                m.d.comb += load.valid.eq(a_go)
+                with m.If(a_go & load.ready):
+                    m.d.sync += pf.chunk.eq(pf.chunk + cfg.dim)
+                    with m.If(last_a):
+                        m.d.sync += pf.slice_done(R, mb, steps["a_k"])
+                        goto("LOAD_B")
             with m.State("EXEC"):
                 m.d.comb += ex.valid.eq(1)
                 with m.If(ex.ready):  # (the EXEC's steps: after the FSM)
@@ -834,16 +843,16 @@ class GemmLoop(wiring.Component):
             m.d.sync += pf.after_step(n_tiles)
         with m.If(issued & ~in_group & ~last_k):
             self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps, last_pos, is_last_pos)
-        m.d.comb += prefetching.eq(at["LOAD_B"])
-        m.d.sync += a_settled.eq((at["LOAD_A"] | at["LOAD_B"]) & ~(load.valid & load.ready))
+        m.d.sync += a_settled.eq((at["LOAD_A"] | prefetching) & ~(load.valid & load.ready))
         # The load's source, encoded once: each bit of the descriptor is then one four-way
         # multiplexer on two shared select bits, not a chain of the states' tests. 0: the A
-        # descriptor (the step's slice or the prefetch's), 1: bias, 2: weights, 3: the walker's
-        # piece (in LOAD_A of a CONV2D; outside the load states the source is not read).
+        # descriptor (the step's slice in LOAD_A, the next block's in PREFETCH), 1: bias, 2:
+        # weights (LOAD_B), 3: the walker's piece (in LOAD_A of a CONV2D, which is never
+        # prefetched; outside the load states the source is not read). All from flip-flops.
         source = Signal(range(4))
         m.d.comb += [
-            source[0].eq(at["BIAS"] | (c.conv & ~at["LOAD_B"])),
-            source[1].eq(Mux(at["LOAD_B"], ~pf_go, c.conv & ~at["BIAS"])),
+            source[0].eq(at["BIAS"] | (c.conv & ~prefetching)),
+            source[1].eq(at["LOAD_B"] | (c.conv & ~at["BIAS"] & ~prefetching)),
         ]
         # The address's source: the walker's pieces take the A descriptor's (see `a_in_block`).
         addr_src = Mux(source == 3, 0, source)
