@@ -292,13 +292,17 @@ class Im2col(wiring.Component):
         pix = times(s.cin, self.cfg.in_bits // 8, 18)  # bytes of one input pixel
         step = Signal(range(len(_PRODUCTS) + KERNEL_MAX + 1))
         k = (step - len(_PRODUCTS))[:3]
+        # pad_off's multiplicand, registered (read three products after row_bytes is written):
+        # its carry chain was in front of the operands' multiplexers into the multiplier.
+        row_pix = Signal(32, name="row_pix_bytes")
+        m.d.sync += row_pix.eq(prod["row_bytes"] + pix)
         operands = [
             (pix, s.w),  # row_bytes: one input row
             (pix, s.stride),  # x_step: from one output column's input pixel to the next
             (prod["row_bytes"], s.stride),  # row_step: one output row down
             # wrap: from an image's last output row to the next image (gap sign-extended to b's bits)
             (prod["row_bytes"], Cat(gap, gap[-1].replicate(MUL_B_BITS - len(gap)))),
-            (prod["row_bytes"] + pix, s.pad),  # pad_off: the padding before row and column 0
+            (row_pix, s.pad),  # pad_off: the padding before row and column 0
         ]
         first_col = step >= len(_PRODUCTS)
         # Whether the step is the last (len(_PRODUCTS) + kw steps), registered: a step lasts a product.
@@ -310,7 +314,7 @@ class Im2col(wiring.Component):
                 mul.a.eq(Mux(first_col, prod["x_step"], Array(a for a, _ in operands)[step])),
                 mul.b.eq(Mux(first_col, lo[k][:LO_BITS], Array(b for _, b in operands)[step])),
             ]
-        with m.Elif(self.next_block):
+        with m.Elif(self._next_block_r):  # (from the register: the loop's strobe comes late in its cycle)
             m.d.comb += [mul.start.eq(1), mul.a.eq(prod["x_step"]), mul.b.eq(cur.x)]
         product = mul.product[:32]
         # A negative gap is multiplied as gap + 2^17: the product is row_bytes · 2^17 too large.
