@@ -225,7 +225,11 @@ class Im2col(wiring.Component):
         p = Mux(size, s.pad << 1, Mux(clipped, 0, s.pad))
         c = Signal(DIVIDER_WIDTH)
         m.d.comb += c.eq(Mux(step == 0, s.kh, Mux(step == 1, s.kw, Mux(clipped, 0, k))))
-        numerator = (a + p + ~c + size)[:DIVIDER_WIDTH]
+        # The numerator is registered (its step decode and three-term sum ran on into the shared
+        # divider's operand register): a division starts a cycle after its step (or, at ``setup``,
+        # the shape the loop registers then) is known, `stepped` holding it back meanwhile.
+        numerator, stepped = Signal(DIVIDER_WIDTH, name="div_numerator"), Signal(name="div_stepped")
+        m.d.sync += [numerator.eq(a + p + ~c + size), stepped.eq(div.done | self.setup)]
         unreachable = numerator[-1]  # at hi: W − 1 + pad − kw < 0 (it is at least −8, at most 2^17)
         # Whether the step is the last (2 + 2·kw steps), registered: a step lasts a division.
         final = Signal(name="div_final")
@@ -235,7 +239,7 @@ class Im2col(wiring.Component):
             m.d.comb += [
                 div.numerator.eq(numerator),
                 div.denominator.eq(s.stride),
-                div.start.eq(~div.busy & ~div.done),
+                div.start.eq(~div.busy & ~div.done & ~stepped),
             ]
         with m.If(self.setup):
             m.d.sync += [step.eq(0), running.eq(1)]
