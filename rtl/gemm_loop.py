@@ -504,9 +504,12 @@ class GemmLoop(wiring.Component):
 
         # Buffer reuse: a weight slot (and a streaming A slot) was last read by the EXEC S steps
         # back; a resident A half by the M block before the previous one. EXECs finish in order.
-        slot_free = ex_out < S
+        # The two compares of the counts alone are registers, from the counts' next values
+        # (exact, a cycle ahead): they are the offers' valid in BIAS and LOAD_B, which ran on into
+        # the load queue's ready and count of held operations.
+        slot_free, st_le1 = Signal(init=1, name="slot_free"), Signal(init=1, name="st_le1")
         a_free = Mux(streaming, slot_free, ex_out <= older)
-        bias_free = ~slot_used | (st_out <= 1)
+        bias_free = ~slot_used | st_le1
         # The next block's K slice `pf.done`, into the other half, once every EXEC of the block
         # before this one has finished; at most one slice a step, as they come due.
         # Its compares, registered a cycle late (they were on the way to the load's go and the
@@ -532,8 +535,9 @@ class GemmLoop(wiring.Component):
         load, load_arriving = self._queue(m, self.load, "load", 4, load_block)
         ex, ex_arriving = self._queue(m, self.exec, "exec", max(4, S))
         store, store_arriving = self._queue(m, self.store, "store", 4)
-        self._count(m, ex_out, ex.valid & ex.ready, self.exec_finished)
-        self._count(m, st_out, store.valid & store.ready, self.store_finished)
+        ex_after = self._count(m, ex_out, ex.valid & ex.ready, self.exec_finished)
+        st_after = self._count(m, st_out, store.valid & store.ready, self.store_finished)
+        m.d.sync += [slot_free.eq(ex_after < S), st_le1.eq(st_after <= 1)]
 
         def op(payload, **deps):
             return pack(load.p.shape(), op=payload, deps=pack(deps_layout, **deps), seq=c.seq)
@@ -732,7 +736,7 @@ class GemmLoop(wiring.Component):
                 # The finish strobes are every EXEC's and STORE's, a standalone command's too,
                 # whose finishes would drive the counts below zero; a loop starts when every
                 # earlier command has finished, so its own count starts from zero.
-                m.d.sync += [ex_out.eq(0), st_out.eq(0)]
+                m.d.sync += [ex_out.eq(0), st_out.eq(0), slot_free.eq(1), st_le1.eq(1)]
                 m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                 # Garbage while a resident B's row is out of range: refused before anything is issued.
                 rows_below_b = (p.b - layout.a_base)[: len(a_rows)]
@@ -1189,8 +1193,11 @@ class GemmLoop(wiring.Component):
                 m.next = "IDLE"
 
     @staticmethod
-    def _count(m: Module, counter: Signal, issued, finished) -> None:
-        m.d.sync += counter.eq(counter + issued - finished)
+    def _count(m: Module, counter: Signal, issued, finished) -> Value:
+        """Steps ``counter``; its next value (the FSM's IDLE clears it after this)."""
+        after = (counter + issued - finished)[: len(counter)]
+        m.d.sync += counter.eq(after)
+        return after
 
     @staticmethod
     def _queue(m: Module, port, name: str, depth: int, addend: Value | None = None):
