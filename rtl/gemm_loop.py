@@ -387,6 +387,8 @@ class GemmLoop(wiring.Component):
         # The command's last pair runs in two parts (see `tail` below): the second is running, and
         # rows of the second part's C (bias) address still to add (one `ldc` / bias stride per cycle).
         second, tail_left = Signal(name="tail_second"), Signal(len(mb), name="tail_left")  # (at most mb)
+        # No C / bias / A address step pending (below, with the block's strides due: `block_due`).
+        tail_zero, block_due = Signal(init=1, name="tail_zero"), Signal(name="block_due")
         g_f = Signal(range(GROUP))  # its place in the group
         chunk = Signal(len(mb))  # rows of a transposed A slice already loaded (fewer than mb)
         # Addresses, stepped by additions: a_m, c_m, d_m and b_n hold the operand's address at the
@@ -595,7 +597,7 @@ class GemmLoop(wiring.Component):
         # in the load state in the cycle before, with no load taken); the other A loads are never cut.
         a_last_block, a_settled = Signal(name="a_last_block"), Signal(name="a_settled")
         m.d.sync += a_last_block.eq(a_left <= cfg.dim)
-        a_go = ~c.trans_a | a_settled
+        a_go = (~c.trans_a | a_settled) & tail_zero
         last_a = ~c.trans_a | a_last_block
         a_load = op(
             desc(
@@ -702,15 +704,21 @@ class GemmLoop(wiring.Component):
         # never at a block change (only the last block is cut), so the two share the adders.
         # tail_left == 0 as a register set with it (the zero test was on the bias load's and the
         # STORE's go, and on the C and bias addresses' enables).
-        tail_zero = Signal(init=1, name="tail_zero")
-        tail_step, block_step = ~tail_zero, Signal()
-        with m.If(tail_step):
-            m.d.sync += [tail_left.eq(tail_left - 1), tail_zero.eq(tail_left == 1)]
-        with m.If(tail_step | block_step):
+        # A block change's A, C and bias strides are added the same way, in the cycle after it
+        # (`block_due`), not from STORE's handshake and the block-change test: the enables of
+        # those three 32-bit registers are then flip-flops. So `tail_zero` means "no address step
+        # pending": the bias load, the STORE and the A loads (`a_go`) wait for it.
+        with m.If(~tail_zero):
+            with m.If(block_due):
+                m.d.sync += [block_due.eq(0), tail_zero.eq(1)]
+            with m.Else():
+                m.d.sync += [tail_left.eq(tail_left - 1), tail_zero.eq(tail_left == 1)]
             m.d.sync += [
-                off["c_m"].eq(off["c_m"] + Mux(tail_step, c.ldc, steps["c_m"])),
-                off["d_m"].eq(off["d_m"] + Mux(tail_step, bias_stride, steps["d_m"])),
+                off["c_m"].eq(off["c_m"] + Mux(block_due, steps["c_m"], c.ldc)),
+                off["d_m"].eq(off["d_m"] + Mux(block_due, steps["d_m"], bias_stride)),
             ]
+        with m.If(~tail_zero & block_due & ~c.conv):  # (a CONV2D's A addresses are the walker's)
+            m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
         m.d.sync += [self.too_large.eq(0), self.sp_range.eq(0)]  # pulses (set by the setup)
         with m.FSM() as fsm:
             with m.State("IDLE"):
@@ -828,9 +836,7 @@ class GemmLoop(wiring.Component):
                         m.d.sync += last_n.eq(one_n_tile)
                         m.d.sync += last_m.eq(~blocks_after_2)
                         m.d.sync += off["b_n"].eq(c.b)
-                        with m.If(~c.conv):
-                            m.d.sync += off["a_m"].eq(off["a_m"] + steps["a_m"])
-                        m.d.comb += block_step.eq(1)  # the C and bias rows' block stride
+                        m.d.sync += [block_due.eq(1), tail_zero.eq(0)]  # the block's strides, next
                         m.d.sync += [older.eq(cur_steps), cur_steps.eq(0), have.eq(pf.k0), have_le1.eq(pf.le1)]
                         # The block after next, in the half the current block is leaving.
                         m.d.sync += [*pf.restart(steps["a_m"]), pf.res.eq(Mux(odd_block, a_half, 0))]
