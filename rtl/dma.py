@@ -179,12 +179,15 @@ class Gearbox(wiring.Component):
         m.d.comb += self.out.payload.eq(_rotate_right(Cat(*window), (head - req.lane)[:lg], w))
 
         # Input: the chunk's lane at lane + o goes to position tail + o, for o below count; ring
-        # positions i and i + nb take the same lane of the chunk rotated by tail - lane. The only
-        # held lanes it may overwrite are those this cycle's output takes (the level after both
-        # is at most 2 · nb).
+        # positions i and i + nb take the same lane of the chunk rotated by tail - lane. A whole
+        # beat's positions from tail are written, whatever the count: the lanes past the count are
+        # garbage at free positions, each written again before it is held (an input is taken only
+        # when at most nb lanes stay held after this cycle's output, so the nb positions from tail
+        # hold none of them). The enables then depend on tail alone, not on a compare with the
+        # count (which, where a register, came through the first/last choice of the chunk).
         placed = _rotate_right(inp.data, (inp.lane - tail)[:lg], w)
         for i, held in enumerate(ring):
-            with m.If(in_fire & ((C(i, lg + 1) - tail)[: lg + 1] < inp.count)):
+            with m.If(in_fire & ~(C(i, lg + 1) - tail)[lg]):
                 m.d.sync += held.eq(placed.word_select(i % nb, w))
         with m.If(in_fire):
             m.d.sync += tail.eq(tail + inp.count)
@@ -478,6 +481,20 @@ class _Engine(wiring.Component):
         with m.If(fire):
             m.d.sync += [beat.eq(Mux(last, 0, beat + 1)), first.eq(last), later_last.eq(beat + 1 == info.len)]
         return lane, end, last
+
+    def _count_bytes(self, m: Module, counter, fire) -> None:
+        """The statistics ``counter`` advanced by the beat's bytes a cycle after the beat (``fire``):
+        the beat's lane count and the handshake are registered first, so the counter's 32-bit adder
+        and its enable start at flip-flops, not behind the W handshake through the gearbox. (The
+        tile's perf events take the counter's differences, and a store is reported cycles after
+        its last beat, so the lag is not seen.) The read engine keeps its counter under the R
+        handshake: the same registers there cost ~190 xc7 LUTs, Yosys then mapping the read
+        gearbox's multiplexers differently."""
+        moved = Signal(len(self._beat_count), name=f"{counter.name}_moved")
+        fired = Signal(name=f"{counter.name}_fired")
+        m.d.sync += [moved.eq(self._beat_count), fired.eq(fire)]
+        with m.If(fired):
+            m.d.sync += counter.eq(counter + (moved << _log2(self.unit)))
 
     def _chunk_count(self, remaining, row_units):
         """Lanes in the next chunk of a row with ``remaining`` lanes left (of ``row_units``), and
@@ -1104,7 +1121,12 @@ class DmaWrite(_Engine):
         narrow_bits = 8 * element_bytes(cfg, DmaKind.ACC_MEM, out=0)
         narrow = Cat(rows.r_data[k * cfg.acc_bits : k * cfg.acc_bits + narrow_bits] for k in range(cfg.cols))
         packed = Signal(self.row_bits)
-        m.d.comb += packed.eq(Mux((d.kind == DmaKind.ACC_MEM) & (d.out == 0), narrow, rows.r_data))
+        # Whether the read-out is narrow, a register set up with the descriptor: it chooses every
+        # bit of the row on its way to the gearbox's ring, not the descriptor's decode.
+        narrow_out = Signal(name="narrow_out")
+        with m.If(setup):
+            m.d.sync += narrow_out.eq((d.kind == DmaKind.ACC_MEM) & (d.out == 0))
+        m.d.comb += packed.eq(Mux(narrow_out, narrow, rows.r_data))
         chunks = math.ceil(self.row_bytes_max / nb)
         chunk = Signal(range(max(chunks, 2)))
         remaining = Signal(range(self.row_units_max + 1))
@@ -1188,9 +1210,7 @@ class DmaWrite(_Engine):
         m.d.comb += fire.eq(axi.wvalid & axi.wready)
         with m.If(writing & fire & last):
             m.d.comb += bursts.r_en.eq(1)
-        with m.If(writing & fire):
-            moved = self._beat_count << _log2(self.unit)
-            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
+        self._count_bytes(m, self.bytes_written, writing & fire)
 
         outstanding = Signal(18)  # bursts issued on AW whose B response has not arrived
         aw_fire = axi.awvalid & axi.awready
