@@ -22,7 +22,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.pe import PE, tag_bits, weight_layout
+from rtl.pe import PE, retimed, tag_bits, weight_layout
 from rtl.shared import add_shared
 from rtl.signals import delayed
 
@@ -51,14 +51,17 @@ class MeshRow(wiring.Component):
     """One row of PEs: activations pass left to right, sums and weights enter at the top of each
     column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
     runs one cycle ahead of ``a_in`` (see rtl/pe.py). ``zero_acc``: ``ps_in`` is always +0 (the
-    PEs' ``zero_acc``)."""
+    PEs' ``zero_acc``). ``a_early`` (retimed PEs only, rtl/pe.py): ``a_in`` one cycle ahead; each
+    PE's ``a_in`` is the next one's ``a_early``."""
 
     def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
         self.cfg, self.zero_acc = cfg, zero_acc
+        early = {"a_early": In(cfg.in_bits)} if retimed(cfg) else {}
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
+                **early,
                 "flip_in": In(1),
                 "ps_in": In(data.ArrayLayout(cfg.acc_bits, cfg.cols)),
                 "w_in": In(data.ArrayLayout(weight_layout(cfg), cfg.cols)),
@@ -71,8 +74,12 @@ class MeshRow(wiring.Component):
         m = Module()
         cfg = self.cfg
         a, flip = self.a_in, self.flip_in
+        early = self.a_early if retimed(cfg) else None
         for j in range(cfg.cols):
             pe = add_shared(m, f"pe_{j}", _pe_key(cfg, self.zero_acc), lambda: PE(cfg, self.zero_acc))
+            if early is not None:
+                m.d.comb += pe.a_early.eq(early)
+                early = pe.a_in
             m.d.comb += [
                 pe.row.eq(self.row),
                 pe.a_in.eq(a),
@@ -145,10 +152,20 @@ class Mesh(wiring.Component):
         m.d.comb += flip.eq(in_fire & self.inp.payload.flip)
 
         for i, row in enumerate(rows):
-            m.d.comb += [
-                row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
-                row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
-            ]
+            m.d.comb += row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}"))
+            if retimed(cfg):
+                # Retimed PEs (rtl/pe.py) also take the row's activation a cycle early: the input
+                # of its last skew register, or for row 0 the input row, which row_reg takes
+                # every cycle.
+                if i == 0:
+                    early, a_in = self.inp.payload.a[0], row_reg.a[0]
+                else:
+                    early = delayed(m, row_reg.a[i], i - 1, f"skew_a{i}")
+                    a_in = Signal.like(early, name=f"skew_a{i}_d{i - 1}")
+                    m.d.sync += a_in.eq(early)
+                m.d.comb += [row.a_early.eq(early), row.a_in.eq(a_in)]
+            else:
+                m.d.comb += row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}"))
             if i:
                 m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]
 

@@ -9,6 +9,12 @@ the index of the row it belongs to, so each PE picks its own out of the passing 
 ``flip`` bit travels with the first activation row of a new tile (one cycle ahead of it) and swaps
 ``w_next`` in exactly when that row reaches the PE, so consecutive tiles follow each other with no
 bubble.
+
+An integer PE with ``pe_stages`` 1 (``retimed``) registers its product instead of its activation:
+the mesh gives it ``a_early``, the activation it will see in the next cycle (the previous PE's
+``a_in``, or the input of the row's last skew register), and it multiplies that by ``w_act``'s
+next value into a product register; the sum adds the register. The multiply starts at registers
+and ends at one, the carry chain starts at one: the same sums in the same cycles.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -19,11 +25,16 @@ from rtl.config import AccelConfig
 from rtl.fp import RoundProduct
 from rtl.mac import acc_mant_bits, adder_registers, make_adder, make_multiplier, product_flagged
 
-__all__ = ["PE", "tag_bits", "weight_layout"]
+__all__ = ["PE", "retimed", "tag_bits", "weight_layout"]
 
 
 def tag_bits(cfg: AccelConfig) -> int:
     return max(1, (cfg.rows - 1).bit_length())
+
+
+def retimed(cfg: AccelConfig) -> bool:
+    """Whether the PE registers its product from ``a_early`` (module docstring)."""
+    return cfg.dtype == "int8" and cfg.pe_stages == 1
 
 
 def weight_layout(cfg: AccelConfig) -> data.StructLayout:
@@ -42,10 +53,12 @@ class PE(wiring.Component):
         self.cfg = cfg
         self.zero_acc = zero_acc and cfg.dtype == "bf16"
         w = weight_layout(cfg)
+        early = {"a_early": In(cfg.in_bits)} if retimed(cfg) else {}
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
+                **early,
                 "flip_in": In(1),
                 "a_out": Out(cfg.in_bits),
                 "flip_out": Out(1),
@@ -79,10 +92,20 @@ class PE(wiring.Component):
         # followed it at once (rtl/mesh.py). The row is a constant the mesh ties off, so flat
         # synthesis keeps this multiplexer in the bottom row alone (16 LUT a bf16 PE, xc7).
         bypass = mine & (self.row == cfg.rows - 1)
+        flipped = Mux(bypass, self.w_in.value, w_next)
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(Mux(bypass, self.w_in.value, w_next))
+            m.d.sync += w_act.eq(flipped)
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
+        if retimed(cfg):
+            # The product of the next cycle's operands, registered: a_early is next cycle's a_in.
+            product = Signal(mul.p.shape())
+            m.d.comb += [mul.a.eq(self.a_early), mul.b.eq(Mux(self.flip_in, flipped, w_act))]
+            m.d.sync += product.eq(mul.p)
+            m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(product)]
+            m.d.sync += self.ps_out.eq(add.o)
+            m.d.sync += self.w_out.eq(self.w_in)
+            return m
         m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
