@@ -34,29 +34,33 @@ def mesh_latency(cfg: AccelConfig) -> int:
     return cfg.pe_stages * cfg.rows + cfg.cols
 
 
-def _pe_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
+def _pe_key(cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> str:
     """Names the PE's Verilog module after everything the PE depends on."""
-    return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}" + ("_z" if zero_acc else "")
+    key = f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}" + ("_z" if zero_acc else "")
+    return key + ("_e" if early and retimed(cfg) else "")
 
 
 # The shortest BF16 mesh row kept out of line in a flat Verilator build (see Mesh.elaborate).
 OUT_OF_LINE_BF16_COLS = 8
 
 
-def _row_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
-    return f"row_c{cfg.cols}_{_pe_key(cfg, zero_acc)}"
+def _row_key(cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> str:
+    return f"row_c{cfg.cols}_{_pe_key(cfg, zero_acc, early)}"
 
 
 class MeshRow(wiring.Component):
     """One row of PEs: activations pass left to right, sums and weights enter at the top of each
     column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
     runs one cycle ahead of ``a_in`` (see rtl/pe.py). ``zero_acc``: ``ps_in`` is always +0 (the
-    PEs' ``zero_acc``). ``a_early`` (retimed PEs only, rtl/pe.py): ``a_in`` one cycle ahead; each
-    PE's ``a_in`` is the next one's ``a_early``."""
+    PEs' ``zero_acc``). ``early``: a row below the top, retimed if ``retimed(cfg)`` (rtl/pe.py):
+    ``a_early``, ``flip_early`` and ``w_early`` are ``a_in``, ``flip_in`` and ``w_in`` one cycle
+    ahead (each PE's ``a_in`` and ``flip_in`` are the next one's early inputs)."""
 
-    def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
+    def __init__(self, cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> None:
         self.cfg, self.zero_acc = cfg, zero_acc
-        early = {"a_early": In(cfg.in_bits)} if retimed(cfg) else {}
+        self.early = early and retimed(cfg)
+        w = data.ArrayLayout(weight_layout(cfg), cfg.cols)
+        early = {"a_early": In(cfg.in_bits), "flip_early": In(1), "w_early": In(w)} if self.early else {}
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
@@ -74,12 +78,14 @@ class MeshRow(wiring.Component):
         m = Module()
         cfg = self.cfg
         a, flip = self.a_in, self.flip_in
-        early = self.a_early if retimed(cfg) else None
+        if self.early:
+            a_early, flip_early = self.a_early, self.flip_early
         for j in range(cfg.cols):
-            pe = add_shared(m, f"pe_{j}", _pe_key(cfg, self.zero_acc), lambda: PE(cfg, self.zero_acc))
-            if early is not None:
-                m.d.comb += pe.a_early.eq(early)
-                early = pe.a_in
+            key = _pe_key(cfg, self.zero_acc, self.early)
+            pe = add_shared(m, f"pe_{j}", key, lambda: PE(cfg, self.zero_acc, self.early))
+            if self.early:
+                m.d.comb += [pe.a_early.eq(a_early), pe.flip_early.eq(flip_early), pe.w_early.eq(self.w_early[j])]
+                a_early, flip_early = pe.a_in, pe.flip_in
             m.d.comb += [
                 pe.row.eq(self.row),
                 pe.a_in.eq(a),
@@ -131,12 +137,13 @@ class Mesh(wiring.Component):
         rows = []
         for i in range(cfg.rows):
             zero = self.zero_d and i == 0 and cfg.dtype == "bf16"
+            early = i > 0 and retimed(cfg)
             rows.append(
                 add_shared(
                     m,
                     f"row_{i}",
-                    _row_key(cfg, zero),
-                    lambda zero=zero: MeshRow(cfg, zero),
+                    _row_key(cfg, zero, early),
+                    lambda zero=zero, early=early: MeshRow(cfg, zero, early),
                     hier_block=True,
                     no_inline=out_of_line,
                 )
@@ -152,20 +159,26 @@ class Mesh(wiring.Component):
         m.d.comb += flip.eq(in_fire & self.inp.payload.flip)
 
         for i, row in enumerate(rows):
-            m.d.comb += row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}"))
-            if retimed(cfg):
-                # Retimed PEs (rtl/pe.py) also take the row's activation a cycle early: the input
-                # of its last skew register, or for row 0 the input row, which row_reg takes
-                # every cycle.
-                if i == 0:
-                    early, a_in = self.inp.payload.a[0], row_reg.a[0]
-                else:
-                    early = delayed(m, row_reg.a[i], i - 1, f"skew_a{i}")
-                    a_in = Signal.like(early, name=f"skew_a{i}_d{i - 1}")
-                    m.d.sync += a_in.eq(early)
-                m.d.comb += [row.a_early.eq(early), row.a_in.eq(a_in)]
+            if i and retimed(cfg):
+                # Retimed rows (rtl/pe.py) also take their inputs a cycle early: the inputs of the
+                # last skew registers, and the row above's weights (its w_out is w_in registered).
+                a_early = delayed(m, row_reg.a[i], i - 1, f"skew_a{i}")
+                flip_early = delayed(m, flip, i - 1, f"skew_flip{i}")
+                a_in = Signal.like(a_early, name=f"skew_a{i}_d{i - 1}")
+                flip_in = Signal(name=f"skew_flip{i}_d{i - 1}")
+                m.d.sync += [a_in.eq(a_early), flip_in.eq(flip_early)]
+                m.d.comb += [
+                    row.a_early.eq(a_early),
+                    row.flip_early.eq(flip_early),
+                    row.w_early.eq(rows[i - 1].w_in),
+                    row.a_in.eq(a_in),
+                    row.flip_in.eq(flip_in),
+                ]
             else:
-                m.d.comb += row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}"))
+                m.d.comb += [
+                    row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
+                    row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
+                ]
             if i:
                 m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]
 
