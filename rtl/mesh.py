@@ -203,15 +203,18 @@ class Mesh(wiring.Component):
         """Accept weight rows while the next-tile buffer has room and flip rows once it is full."""
         cfg = self.cfg
         loaded = Signal(range(cfg.rows + 1))
-        m.d.comb += self.inp.ready.eq(~self.inp.payload.flip | (loaded == cfg.rows))
+        # loaded == rows as a register: the flip (a clock enable of the top PEs' weights) and both
+        # readies one LUT from flip-flops.
+        full = Signal()
+        m.d.comb += self.inp.ready.eq(~self.inp.payload.flip | full)
         in_fire = self.inp.valid & self.inp.ready
         flip_fire = in_fire & self.inp.payload.flip
         # The flipping row takes the waiting tile, so a weight row may enter in that same cycle.
-        m.d.comb += self.weights.ready.eq((loaded < cfg.rows) | flip_fire)
+        m.d.comb += self.weights.ready.eq(~full | flip_fire)
         w_fire = self.weights.valid & self.weights.ready
         base = Signal.like(loaded)
         m.d.comb += base.eq(loaded)
         with m.If(flip_fire):
             m.d.comb += base.eq(0)
-        m.d.sync += loaded.eq(base + w_fire)
+        m.d.sync += [loaded.eq(base + w_fire), full.eq(base + w_fire == cfg.rows)]
         return in_fire, w_fire, base
