@@ -22,7 +22,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.config import AccelConfig
-from rtl.pe import PE, tag_bits, weight_layout
+from rtl.pe import PE, retimed, tag_bits, weight_layout
 from rtl.shared import add_shared
 from rtl.signals import delayed
 
@@ -34,31 +34,38 @@ def mesh_latency(cfg: AccelConfig) -> int:
     return cfg.pe_stages * cfg.rows + cfg.cols
 
 
-def _pe_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
+def _pe_key(cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> str:
     """Names the PE's Verilog module after everything the PE depends on."""
-    return f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}" + ("_z" if zero_acc else "")
+    key = f"pe_{cfg.dtype}_{cfg.acc_dtype}_s{cfg.pe_stages}_r{tag_bits(cfg)}" + ("_z" if zero_acc else "")
+    return key + ("_e" if early and retimed(cfg) else "")
 
 
 # The shortest BF16 mesh row kept out of line in a flat Verilator build (see Mesh.elaborate).
 OUT_OF_LINE_BF16_COLS = 8
 
 
-def _row_key(cfg: AccelConfig, zero_acc: bool = False) -> str:
-    return f"row_c{cfg.cols}_{_pe_key(cfg, zero_acc)}"
+def _row_key(cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> str:
+    return f"row_c{cfg.cols}_{_pe_key(cfg, zero_acc, early)}"
 
 
 class MeshRow(wiring.Component):
     """One row of PEs: activations pass left to right, sums and weights enter at the top of each
     column and leave at the bottom. ``row`` is the row's index, tied off by the mesh; ``flip_in``
     runs one cycle ahead of ``a_in`` (see rtl/pe.py). ``zero_acc``: ``ps_in`` is always +0 (the
-    PEs' ``zero_acc``)."""
+    PEs' ``zero_acc``). ``early``: a row below the top, retimed if ``retimed(cfg)`` (rtl/pe.py):
+    ``a_early``, ``flip_early`` and ``w_early`` are ``a_in``, ``flip_in`` and ``w_in`` one cycle
+    ahead (each PE's ``a_in`` and ``flip_in`` are the next one's early inputs)."""
 
-    def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
+    def __init__(self, cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> None:
         self.cfg, self.zero_acc = cfg, zero_acc
+        self.early = early and retimed(cfg)
+        w = data.ArrayLayout(weight_layout(cfg), cfg.cols)
+        early = {"a_early": In(cfg.in_bits), "flip_early": In(1), "w_early": In(w)} if self.early else {}
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
+                **early,
                 "flip_in": In(1),
                 "ps_in": In(data.ArrayLayout(cfg.acc_bits, cfg.cols)),
                 "w_in": In(data.ArrayLayout(weight_layout(cfg), cfg.cols)),
@@ -71,8 +78,14 @@ class MeshRow(wiring.Component):
         m = Module()
         cfg = self.cfg
         a, flip = self.a_in, self.flip_in
+        if self.early:
+            a_early, flip_early = self.a_early, self.flip_early
         for j in range(cfg.cols):
-            pe = add_shared(m, f"pe_{j}", _pe_key(cfg, self.zero_acc), lambda: PE(cfg, self.zero_acc))
+            key = _pe_key(cfg, self.zero_acc, self.early)
+            pe = add_shared(m, f"pe_{j}", key, lambda: PE(cfg, self.zero_acc, self.early))
+            if self.early:
+                m.d.comb += [pe.a_early.eq(a_early), pe.flip_early.eq(flip_early), pe.w_early.eq(self.w_early[j])]
+                a_early, flip_early = pe.a_in, pe.flip_in
             m.d.comb += [
                 pe.row.eq(self.row),
                 pe.a_in.eq(a),
@@ -124,12 +137,13 @@ class Mesh(wiring.Component):
         rows = []
         for i in range(cfg.rows):
             zero = self.zero_d and i == 0 and cfg.dtype == "bf16"
+            early = i > 0 and retimed(cfg)
             rows.append(
                 add_shared(
                     m,
                     f"row_{i}",
-                    _row_key(cfg, zero),
-                    lambda zero=zero: MeshRow(cfg, zero),
+                    _row_key(cfg, zero, early),
+                    lambda zero=zero, early=early: MeshRow(cfg, zero, early),
                     hier_block=True,
                     no_inline=out_of_line,
                 )
@@ -145,10 +159,26 @@ class Mesh(wiring.Component):
         m.d.comb += flip.eq(in_fire & self.inp.payload.flip)
 
         for i, row in enumerate(rows):
-            m.d.comb += [
-                row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
-                row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
-            ]
+            if i and retimed(cfg):
+                # Retimed rows (rtl/pe.py) also take their inputs a cycle early: the inputs of the
+                # last skew registers, and the row above's weights (its w_out is w_in registered).
+                a_early = delayed(m, row_reg.a[i], i - 1, f"skew_a{i}")
+                flip_early = delayed(m, flip, i - 1, f"skew_flip{i}")
+                a_in = Signal.like(a_early, name=f"skew_a{i}_d{i - 1}")
+                flip_in = Signal(name=f"skew_flip{i}_d{i - 1}")
+                m.d.sync += [a_in.eq(a_early), flip_in.eq(flip_early)]
+                m.d.comb += [
+                    row.a_early.eq(a_early),
+                    row.flip_early.eq(flip_early),
+                    row.w_early.eq(rows[i - 1].w_in),
+                    row.a_in.eq(a_in),
+                    row.flip_in.eq(flip_in),
+                ]
+            else:
+                m.d.comb += [
+                    row.a_in.eq(delayed(m, row_reg.a[i], cfg.pe_stages * i, f"skew_a{i}")),
+                    row.flip_in.eq(delayed(m, flip, cfg.pe_stages * i, f"skew_flip{i}")),
+                ]
             if i:
                 m.d.comb += [row.ps_in.eq(rows[i - 1].ps_out), row.w_in.eq(rows[i - 1].w_out)]
 
@@ -173,15 +203,18 @@ class Mesh(wiring.Component):
         """Accept weight rows while the next-tile buffer has room and flip rows once it is full."""
         cfg = self.cfg
         loaded = Signal(range(cfg.rows + 1))
-        m.d.comb += self.inp.ready.eq(~self.inp.payload.flip | (loaded == cfg.rows))
+        # loaded == rows as a register: the flip (a clock enable of the top PEs' weights) and both
+        # readies one LUT from flip-flops.
+        full = Signal()
+        m.d.comb += self.inp.ready.eq(~self.inp.payload.flip | full)
         in_fire = self.inp.valid & self.inp.ready
         flip_fire = in_fire & self.inp.payload.flip
         # The flipping row takes the waiting tile, so a weight row may enter in that same cycle.
-        m.d.comb += self.weights.ready.eq((loaded < cfg.rows) | flip_fire)
+        m.d.comb += self.weights.ready.eq(~full | flip_fire)
         w_fire = self.weights.valid & self.weights.ready
         base = Signal.like(loaded)
         m.d.comb += base.eq(loaded)
         with m.If(flip_fire):
             m.d.comb += base.eq(0)
-        m.d.sync += loaded.eq(base + w_fire)
+        m.d.sync += [loaded.eq(base + w_fire), full.eq(base + w_fire == cfg.rows)]
         return in_fire, w_fire, base

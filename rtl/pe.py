@@ -9,6 +9,15 @@ the index of the row it belongs to, so each PE picks its own out of the passing 
 ``flip`` bit travels with the first activation row of a new tile (one cycle ahead of it) and swaps
 ``w_next`` in exactly when that row reaches the PE, so consecutive tiles follow each other with no
 bubble.
+
+An integer PE with ``pe_stages`` 1 below the top row (``early``, ``retimed``) registers its product
+instead of its activation and its weight: the mesh gives it each input one cycle ahead
+(``a_early``, ``flip_early``, ``w_early``: the previous PE's or row's inputs, or the inputs of the
+last skew registers), so ``w_mul``, a register, holds the weight the multiplier uses next cycle,
+and the product register loads ``a_early * w_mul``. The multiply runs from registers to a register,
+the sum's carry chain from one (``ps_in + product``): the same sums in the same cycles. The top row
+cannot: its flip is the mesh's handshake of the same cycle (and its ``d``, zero in the EXEC unit,
+leaves it a multiply alone).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -19,11 +28,16 @@ from rtl.config import AccelConfig
 from rtl.fp import RoundProduct
 from rtl.mac import acc_mant_bits, adder_registers, make_adder, make_multiplier, product_flagged
 
-__all__ = ["PE", "tag_bits", "weight_layout"]
+__all__ = ["PE", "retimed", "tag_bits", "weight_layout"]
 
 
 def tag_bits(cfg: AccelConfig) -> int:
     return max(1, (cfg.rows - 1).bit_length())
+
+
+def retimed(cfg: AccelConfig) -> bool:
+    """Whether the PEs below the top row register their products (module docstring)."""
+    return cfg.dtype == "int8" and cfg.pe_stages == 1
 
 
 def weight_layout(cfg: AccelConfig) -> data.StructLayout:
@@ -36,16 +50,20 @@ class PE(wiring.Component):
     so that every PE of a mesh is the same Verilog module). ``flip_in`` is the flip bit of the
     activation that arrives in the next cycle; ``flip_out`` keeps that lead for the next PE."""
 
-    def __init__(self, cfg: AccelConfig, zero_acc: bool = False) -> None:
+    def __init__(self, cfg: AccelConfig, zero_acc: bool = False, early: bool = False) -> None:
         """``zero_acc``: ``ps_in`` is always +0 (the top row of a mesh whose ``d`` is zero): a bf16
-        PE then rounds its product (``+0 + p``, see ``rtl.fp.RoundProduct``) instead of adding it."""
+        PE then rounds its product (``+0 + p``, see ``rtl.fp.RoundProduct``) instead of adding it.
+        ``early``: a PE below the top row, retimed if ``retimed(cfg)`` (module docstring)."""
         self.cfg = cfg
         self.zero_acc = zero_acc and cfg.dtype == "bf16"
+        self.early = early and retimed(cfg)
         w = weight_layout(cfg)
+        early = {"a_early": In(cfg.in_bits), "flip_early": In(1), "w_early": In(w)} if self.early else {}
         super().__init__(
             {
                 "row": In(tag_bits(cfg)),
                 "a_in": In(cfg.in_bits),
+                **early,
                 "flip_in": In(1),
                 "a_out": Out(cfg.in_bits),
                 "flip_out": Out(1),
@@ -79,10 +97,26 @@ class PE(wiring.Component):
         # followed it at once (rtl/mesh.py). The row is a constant the mesh ties off, so flat
         # synthesis keeps this multiplexer in the bottom row alone (16 LUT a bf16 PE, xc7).
         bypass = mine & (self.row == cfg.rows - 1)
+        flipped = Mux(bypass, self.w_in.value, w_next)
         with m.If(self.flip_in):
-            m.d.sync += w_act.eq(Mux(bypass, self.w_in.value, w_next))
+            m.d.sync += w_act.eq(flipped)
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
+        if self.early:
+            # w_mul is w_act one cycle ahead: it takes `flipped` as it will be in the next cycle
+            # when the next cycle flips. w_early is the next cycle's w_in.
+            w_mul = Signal(cfg.in_bits)
+            e = self.w_early
+            next_w_next = Mux(mine, self.w_in.value, w_next)
+            next_flipped = Mux(e.valid & (e.row == self.row) & (self.row == cfg.rows - 1), e.value, next_w_next)
+            with m.If(self.flip_early):
+                m.d.sync += w_mul.eq(next_flipped)
+            product = Signal(mul.p.shape())
+            m.d.comb += [mul.a.eq(self.a_early), mul.b.eq(w_mul)]
+            m.d.sync += product.eq(mul.p)
+            m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(product)]
+            m.d.sync += [self.ps_out.eq(add.o), self.w_out.eq(self.w_in)]
+            return m
         m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
