@@ -590,9 +590,22 @@ class GemmLoop(wiring.Component):
         # a CONV2D (whose block address is zero) the walker's piece's, so it takes the same adder
         # and needs no multiplexer of its own after it.
         a_slice = Mux(c.conv, im2col.desc.p.dram_addr, off["a_k"])
-        a_in_block = Mux(prefetching, pf.addr, a_slice) + times(a_chunk, in_e, 32)
+        a_from = Mux(prefetching, pf.addr, a_slice)
+        a_place = Mux(prefetching, layout.a_base + pf.res, a_local)
+        # A transposed slice's block: its address, place and rows left with the blocks already
+        # loaded, as registers (its loads wait for them, `a_settled` below). Summed in front of the
+        # load queue's entry, with the other sources' terms chosen before them, they were its
+        # longest paths; the other A loads' chunk is always 0.
+        a_from_chunk, a_place_chunk = Signal(32, name="a_from_chunk"), Signal(self.sp_bits, name="a_place_chunk")
+        a_left_r = Signal(cfg.dim.bit_length(), name="a_left_r")
+        m.d.sync += [
+            a_from_chunk.eq(a_from + times(a_chunk, in_e, 32)),
+            a_place_chunk.eq(a_place + a_chunk),
+            a_left_r.eq(a_left),
+        ]
+        a_in_block = Mux(c.trans_a, a_from_chunk, a_from)
         # Its last block, registered (the subtract and the compare were on the way to the loads'
-        # go and the prefetch's registers' enables). The register is a cycle behind the slice's
+        # go and the prefetch's registers' enables). These registers are a cycle behind the slice's
         # registers, so a transposed A load waits until they stood still for a cycle (`a_settled`:
         # in the load state in the cycle before, with no load taken); the other A loads are never cut.
         a_last_block, a_settled = Signal(name="a_last_block"), Signal(name="a_settled")
@@ -605,8 +618,8 @@ class GemmLoop(wiring.Component):
                 dram_addr=load_addr,  # off["a_m"] + a_in_block
                 dram_stride=c.lda,
                 rows=Mux(c.trans_a, a_kslice, a_rows_all),
-                elems=Mux(c.trans_a, Mux(a_last_block, a_left[: cfg.dim.bit_length()], cfg.dim), a_kslice),
-                local_addr=(Mux(prefetching, layout.a_base + pf.res, a_local) + a_chunk)[: self.sp_bits],
+                elems=Mux(c.trans_a, Mux(a_last_block, a_left_r, cfg.dim), a_kslice),
+                local_addr=Mux(c.trans_a, a_place_chunk, a_place)[: self.sp_bits],
                 transpose=c.trans_a,
             ),
             signal_next=c.b_sp & last_a,  # resident B (never prefetched): the step's last load
