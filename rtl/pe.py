@@ -20,7 +20,7 @@ cannot: its flip is the mesh's handshake of the same cycle (and its ``d``, zero 
 leaves it a multiply alone).
 """
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -85,11 +85,8 @@ class PE(wiring.Component):
             m.submodules.add = add = make_adder(cfg, adder_registers(cfg))
 
         w_next = Signal(cfg.in_bits)  # the next tile's weight
-
-        def mine_in(w) -> Value:
-            return w.valid & (w.row == self.row)
-
-        mine = mine_in(self.w_in)
+        w_act = Signal(cfg.in_bits)  # the weight the multiplier uses this cycle
+        mine = self.w_in.valid & (self.w_in.row == self.row)
         with m.If(mine):
             m.d.sync += w_next.eq(self.w_in.value)
         # flip_in runs one cycle ahead of a_in: the weight switches as the flipping row arrives,
@@ -99,27 +96,27 @@ class PE(wiring.Component):
         # reaches its PE in the flip's cycle only when it is the tile's last row and the flip
         # followed it at once (rtl/mesh.py). The row is a constant the mesh ties off, so flat
         # synthesis keeps this multiplexer in the bottom row alone (16 LUT a bf16 PE, xc7).
-        bottom = self.row == cfg.rows - 1
+        bypass = mine & (self.row == cfg.rows - 1)
+        flipped = Mux(bypass, self.w_in.value, w_next)
+        with m.If(self.flip_in):
+            m.d.sync += w_act.eq(flipped)
 
         m.d.sync += [self.a_out.eq(self.a_in), self.flip_out.eq(self.flip_in)]
         if self.early:
-            # w_mul is that weight one cycle ahead, the one the product register's multiply uses:
-            # loaded on the next cycle's flip with the next cycle's w_next and bypass (w_early is
-            # the next cycle's w_in).
+            # w_mul is w_act one cycle ahead: it takes `flipped` as it will be in the next cycle
+            # when the next cycle flips. w_early is the next cycle's w_in.
             w_mul = Signal(cfg.in_bits)
             e = self.w_early
             next_w_next = Mux(mine, self.w_in.value, w_next)
+            next_flipped = Mux(e.valid & (e.row == self.row) & (self.row == cfg.rows - 1), e.value, next_w_next)
             with m.If(self.flip_early):
-                m.d.sync += w_mul.eq(Mux(mine_in(e) & bottom, e.value, next_w_next))
+                m.d.sync += w_mul.eq(next_flipped)
             product = Signal(mul.p.shape())
             m.d.comb += [mul.a.eq(self.a_early), mul.b.eq(w_mul)]
             m.d.sync += product.eq(mul.p)
             m.d.comb += [add.acc.eq(self.ps_in), add.x.eq(product)]
             m.d.sync += [self.ps_out.eq(add.o), self.w_out.eq(self.w_in)]
             return m
-        w_act = Signal(cfg.in_bits)  # the weight the multiplier uses this cycle
-        with m.If(self.flip_in):
-            m.d.sync += w_act.eq(Mux(mine & bottom, self.w_in.value, w_next))
         m.d.comb += [mul.a.eq(self.a_in), mul.b.eq(w_act)]
         # The vertical path takes pe_stages cycles: [product register,] the adder's own pipeline
         # registers, and the sum register. The weight chain keeps pace with it.
