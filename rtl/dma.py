@@ -41,6 +41,7 @@ import math
 
 from amaranth.hdl import C, Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from rtl.axi import AXI_BURST_INCR, AXI_RESP_DECERR, AXI_RESP_SLVERR, Axi4Signature
@@ -1020,8 +1021,7 @@ class DmaWrite(_Engine):
         m = Module()
         m.submodules.wgear = wgear = Gearbox(self.beat_bytes, self.unit, parallel=True)
         info_layout = self._burst_info(tagged=False)
-        # (the head's next entry shown: the beat's registers are loaded from it, `_write_beats`)
-        m.submodules.bursts = bursts = Queue(width=info_layout.size, depth=self.max_reads, buffered=True)
+        m.submodules.bursts = bursts = _BurstQueue(info_layout.size, self.max_reads)
 
         # The descriptor register; the engine reads it as a store's (`d`): kind 2 or 3, not
         # transposed, no zero-fill, no accumulation (rtl/decode.py), so the check and the
@@ -1222,6 +1222,62 @@ class DmaWrite(_Engine):
         with m.If(b_fire & (axi.bresp == AXI_RESP_DECERR)):
             m.d.comb += axi_error.eq(DmaError.DECERR)
         m.d.comb += write_done.eq(~issue_more & (outstanding == 0))
+
+
+class _BurstQueue(wiring.Component):
+    """The write engine's burst queue: cycle for cycle ``SyncFIFOBuffered(depth=depth)`` (the head
+    in the register ``r_data``), and besides it the entry that moves into the head in this cycle
+    (``r_next``, the storage's asynchronous read) and when (``loading``), so that the engine keeps
+    registers computed from the head as it is loaded."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        assert depth >= 2
+        self.width, self.depth = width, depth
+        super().__init__(
+            {
+                "w_en": In(1),
+                "w_data": In(width),
+                "w_rdy": Out(1),
+                "r_en": In(1),
+                "r_data": Out(width),
+                "r_rdy": Out(1),
+                "r_next": Out(width),
+                "loading": Out(1),
+                "level": Out(range(depth + 1)),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        held = self.depth - 1  # entries in the storage, the head aside
+        slots = 1 << (held - 1).bit_length()  # a power of two: the pointers wrap by themselves
+        inner = Signal(range(held + 1))
+        m.submodules.storage = storage = Memory(shape=self.width, depth=slots, init=[])
+        w_port, r_port = storage.write_port(), storage.read_port(domain="comb")
+        produce, consume = Signal(range(slots)), Signal(range(slots))
+        do_write = self.w_en & self.w_rdy
+        do_read = (inner != 0) & (~self.r_rdy | self.r_en)
+        m.d.comb += [
+            self.w_rdy.eq(inner != held),
+            w_port.addr.eq(produce),
+            w_port.data.eq(self.w_data),
+            w_port.en.eq(do_write),
+            r_port.addr.eq(consume),
+            self.r_next.eq(r_port.data),
+            self.loading.eq(do_read),
+            self.level.eq(inner + self.r_rdy),
+        ]
+        with m.If(do_write):
+            m.d.sync += produce.eq(produce + 1)
+        with m.If(do_read):
+            m.d.sync += [consume.eq(consume + 1), self.r_data.eq(r_port.data), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        with m.If(do_write & ~do_read):
+            m.d.sync += inner.eq(inner + 1)
+        with m.Elif(do_read & ~do_write):
+            m.d.sync += inner.eq(inner - 1)
+        return m
 
 
 def share_axi(m: Module, port, reader: _Engine, writer: _Engine) -> None:

@@ -30,9 +30,7 @@ def _step(pointer: Signal, slots: int):
 class Queue(Elaboratable, FIFOInterface):
     """``depth`` entries of ``width`` bits. ``buffered``: as ``SyncFIFOBuffered`` (the head in a
     register, so ``r_data`` and ``r_rdy`` start at flip-flops); otherwise as ``SyncFIFO`` (the head
-    read from the storage as it is addressed). Buffered, it also shows the entry that moves into
-    the head register (``r_next``) and when (``loading``), so that a user can keep registers of
-    its own computed from the head as it is loaded."""
+    read from the storage as it is addressed)."""
 
     def __init__(self, *, width: int, depth: int, buffered: bool = False) -> None:
         if depth < 1 + buffered:
@@ -40,8 +38,6 @@ class Queue(Elaboratable, FIFOInterface):
         super().__init__(width=width, depth=depth)
         self.buffered = buffered
         self.level = Signal(range(depth + 1))
-        if buffered:
-            self.r_next, self.loading = Signal(width), Signal()
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -67,7 +63,6 @@ class Queue(Elaboratable, FIFOInterface):
         if self.buffered:
             # The head moves into the output register when that is empty or being read.
             do_read = (inner != 0) & (~self.r_rdy | self.r_en)
-            m.d.comb += [self.r_next.eq(r_port.data), self.loading.eq(do_read)]
             with m.If(do_read):
                 m.d.sync += [self.r_data.eq(r_port.data), self.r_rdy.eq(1)]
             with m.Elif(self.r_en):
