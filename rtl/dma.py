@@ -692,7 +692,10 @@ class DmaRead(_Engine):
         return data.StructLayout(
             {
                 "data": self.row_bits,
-                "row_units": range(self.row_units_max + 1),  # the row's length in lanes of `unit` bytes
+                # The row's lanes (of `unit` bytes) kept: from its place, its length (none in a
+                # zero row). Decoded as the row is queued: the place's and the end's compares
+                # after the queue's read ran on into the scratchpad's write data.
+                "lanes": self.row_units_max,
                 "kind": 2,
                 "local": range(max(cfg.sp_rows, cfg.acc_rows)),  # the row's address (transposed: the block's first)
                 "row": range(self.dim),  # the row's index within a transposed block
@@ -713,6 +716,11 @@ class DmaRead(_Engine):
                 "tag": self.TAG_BITS,
             }
         )
+
+    def _kept_lanes(self, place, row_units) -> Value:
+        """The lanes of a held row from ``place`` on, ``row_units`` of them."""
+        ends = place + row_units
+        return Cat(((i >= place) if i < self.lanes - 1 else 1) & (i < ends) for i in range(self.row_units_max))
 
     def _place(self, d) -> Value:
         """The lane a row of ``d`` starts at in its held row: a mem→sp row that fits a beat (not
@@ -775,7 +783,7 @@ class DmaRead(_Engine):
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
             # `row_units` anyway, so the row needs no multiplexer of its own.
             out.data.eq(merged),
-            out.row_units.eq(Mux(from_gearbox, row_units, 0)),
+            out.lanes.eq(Mux(from_gearbox, self._kept_lanes(self._place(d), row_units), 0)),
             out.kind.eq(d.kind),
             out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
             out.row.eq(rows_in),
@@ -825,12 +833,8 @@ class DmaRead(_Engine):
         error = Mux(out.skip, out.code, Mux(failed, Mux(decerr, DmaError.DECERR, DmaError.SLVERR), 0))
         errors.retire(m, release & out.last & failed)
         # Lanes outside the row are zero: the scratchpad row is zero-filled beyond `elems`.
-        w, place = 8 * self.unit, self._place(out)
-        ends = place + out.row_units
-        filled = Cat(
-            Mux(((i >= place) if i < self.lanes - 1 else 1) & (i < ends), out.data.word_select(i, w), 0)
-            for i in range(self.row_units_max)
-        )
+        w = 8 * self.unit
+        filled = Cat(Mux(out.lanes[i], out.data.word_select(i, w), 0) for i in range(self.row_units_max))
         sp = self._sp_request = stream.Signature(self.sp_write.payload.shape()).create(path=("sp_request",))
         self._done_request = stream.Signature(DONE).create(path=("done_request",))
         held = self._register_sp_write(m, sp, self._done_request)
