@@ -131,11 +131,6 @@ class _Prefetch:
         self.done = Signal(16, name="pf_done")  # slices of the next block loaded
         self.due = Signal(16, name="pf_due")  # slices that may be loaded by now (one every N tiles steps)
         self.pc = Signal(n_tiles_bits, name="pf_pc")  # steps since the last slice came due (below N tiles)
-        # pc + 1 >= N tiles (the next step brings a slice due), a cycle late: `due`'s enable was
-        # this compare's carry chain. Never read stale: pc changes only at a step or a restart,
-        # and steps are at least two cycles apart where anything is prefetched (each EXEC follows
-        # a LOAD_B); a restart sets it as well.
-        self.wraps = Signal(name="pf_wraps")
         self.k0 = Signal(16, name="pf_k0")  # first K row of the next slice
         # Its offset from the current block's A address: the block stride (`a_m_step`) plus the
         # slice's offset in the next block (K rows of A, or rows of A^T). Kept as one register,
@@ -153,15 +148,10 @@ class _Prefetch:
         # done < due, done < K tiles and the previous block's EXECs finished, a cycle late (`pf_go`).
         self.may = Signal(name="pf_may")
 
-    def restart(self, block_stride, n_tiles) -> list:
+    def restart(self, block_stride) -> list:
         """The next block's first slice (``res`` is set where the other half is known)."""
         regs = (self.done, self.due, self.pc, self.k0, self.chunk, self.step, self.may)
-        return [sig.eq(0) for sig in regs] + [
-            self.none.eq(1),
-            self.le1.eq(1),
-            self.addr.eq(block_stride),
-            self.wraps.eq(n_tiles <= 1),  # (pc is 0)
-        ]
+        return [sig.eq(0) for sig in regs] + [self.none.eq(1), self.le1.eq(1), self.addr.eq(block_stride)]
 
     def slice_done(self, rows: int, mb, k_step) -> list:
         return [
@@ -175,14 +165,12 @@ class _Prefetch:
             self.step.eq(1),
         ]
 
-    def follow(self, m: Module, n_tiles) -> None:
-        m.d.sync += self.wraps.eq(self.pc + 1 >= n_tiles)
-
-    def after_step(self) -> list:
+    def after_step(self, n_tiles) -> list:
+        wrap = self.pc + 1 >= n_tiles
         return [
             self.step.eq(0),
-            self.pc.eq(Mux(self.wraps, 0, self.pc + 1)),
-            self.due.eq(Mux(self.wraps & ~self.due.all(), self.due + 1, self.due)),
+            self.pc.eq(Mux(wrap, 0, self.pc + 1)),
+            self.due.eq(Mux(wrap & ~self.due.all(), self.due + 1, self.due)),
         ]
 
 
@@ -537,7 +525,6 @@ class GemmLoop(wiring.Component):
         # after a slice), and the command's K is set long before its first prefetch.
         pf_kslice = Signal(range(R + 1), name="pf_kslice")
         m.d.sync += pf_kslice.eq(_min_const(c.k - pf.k0, R))
-        pf.follow(m, n_tiles)
         pf_go = (
             prefetch
             & tail_zero  # (a block change's restart of the registers below is pending)
@@ -752,7 +739,7 @@ class GemmLoop(wiring.Component):
         # prefetch's go wait for `tail_zero`, and its first EXEC follows a load state.
         with m.If(block_due):
             m.d.sync += [older.eq(cur_steps), cur_steps.eq(0)]
-            m.d.sync += [*pf.restart(steps["a_m"], n_tiles), pf.res.eq(Mux(odd_block, 0, a_half))]
+            m.d.sync += [*pf.restart(steps["a_m"]), pf.res.eq(Mux(odd_block, 0, a_half))]
         m.d.sync += [self.too_large.eq(0), self.sp_range.eq(0)]  # pulses (set by the setup)
         with m.FSM() as fsm:
             with m.State("IDLE"):
@@ -779,7 +766,7 @@ class GemmLoop(wiring.Component):
                 # whose finishes would drive the counts below zero; a loop starts when every
                 # earlier command has finished, so its own count starts from zero.
                 m.d.sync += [ex_out.eq(0), st_out.eq(0), slot_free.eq(1), st_le1.eq(1)]
-                m.d.sync += [*pf.restart(steps["a_m"], n_tiles), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
+                m.d.sync += [*pf.restart(steps["a_m"]), strides_ready.eq(0), seg.packed.eq(0), loaded.eq(0)]
                 # Garbage while a resident B's row is out of range: refused before anything is issued.
                 rows_below_b = (p.b - layout.a_base)[: len(a_rows)]
                 m.d.sync += a_rows.eq(Mux(p.b_sp, rows_below_b, layout.a_rows))
@@ -883,7 +870,7 @@ class GemmLoop(wiring.Component):
         issued = at["EXEC"] & ex.ready
         with m.If(issued):
             self._next_step(m, b_slot, ring, streaming, mb, cur_steps, older)
-            m.d.sync += pf.after_step()
+            m.d.sync += pf.after_step(n_tiles)
         with m.If(issued & ~in_group & ~last_k):
             self._next_k_tile(m, c, ks, kdim, kx, ky, first_k, chunk, res, mb, off, steps, last_pos, is_last_pos)
         m.d.sync += a_settled.eq((at["LOAD_A"] | prefetching) & ~(load.valid & load.ready))
