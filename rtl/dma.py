@@ -206,6 +206,12 @@ class Gearbox(wiring.Component):
         return m
 
 
+def _span(start: Value, count: Value, width: int, starts: int) -> Value:
+    """``width`` bits, those from ``start`` on set, ``count`` of them. ``start`` is below ``starts``,
+    so the bits from ``starts - 1`` on need no compare with it (one would lint as constant)."""
+    return Cat(((i >= start) if i < starts - 1 else 1) & (i < start + count) for i in range(width))
+
+
 def _rotate_right(value: Value, lanes_by, lane_bits: int) -> Value:
     """``value`` (whole lanes of ``lane_bits``) rotated right by ``lanes_by`` lanes."""
     return (Cat(value, value) >> Cat(C(0, _log2(lane_bits)), lanes_by))[: len(value)]
@@ -717,11 +723,6 @@ class DmaRead(_Engine):
             }
         )
 
-    def _kept_lanes(self, place, row_units) -> Value:
-        """The lanes of a held row from ``place`` on, ``row_units`` of them."""
-        ends = place + row_units
-        return Cat(((i >= place) if i < self.lanes - 1 else 1) & (i < ends) for i in range(self.row_units_max))
-
     def _place(self, d) -> Value:
         """The lane a row of ``d`` starts at in its held row: a mem→sp row that fits a beat (not
         transposed) is placed at its column by the read gearbox, so it needs no shifter of its own;
@@ -736,6 +737,7 @@ class DmaRead(_Engine):
         through the queue ``rows``."""
         nb = self.beat_bytes
         d, row_units = cur.desc, cur.row_units
+        place = self._place(d)
         next_row_units, next_rows = nxt.row_units, nxt.desc.rows
         chunks = math.ceil(self.row_bytes_max / nb)
         row = Signal(self.row_bits)
@@ -757,7 +759,7 @@ class DmaRead(_Engine):
         last_row = Signal(name="last_row")
         m.d.comb += [
             rgear.req.valid.eq(gear_rows),
-            rgear.req.payload.lane.eq(self._place(d)),
+            rgear.req.payload.lane.eq(place),
             rgear.req.payload.count.eq(count),
             rgear.out.ready.eq(~last | room),
         ]
@@ -783,7 +785,7 @@ class DmaRead(_Engine):
             # A zero row is the gearbox's word with no byte of it kept: the writer zero-fills past
             # `row_units` anyway, so the row needs no multiplexer of its own.
             out.data.eq(merged),
-            out.lanes.eq(Mux(from_gearbox, self._kept_lanes(self._place(d), row_units), 0)),
+            out.lanes.eq(Mux(from_gearbox, _span(place, row_units, self.row_units_max, self.lanes), 0)),
             out.kind.eq(d.kind),
             out.local.eq(d.local_addr + Mux(d.transpose, 0, rows_in)),
             out.row.eq(rows_in),
@@ -871,8 +873,7 @@ class DmaRead(_Engine):
             shifted = filled[: self.sp_bits]
         else:
             shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
-        # (col < n: the last element is never left of it, and a compare saying so lints as constant.)
-        placed = Cat(((k >= out.col) if k < n - 1 else 1) & (k < out.col + out.elems) for k in range(n))
+        placed = _span(out.col, out.elems, n, n)  # (col < n)
         with m.If(free):
             m.d.comb += [
                 sp.valid.eq(full & out.sp_row & may),
