@@ -874,9 +874,10 @@ class DmaRead(_Engine):
         else:
             shifted = (filled[: self.sp_bits] << Cat(C(0, _log2(cfg.in_bits)), out.col))[: self.sp_bits]
         placed = _span(out.col, out.elems, n, n)  # (col < n)
+        row_offer = full & out.sp_row & may
         with m.If(free):
             m.d.comb += [
-                sp.valid.eq(full & out.sp_row & may),
+                sp.valid.eq(row_offer),
                 sp.payload.addr.eq(out.local),
                 sp.payload.data.eq(shifted),
                 sp.payload.mask.eq(Mux(keep, Mux(out.col == 0, (1 << n) - 1, placed), 0)),
@@ -889,7 +890,7 @@ class DmaRead(_Engine):
             acc.payload.mask.eq(Mux(keep, Cat(k < out.elems for k in range(cfg.cols)), 0)),
             acc.payload.accumulate.eq(out.accumulate),
         ]
-        written = (free & sp.valid & sp.ready) | (acc.valid & acc.ready)
+        written = (free & row_offer & sp.ready) | (acc.valid & acc.ready)  # (as in `_write_block`)
         reported = (full & out.skip & may) | written  # rows that end their descriptor here
         m.d.comb += [
             release.eq(keeping | (reported & (~out.last | self._done_request.ready))),
@@ -926,16 +927,20 @@ class DmaRead(_Engine):
         code = Signal(4)
         inside = Signal(n)  # the elements within the block's rows (zeros past them)
         final = row + 1 == count
+        offer = ~final | self._done_request.ready
         with m.If(busy):
             m.d.comb += [
-                sp.valid.eq(~final | self._done_request.ready),
+                sp.valid.eq(offer),
                 sp.payload.addr.eq(local + row),
                 sp.payload.data.eq(Cat(Mux(inside[k], rows[row][k], 0) for k in range(n))),
                 sp.payload.mask.eq(Mux(kept, (1 << n) - 1, 0)),
                 self._done_request.payload.code.eq(code),
                 self._done_request.payload.error.eq(code != 0),
             ]
-        written = busy & sp.valid & sp.ready
+        # From the stage's own offer, not `sp.valid`: that also carries the held row's offer (the
+        # rows queue's LUT-RAM read), which the timing analysis follows into `block.taken` and the
+        # enables of the whole block although `busy` masks it.
+        written = busy & offer & sp.ready
         done = written & final
         m.d.comb += block.taken.eq(block.complete & (~busy | done))
         with m.If(written):
