@@ -139,7 +139,9 @@ class CommandInterface(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        queue = Queue(width=CMD_WORDS * 32 + 16, depth=self.queue_depth, buffered=True)
+        # Refilled late: the decoder pops a head at most every fifth cycle (CHECK twice, VERIFY, ISSUE,
+        # POP), so the head register's enable can be a flip-flop (rtl/queue.py).
+        queue = Queue(width=CMD_WORDS * 32 + 16, depth=self.queue_depth, buffered=True, refill_late=True)
         if self.gate_queue:
             # The FIFO's state changes only by a write or a read, and the move of the next entry
             # into its output register in the cycles after one.
@@ -180,7 +182,7 @@ class CommandInterface(wiring.Component):
             # while empty.
             queue.r_en.eq(self.cmd.ready | draining),
         ]
-        with m.If(draining & ~queue.r_rdy):
+        with m.If(draining & (queue.level == 0)):  # (between two reads the head register is empty)
             m.d.sync += draining.eq(0)
 
         # Busy counts queued commands by the FIFO's level: its output lags a push by a cycle, and

@@ -11,6 +11,14 @@ write enable is constant and the handshake reaches a pointer of a few bits, neve
 
 Every port behaves cycle for cycle as in the Amaranth FIFO it replaces (``tests/test_queue.py``
 runs both side by side), so swapping one for the other changes no cycle count.
+
+``refill_late`` (buffered only) is the one departure: the head register takes the next entry in the
+cycle after a read, never in the cycle of one, so its enable is a flip-flop of its own rather than
+the reader's ``r_en`` through the queue's level. Where the entry is wide and its reader's ready is
+logic (the command queue: 360 bits popped by the decoder's state machine), that enable was a net
+to hundreds of flip-flops behind two levels of logic, the tile's ECP5 critical path (13.99 ns, 8.34
+of it that net's routing). A read then leaves ``r_rdy`` low for a cycle: at most one entry every
+two cycles, for a reader that takes no more.
 """
 
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
@@ -32,11 +40,13 @@ class Queue(Elaboratable, FIFOInterface):
     register, so ``r_data`` and ``r_rdy`` start at flip-flops); otherwise as ``SyncFIFO`` (the head
     read from the storage as it is addressed)."""
 
-    def __init__(self, *, width: int, depth: int, buffered: bool = False) -> None:
+    def __init__(self, *, width: int, depth: int, buffered: bool = False, refill_late: bool = False) -> None:
         if depth < 1 + buffered:
             raise ValueError(f"Queue depth must be at least {1 + buffered}, not {depth}")
+        if refill_late and not buffered:
+            raise ValueError("Queue refill_late needs buffered=True (it is the head register's refill)")
         super().__init__(width=width, depth=depth)
-        self.buffered = buffered
+        self.buffered, self.refill_late = buffered, refill_late
         self.level = Signal(range(depth + 1))
 
     def elaborate(self, platform) -> Module:
@@ -60,9 +70,17 @@ class Queue(Elaboratable, FIFOInterface):
         with m.If(do_write):
             m.d.sync += produce.eq(_step(produce, slots))
 
-        if self.buffered:
+        if self.refill_late:
+            # The head moves into the output register when that is empty, from a register set a
+            # cycle ahead: there will be an entry inside (`inner` after this cycle's moves) and the
+            # output register will be empty (taken now, or empty and not being refilled).
+            do_read = Signal(name="refill")
+            emptied = ~do_read & (~self.r_rdy | self.r_en)
+            m.d.sync += do_read.eq(emptied & (do_write | (inner > do_read)))
+        elif self.buffered:
             # The head moves into the output register when that is empty or being read.
             do_read = (inner != 0) & (~self.r_rdy | self.r_en)
+        if self.buffered:
             with m.If(do_read):
                 m.d.sync += [self.r_data.eq(r_port.data), self.r_rdy.eq(1)]
             with m.Elif(self.r_en):

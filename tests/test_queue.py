@@ -69,3 +69,60 @@ def test_unbuffered_depth_one() -> None:
 def test_buffered_depth_one_refused() -> None:
     with pytest.raises(ValueError, match="at least 2"):
         Queue(width=4, depth=1, buffered=True)
+
+
+def _run_refill_late(depth: int, seed: int) -> tuple[int, int]:
+    """The late-refilled queue against its own rule, modelled here: a head register, refilled in
+    the cycle after it is empty (or read) when an entry is inside; every port, every cycle."""
+    m = Module()
+    m.submodules.ours = ours = Queue(width=WIDTH, depth=depth, buffered=True, refill_late=True)
+    rng = random.Random(seed)
+    counts = [0, 0]
+
+    async def bench(ctx) -> None:
+        inside: deque[int] = deque()
+        head: int | None = None
+        refill = False
+        for cycle in range(CYCLES):
+            write_p = 0.8 if (cycle // 50) % 2 == 0 else 0.3
+            w_en, r_en, data = rng.random() < write_p, rng.random() < 1 - write_p, rng.randrange(1 << WIDTH)
+            ctx.set(ours.w_en, w_en)
+            ctx.set(ours.r_en, r_en)
+            ctx.set(ours.w_data, data)
+            w_rdy, r_rdy = len(inside) != depth - 1, head is not None
+            assert ctx.get(ours.w_rdy) == w_rdy, f"w_rdy, cycle {cycle}"
+            assert ctx.get(ours.r_rdy) == r_rdy, f"r_rdy, cycle {cycle}"
+            assert ctx.get(ours.level) == len(inside) + r_rdy, f"level, cycle {cycle}"
+            if r_rdy:
+                assert ctx.get(ours.r_data) == head, f"r_data, cycle {cycle}"
+            written, taken = w_en and w_rdy, r_en and r_rdy
+            emptied = not refill and (not r_rdy or taken)
+            next_refill = emptied and (written or len(inside) > refill)
+            if refill:
+                head = inside.popleft()
+            elif taken:
+                head = None
+            if written:
+                inside.append(data)
+            counts[0] += written
+            counts[1] += taken
+            refill = next_refill
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts[0], counts[1]
+
+
+@pytest.mark.parametrize("depth", [2, 3, 8])
+def test_refill_late(depth: int) -> None:
+    writes, reads = _run_refill_late(depth, seed=depth)
+    assert writes > CYCLES // 5 and reads > CYCLES // 5
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_refill_late_needs_buffered() -> None:
+    with pytest.raises(ValueError, match="buffered"):
+        Queue(width=4, depth=2, refill_late=True)
