@@ -16,6 +16,15 @@ WIDTH = 12
 CYCLES = 600
 
 
+def _simulate(m: Module, bench, counts: list[int]) -> tuple[int, int]:
+    """Run ``bench`` on ``m``; (entries written, entries read) as it counted them."""
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return counts[0], counts[1]
+
+
 def _run(depth: int, buffered: bool, seed: int) -> tuple[int, int]:
     m = Module()
     m.submodules.ours = ours = Queue(width=WIDTH, depth=depth, buffered=buffered)
@@ -45,11 +54,7 @@ def _run(depth: int, buffered: bool, seed: int) -> tuple[int, int]:
                 counts[0] += 1
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return counts[0], counts[1]
+    return _simulate(m, bench, counts)
 
 
 @pytest.mark.parametrize("buffered", [False, True])
@@ -109,11 +114,7 @@ def _run_refill_late(depth: int, seed: int) -> tuple[int, int]:
             refill = next_refill
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return counts[0], counts[1]
+    return _simulate(m, bench, counts)
 
 
 @pytest.mark.parametrize("depth", [2, 3, 8])
