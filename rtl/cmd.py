@@ -139,8 +139,8 @@ class CommandInterface(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        # Refilled late: the decoder pops a head at most every fifth cycle (CHECK twice, VERIFY, ISSUE,
-        # POP), so the head register's enable can be a flip-flop (rtl/queue.py).
+        # Refilled late (rtl/queue.py), so the head register's enable is a flip-flop: a cycle more
+        # per command, of the decoder's five at least (CHECK twice, VERIFY, ISSUE, POP).
         queue = Queue(width=CMD_WORDS * 32 + 16, depth=self.queue_depth, buffered=True, refill_late=True)
         if self.gate_queue:
             # The FIFO's state changes only by a write or a read, and the move of the next entry
