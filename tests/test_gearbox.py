@@ -31,10 +31,13 @@ def _run(dut: Gearbox, bench) -> None:
     sim.run()
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize(("nb", "unit"), [(8, 1), (16, 1), (8, 2), (16, 4), (4, 2)])
-def test_gearbox_matches_byte_queue(nb: int, unit: int) -> None:
+def test_gearbox_matches_byte_queue(nb: int, unit: int, parallel: bool) -> None:
+    """``parallel``: the requester also tells the next cycle's count (``req_next_count``), from a
+    count of 0 after reset, as the store DMA's registered count does."""
     rng = random.Random(nb * unit)
-    dut = Gearbox(nb, unit)
+    dut = Gearbox(nb, unit, parallel=parallel)
     nu = nb // unit
     inputs = [_chunk(rng, nu, unit) for _ in range(300)]
     total = sum(count for _, count, _ in inputs)
@@ -47,6 +50,9 @@ def test_gearbox_matches_byte_queue(nb: int, unit: int) -> None:
     async def bench(ctx) -> None:
         queue = bytearray()
         i = r = 0
+        if parallel:  # the count is 0 in the first cycle, then the first request's
+            ctx.set(dut.req_next_count, requests[0][1])
+            await ctx.tick()
         for _ in range(20 * len(inputs)):
             if r == len(requests):
                 break
@@ -77,6 +83,8 @@ def test_gearbox_matches_byte_queue(nb: int, unit: int) -> None:
                 del queue[: req_count * unit]
                 r += 1
                 checked["outputs"] += 1
+            if parallel:
+                ctx.set(dut.req_next_count, requests[min(r, len(requests) - 1)][1])
             if in_valid and ctx.get(dut.inp.ready):
                 queue += inputs[i][2]
                 i += 1
