@@ -468,6 +468,13 @@ class _Engine(wiring.Component):
         contiguous = (d.rows == 1) | (d.dram_stride[ul:] == self._row_units(d))
         return contiguous, d.rows * self._elems(d)
 
+    def _shape_registers(self, offered) -> tuple[tuple[Signal, Signal], list]:
+        """Registers for ``_shape(offered)`` and the statements that load them (each engine loads
+        them with its descriptor register), so the planner's setup starts at flip-flops."""
+        shape = self._shape(offered)
+        registers = Signal(name="contiguous"), Signal(shape[1].shape(), name="rows_elems")
+        return registers, [Cat(*registers).eq(Cat(*shape))]
+
     def _first_beat_count(self, single, lane, end) -> Value:
         """Lanes of a burst's first beat, from its first lane: to ``end`` if it is the burst's only
         beat (``single``), else to the end of the bus."""
@@ -602,13 +609,12 @@ class DmaRead(_Engine):
             m.d.sync += held.eq(0)
         # The planner's segment shape is registered with it too: the product `rows · elems` and the
         # stride's compare with the row start at the input buffer's registers.
-        offered = self._shape(cmd.payload)
-        contiguous, product = Signal(name="contiguous"), Signal(offered[1].shape(), name="rows_elems")
+        shape, load_shape = self._shape_registers(cmd.payload)
         with m.If(cmd.valid & cmd.ready):  # a new tag, held while it is checked and issued
             m.d.sync += [d.eq(cmd.payload), code.eq(checked), tag.eq(tag + 1), held.eq(1)]
-            m.d.sync += Cat(contiguous, product).eq(Cat(*offered))
+            m.d.sync += load_shape
         setup = advance & (code == 0)
-        planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, (contiguous, product), foresee=True)
+        planning = self._planner(m, d, setup, 1, "ar", bursts, {"tag": tag}, shape, foresee=True)
         m.d.comb += more.eq(planning)
 
         # Data side, two stages joined by a queue of two held rows: the assembler builds a
@@ -1072,9 +1078,9 @@ class DmaWrite(_Engine):
         # So does the segment shape (`rows · elems`, a multiplier, and the stride's compare), as the
         # load engine's is registered: the planner's setup then starts at flip-flops (the
         # descriptor → multiplier → `left` path was 13.57 ns at seed 2).
-        shape = Signal(name="contiguous"), Signal(self._shape(d)[1].shape(), name="rows_elems")
+        shape, load_shape = self._shape_registers(offered)
         with m.If(state == idle):
-            m.d.sync += [held.eq(self.cmd.payload), Cat(*shape).eq(Cat(*self._shape(offered)))]
+            m.d.sync += [held.eq(self.cmd.payload), *load_shape]
         m.d.comb += check.eq(self._check(m, d))
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += state.eq(checking)
