@@ -283,7 +283,8 @@ def _placements(work: Path, netlist: Path, opts: Options) -> dict:
     for seed in range(opts.seed + 1, opts.seed + opts.seeds):
         run = place_and_route(work, netlist, replace(opts, seed=seed), f"nextpnr-seed{seed}.log")
         by_seed[str(seed)] = run["fmax_mhz"]
-    spread = {"fmax_median_mhz": median(by_seed.values()), "fmax_min_mhz": min(by_seed.values())}
+    # (nextpnr's figures have two decimals; the median of an even count is a mean of two)
+    spread = {"fmax_median_mhz": round(median(by_seed.values()), 2), "fmax_min_mhz": min(by_seed.values())}
     return first | {"fmax_by_seed": by_seed} | spread
 
 
